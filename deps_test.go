@@ -1,0 +1,98 @@
+package mandate_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// badDeps maps a package pattern to the imports it must never have (the
+// import table of ARCHITECTURE.md), with why. Checked on the transitive
+// non-test dependencies, so a violation cannot hide behind a helper.
+var badDeps = map[string]map[string]string{
+	"github.com/mandatevm/mandate/kernel": {
+		"github.com/mandatevm/mandate/caps/":      "the kernel imports no capability kind: kinds plug in through kernel.Kind",
+		"github.com/mandatevm/mandate/sandbox/":   "the kernel imports no engine: engines plug in through sandbox.Engine",
+		"github.com/tetratelabs/wazero":           "the kernel imports no engine",
+		"github.com/bytecodealliance/wasmtime-go": "the kernel imports no engine",
+		"github.com/mandatevm/mandate/cmd/":       "dependencies point inward",
+		"github.com/mandatevm/mandate/manifest":   "policy parsing lives outside the trusted core",
+	},
+	"github.com/mandatevm/mandate/sandbox": {
+		"github.com/mandatevm/mandate/kernel": "the engine interface must not depend on kernel internals",
+		"github.com/tetratelabs/wazero":       "the interface package names no engine",
+	},
+	"github.com/mandatevm/mandate/sandbox/wazero": {
+		"github.com/mandatevm/mandate/kernel": "engines see only the host-call interface they are given",
+		"github.com/mandatevm/mandate/caps/":  "engines know no capability kinds",
+	},
+	"github.com/mandatevm/mandate/caps/net": {
+		"github.com/mandatevm/mandate/sandbox/": "a kind never sees an engine",
+		"github.com/mandatevm/mandate/cmd/":     "dependencies point inward",
+	},
+}
+
+// stdOnly lists packages that may import only the standard library and
+// the listed module packages.
+var stdOnly = map[string][]string{
+	"github.com/mandatevm/mandate/guest-sdk/abi": nil,
+	"github.com/mandatevm/mandate/guest-sdk":     {"github.com/mandatevm/mandate/guest-sdk/abi"},
+	"github.com/mandatevm/mandate/guest-sdk/net": {
+		"github.com/mandatevm/mandate/guest-sdk", "github.com/mandatevm/mandate/guest-sdk/abi",
+	},
+	"github.com/mandatevm/mandate/sandbox": {"github.com/mandatevm/mandate/guest-sdk/abi"},
+}
+
+func deps(t *testing.T, env []string, pkg string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", pkg)
+	cmd.Env = append(cmd.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list %s: %v\n%s", pkg, err, out)
+	}
+	var ds []string
+	for _, l := range strings.Fields(string(out)) {
+		if l != pkg {
+			ds = append(ds, l)
+		}
+	}
+	return ds
+}
+
+func TestImportTable(t *testing.T) {
+	for pkg, bad := range badDeps {
+		for _, d := range deps(t, nil, pkg) {
+			for prefix, why := range bad {
+				if d == prefix || strings.HasPrefix(d, prefix) || strings.HasPrefix(d, prefix+"/") {
+					t.Errorf("%s imports %s: %s", pkg, d, why)
+				}
+			}
+		}
+	}
+	wasm := []string{"GOOS=wasip1", "GOARCH=wasm"}
+	for pkg, allowed := range stdOnly {
+		env := []string(nil)
+		if strings.Contains(pkg, "guest-sdk") {
+			env = wasm // the guest SDK must build for guests
+		}
+		for _, d := range deps(t, env, pkg) {
+			ok := false
+			for _, a := range allowed {
+				ok = ok || d == a
+			}
+			if !ok {
+				t.Errorf("%s must import only the standard library (and %v), but imports %s", pkg, allowed, d)
+			}
+		}
+	}
+}
+
+// TestGuestSDKBuildsForWasm builds the guest SDK for GOOS=wasip1.
+func TestGuestSDKBuildsForWasm(t *testing.T) {
+	cmd := exec.Command("go", "build", "./guest-sdk/...")
+	cmd.Env = append(cmd.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("GOOS=wasip1 go build ./guest-sdk/...: %v\n%s", err, out)
+	}
+}

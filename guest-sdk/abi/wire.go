@@ -1,0 +1,215 @@
+package abi
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// Argument documents (cap_call arguments, cap_derive requests) are JSON
+// objects of at most MaxArgLen bytes. Each kind documents its own in ABI.md.
+// The structures below are the ones the net kind uses; they live here so the
+// kernel side and the guest SDK share one definition.
+
+// Limits on decoded HTTP structures.
+const (
+	MaxHeaders        = 128
+	MaxHeaderBytes    = 64 << 10 // names and values together
+	MaxURLLen         = 8 << 10
+	MaxMethodLen      = 16
+	httpResponseMagic = "MHR1"
+)
+
+// NetFetchOp is the net kind's only operation.
+const NetFetchOp = "fetch"
+
+// HTTPRequest is the argument of the net kind's "fetch" operation.
+//
+// URL is either a path (with optional query), resolved against the
+// capability's origin, or an absolute URL, which must name that origin.
+// At most one of Body and BodyBlob is set; BodyBlob names a blob handle in
+// the caller's table whose bytes become the body without passing through the
+// guest.
+type HTTPRequest struct {
+	Method   string              `json:"method"`
+	URL      string              `json:"url"`
+	Header   map[string][]string `json:"header,omitempty"`
+	Body     []byte              `json:"body,omitempty"`
+	BodyBlob Handle              `json:"body_blob,omitempty"`
+}
+
+// Errors returned by the decoders.
+var (
+	ErrTooLarge  = errors.New("abi: document too large")
+	ErrMalformed = errors.New("abi: malformed document")
+)
+
+// DecodeJSON decodes a bounded, strict JSON argument document into v:
+// unknown fields and trailing data are errors.
+func DecodeJSON(b []byte, v any) error {
+	if len(b) > MaxArgLen {
+		return ErrTooLarge
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: trailing data", ErrMalformed)
+	}
+	return nil
+}
+
+// DecodeHTTPRequest decodes and bounds-checks a fetch argument.
+func DecodeHTTPRequest(b []byte) (HTTPRequest, error) {
+	var r HTTPRequest
+	if err := DecodeJSON(b, &r); err != nil {
+		return HTTPRequest{}, err
+	}
+	if len(r.Method) == 0 || len(r.Method) > MaxMethodLen {
+		return HTTPRequest{}, fmt.Errorf("%w: method length %d", ErrMalformed, len(r.Method))
+	}
+	if len(r.URL) == 0 || len(r.URL) > MaxURLLen {
+		return HTTPRequest{}, fmt.Errorf("%w: url length %d", ErrMalformed, len(r.URL))
+	}
+	if len(r.Body) > 0 && r.BodyBlob != 0 {
+		return HTTPRequest{}, fmt.Errorf("%w: both body and body_blob set", ErrMalformed)
+	}
+	if err := checkHeader(r.Header); err != nil {
+		return HTTPRequest{}, err
+	}
+	return r, nil
+}
+
+// EncodeHTTPRequest encodes a fetch argument.
+func EncodeHTTPRequest(r HTTPRequest) ([]byte, error) { return json.Marshal(r) }
+
+func checkHeader(h map[string][]string) error {
+	n, size := 0, 0
+	for k, vs := range h {
+		size += len(k)
+		for _, v := range vs {
+			n++
+			size += len(v)
+		}
+		if len(vs) == 0 {
+			n++
+		}
+	}
+	if n > MaxHeaders {
+		return fmt.Errorf("%w: %d header values (max %d)", ErrTooLarge, n, MaxHeaders)
+	}
+	if size > MaxHeaderBytes {
+		return fmt.Errorf("%w: %d header bytes (max %d)", ErrTooLarge, size, MaxHeaderBytes)
+	}
+	return nil
+}
+
+// HTTPResponse is the content of the blob a successful fetch returns.
+//
+// Its encoding is binary so that a large body costs no more than its bytes:
+//
+//	"MHR1" status:uvarint nheader:uvarint { name:bytes value:bytes }* body:bytes
+//
+// where bytes is a uvarint length followed by that many bytes.
+type HTTPResponse struct {
+	Status int
+	Header map[string][]string
+	Body   []byte
+}
+
+// EncodeHTTPResponse encodes r. Header values are written sorted by name so
+// that equal responses encode equally.
+func EncodeHTTPResponse(r HTTPResponse) []byte {
+	names := make([]string, 0, len(r.Header))
+	n := 0
+	for k, vs := range r.Header {
+		names = append(names, k)
+		n += len(vs)
+	}
+	sort.Strings(names)
+	b := make([]byte, 0, len(httpResponseMagic)+16+len(r.Body))
+	b = append(b, httpResponseMagic...)
+	b = binary.AppendUvarint(b, uint64(r.Status))
+	b = binary.AppendUvarint(b, uint64(n))
+	for _, k := range names {
+		for _, v := range r.Header[k] {
+			b = appendBytes(b, k)
+			b = appendBytes(b, v)
+		}
+	}
+	b = appendBytes(b, string(r.Body))
+	return b
+}
+
+func appendBytes(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// DecodeHTTPResponse decodes a fetch result blob. Every length is checked
+// against what remains, so hostile input yields an error, never a panic or
+// a large allocation.
+func DecodeHTTPResponse(b []byte) (HTTPResponse, error) {
+	if len(b) > MaxBlobLen {
+		return HTTPResponse{}, ErrTooLarge
+	}
+	if !bytes.HasPrefix(b, []byte(httpResponseMagic)) {
+		return HTTPResponse{}, fmt.Errorf("%w: bad magic", ErrMalformed)
+	}
+	d := decoder{b: b[len(httpResponseMagic):]}
+	status := d.uvarint()
+	n := d.uvarint()
+	if d.err == nil && (status > 999 || n > MaxHeaders) {
+		return HTTPResponse{}, fmt.Errorf("%w: status %d, %d headers", ErrMalformed, status, n)
+	}
+	r := HTTPResponse{Status: int(status), Header: make(map[string][]string, n)}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		k, v := d.bytes(), d.bytes()
+		r.Header[string(k)] = append(r.Header[string(k)], string(v))
+	}
+	r.Body = d.bytes()
+	if d.err != nil {
+		return HTTPResponse{}, d.err
+	}
+	if len(d.b) != 0 {
+		return HTTPResponse{}, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(d.b))
+	}
+	return r, nil
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = fmt.Errorf("%w: bad varint", ErrMalformed)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)) {
+		d.err = fmt.Errorf("%w: length %d exceeds remaining %d", ErrMalformed, n, len(d.b))
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}

@@ -1,0 +1,145 @@
+// Package kerneltest provides a small capability kind for kernel tests and
+// benchmarks: Kind("test") with a numeric level and a set of ops, narrowed
+// by lowering the level or dropping ops.
+//
+//	k, _ := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{kerneltest.New()}})
+//	scope, _ := k.Grant("test", kernel.GrantContext{}, []byte(`{"level":3}`))
+package kerneltest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel"
+)
+
+// Ops of the test kind.
+const (
+	OpNoop  = "noop"  // does nothing, returns no blob
+	OpEcho  = "echo"  // returns its arguments as a blob
+	OpLevel = "level" // returns the scope's level as a decimal blob
+	OpPanic = "panic" // panics inside the kind (the kernel must deny, not crash)
+)
+
+var allOps = []string{OpNoop, OpEcho, OpLevel, OpPanic}
+
+// Kind is the test kind. Calls counts successful invocations.
+type Kind struct {
+	Calls atomic.Int64
+}
+
+var _ kernel.Kind = (*Kind)(nil)
+
+// New returns a test kind.
+func New() *Kind { return &Kind{} }
+
+// Scope is a level and the ops allowed.
+type Scope struct {
+	level int
+	ops   []string
+}
+
+var _ kernel.Scope = (*Scope)(nil)
+
+type scopeJSON struct {
+	Level *int     `json:"level"`
+	Ops   []string `json:"ops,omitempty"`
+}
+
+// MarshalJSON implements kernel.Scope.
+func (s *Scope) MarshalJSON() ([]byte, error) {
+	l := s.level
+	return json.Marshal(scopeJSON{Level: &l, Ops: s.ops})
+}
+
+// Contains implements kernel.Scope.
+func (s *Scope) Contains(o kernel.Scope) bool {
+	t, ok := o.(*Scope)
+	if !ok || t.level > s.level {
+		return false
+	}
+	for _, op := range t.ops {
+		if !slices.Contains(s.ops, op) {
+			return false
+		}
+	}
+	return true
+}
+
+// Level is the scope's level.
+func (s *Scope) Level() int { return s.level }
+
+func (k *Kind) Name() string  { return "test" }
+func (k *Kind) Ops() []string { return allOps }
+
+// Grant reads {"level": N, "ops": [...]}; ops default to all.
+func (k *Kind) Grant(_ kernel.GrantContext, spec []byte) (kernel.Scope, error) {
+	var v scopeJSON
+	if err := abi.DecodeJSON(spec, &v); err != nil {
+		return nil, &kernel.FieldError{Field: "level", Msg: err.Error()}
+	}
+	s := &Scope{ops: slices.Clone(allOps)}
+	if v.Level != nil {
+		s.level = *v.Level
+	}
+	if v.Ops != nil {
+		for _, op := range v.Ops {
+			if !slices.Contains(allOps, op) {
+				return nil, &kernel.FieldError{Field: "ops", Msg: fmt.Sprintf("unknown op %q", op)}
+			}
+		}
+		s.ops = slices.Clone(v.Ops)
+	}
+	return s, nil
+}
+
+// Narrow lowers the level and drops ops; more is refused.
+func (k *Kind) Narrow(parent kernel.Scope, req []byte) (kernel.Scope, error) {
+	p := parent.(*Scope)
+	var v scopeJSON
+	if err := abi.DecodeJSON(req, &v); err != nil {
+		return nil, kernel.Errorf(abi.EINVAL, "narrow: %v", err)
+	}
+	s := &Scope{level: p.level, ops: slices.Clone(p.ops)}
+	if v.Level != nil {
+		if *v.Level > p.level {
+			return nil, kernel.Errorf(abi.EDENIED, "widening: level %d above %d", *v.Level, p.level)
+		}
+		s.level = *v.Level
+	}
+	if v.Ops != nil {
+		for _, op := range v.Ops {
+			if !slices.Contains(p.ops, op) {
+				return nil, kernel.Errorf(abi.EDENIED, "widening: op %q not in parent", op)
+			}
+		}
+		s.ops = slices.Clone(v.Ops)
+	}
+	return s, nil
+}
+
+// Invoke implements the ops.
+func (k *Kind) Invoke(_ context.Context, call *kernel.Call) (*kernel.Result, error) {
+	s := call.Scope.(*Scope)
+	if !slices.Contains(s.ops, call.Op) {
+		return nil, kernel.Errorf(abi.EDENIED, "op %q not in scope", call.Op)
+	}
+	switch call.Op {
+	case OpNoop:
+		k.Calls.Add(1)
+		return nil, nil
+	case OpEcho:
+		k.Calls.Add(1)
+		return &kernel.Result{Data: call.Args}, nil
+	case OpLevel:
+		k.Calls.Add(1)
+		return &kernel.Result{Data: []byte(fmt.Sprint(s.level))}, nil
+	case OpPanic:
+		panic("kerneltest: panic op")
+	}
+	return nil, kernel.Errorf(abi.ENOTSUP, "no op %q", call.Op)
+}

@@ -1,0 +1,58 @@
+package kernel
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/mandatevm/mandate/guest-sdk/abi"
+)
+
+// Decision is what the kernel decided about a call.
+type Decision string
+
+const (
+	Allow Decision = "allow"
+	Deny  Decision = "deny"
+	// Outcome records how an allowed effect ended.
+	Outcome Decision = "outcome"
+)
+
+// AuditEvent is one record of a decision. Audit entries are records, not
+// log lines: an Auditor stores them; the logger only mirrors denials.
+type AuditEvent struct {
+	Time      time.Time
+	Task      string
+	Principal string
+	Module    string
+	Cap       string // capability id, "" when the handle did not resolve
+	Kind      string
+	Op        string // "call:fetch", "derive", "revoke", "drop", "lookup", ...
+	Decision  Decision
+	Errno     abi.Errno
+	Reason    string
+}
+
+// Auditor receives audit events. Record is called before the effect of an
+// allowed decision on an audited capability and for every denial (law 8);
+// when it fails, the call is denied (fail closed).
+type Auditor interface {
+	Record(ctx context.Context, ev AuditEvent) error
+}
+
+// logAuditor mirrors events into a logger. It is the default until a run
+// is given a tamper-evident log.
+type logAuditor struct{ logger hclog.Logger }
+
+func (a logAuditor) Record(_ context.Context, ev AuditEvent) error {
+	args := []any{"task", ev.Task, "cap", ev.Cap, "kind", ev.Kind, "op", ev.Op, "errno", ev.Errno.String()}
+	if ev.Reason != "" {
+		args = append(args, "reason", ev.Reason)
+	}
+	if ev.Decision == Deny {
+		a.logger.Debug("audit: deny", args...)
+	} else {
+		a.logger.Trace("audit: "+string(ev.Decision), args...)
+	}
+	return nil
+}

@@ -1,0 +1,69 @@
+package kernel
+
+import (
+	"encoding/json"
+	"sync/atomic"
+)
+
+// Cap is a capability: a kind, an immutable scope, and its place in the
+// derivation tree. Tasks name caps through handles in their CapTable; the
+// same Cap is never in two tasks' tables (passing a capability to a child
+// derives a new node held by the child), so the graph says who holds what.
+type Cap struct {
+	id     string
+	kind   Kind
+	scope  Scope
+	name   string // the manifest's name for a root grant; "" for derived
+	parent *Cap
+	holder *Task
+	audit  bool // decisions are written to the audit log before effect
+
+	revoked atomic.Bool
+	dropped atomic.Bool
+
+	// children is protected by Kernel.mu.
+	children []*Cap
+}
+
+// ID is unique within the kernel, e.g. "c3".
+func (c *Cap) ID() string { return c.id }
+
+// Kind is the capability's kind.
+func (c *Cap) Kind() Kind { return c.kind }
+
+// Scope is the capability's scope.
+func (c *Cap) Scope() Scope { return c.scope }
+
+// Name is the manifest name of a root grant, empty for derived caps.
+func (c *Cap) Name() string { return c.name }
+
+// Parent is the capability this one was derived from, nil for a root.
+func (c *Cap) Parent() *Cap { return c.parent }
+
+// Revoked reports whether the capability or an ancestor was revoked.
+func (c *Cap) Revoked() bool { return c.revoked.Load() }
+
+// Audited reports whether decisions on c go to the audit log.
+func (c *Cap) Audited() bool { return c.audit }
+
+func (c *Cap) holderID() string {
+	if c.holder == nil {
+		return ""
+	}
+	return c.holder.id
+}
+
+func (c *Cap) parentID() string {
+	if c.parent == nil {
+		return ""
+	}
+	return c.parent.id
+}
+
+func scopeJSON(s Scope) json.RawMessage {
+	b, err := s.MarshalJSON()
+	if err != nil || !json.Valid(b) {
+		b, _ = json.Marshal(map[string]string{"error": "scope not describable"})
+	}
+	return b
+}

@@ -1,0 +1,213 @@
+package kernel
+
+import (
+	"sync"
+
+	"github.com/mandatevm/mandate/guest-sdk/abi"
+)
+
+// Table limits.
+const (
+	// MaxHandles is the most entries any capability table may hold: the
+	// slot index has abi.HandleIndexBits bits.
+	MaxHandles = 1 << abi.HandleIndexBits
+	// DefaultMaxHandles is a task's handle limit when its spec sets none.
+	DefaultMaxHandles = 1024
+)
+
+// entry is what a handle names: a capability or a blob, never both.
+type entry struct {
+	cap  *Cap
+	blob *Blob
+}
+
+type slot struct {
+	gen     uint32 // generation of the current (or next) occupant; 0 = retired
+	entry   entry
+	used    bool
+	retired bool
+}
+
+// CapTable is a task's table of handles, like a process's file descriptor
+// table. A handle is the slot index plus the slot's generation, so a handle
+// kept after its entry was removed (a stale handle) never names the slot's
+// next occupant: it is simply not found.
+//
+// CapTable is safe for concurrent use.
+type CapTable struct {
+	mu    sync.Mutex
+	slots []slot // protected by mu
+	free  []uint32
+	n     int // live entries; protected by mu
+	limit int
+}
+
+// NewCapTable returns an empty table that holds at most limit entries
+// (DefaultMaxHandles when limit <= 0, never more than MaxHandles).
+func NewCapTable(limit int) *CapTable {
+	if limit <= 0 {
+		limit = DefaultMaxHandles
+	}
+	if limit > MaxHandles {
+		limit = MaxHandles
+	}
+	return &CapTable{limit: limit}
+}
+
+// Len is the number of live entries.
+func (t *CapTable) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.n
+}
+
+// Limit is the most entries the table holds.
+func (t *CapTable) Limit() int { return t.limit }
+
+// InsertCap adds c and returns its handle, or ErrLimit when full.
+func (t *CapTable) InsertCap(c *Cap) (abi.Handle, error) { return t.insert(entry{cap: c}) }
+
+// InsertBlob adds b and returns its handle, or ErrLimit when full.
+func (t *CapTable) InsertBlob(b *Blob) (abi.Handle, error) { return t.insert(entry{blob: b}) }
+
+func (t *CapTable) insert(e entry) (abi.Handle, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n >= t.limit {
+		return 0, Errorf(abi.ELIMIT, "capability table full (%d handles)", t.limit)
+	}
+	var idx uint32
+	if n := len(t.free); n > 0 {
+		idx = t.free[n-1]
+		t.free = t.free[:n-1]
+	} else {
+		if len(t.slots) >= MaxHandles {
+			return 0, Errorf(abi.ELIMIT, "capability table has no free slot")
+		}
+		idx = uint32(len(t.slots))
+		t.slots = append(t.slots, slot{gen: 1})
+	}
+	s := &t.slots[idx]
+	s.entry, s.used = e, true
+	t.n++
+	return abi.MakeHandle(idx, s.gen), nil
+}
+
+// lookup returns the entry h names.
+//
+// Preconditions: t.mu is held.
+func (t *CapTable) lookup(h abi.Handle) (*slot, bool) {
+	idx := h.Index()
+	if h == 0 || int(idx) >= len(t.slots) {
+		return nil, false
+	}
+	s := &t.slots[idx]
+	if !s.used || s.gen != h.Gen() {
+		return nil, false
+	}
+	return s, true
+}
+
+func (t *CapTable) get(h abi.Handle) (entry, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.lookup(h)
+	if !ok {
+		return entry{}, false
+	}
+	return s.entry, true
+}
+
+// GetCap returns the capability h names: ErrBadHandle when h is not in
+// this table, ErrWrongType when it names a blob.
+func (t *CapTable) GetCap(h abi.Handle) (*Cap, error) {
+	e, ok := t.get(h)
+	switch {
+	case !ok:
+		return nil, Errorf(abi.EBADHANDLE, "handle %#x is not in this task's table", uint32(h))
+	case e.cap == nil:
+		return nil, Errorf(abi.EWRONGTYPE, "handle %#x names a blob, not a capability", uint32(h))
+	}
+	return e.cap, nil
+}
+
+// GetBlob returns the blob h names: ErrBadHandle when h is not in this
+// table, ErrWrongType when it names a capability.
+func (t *CapTable) GetBlob(h abi.Handle) (*Blob, error) {
+	e, ok := t.get(h)
+	switch {
+	case !ok:
+		return nil, Errorf(abi.EBADHANDLE, "handle %#x is not in this task's table", uint32(h))
+	case e.blob == nil:
+		return nil, Errorf(abi.EWRONGTYPE, "handle %#x names a capability, not a blob", uint32(h))
+	}
+	return e.blob, nil
+}
+
+// Remove deletes h from the table. The slot's generation advances, so h and
+// every copy of it become stale; a slot whose generation is exhausted is
+// retired rather than reused.
+func (t *CapTable) Remove(h abi.Handle) error {
+	_, err := t.remove(h)
+	return err
+}
+
+func (t *CapTable) remove(h abi.Handle) (entry, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.lookup(h)
+	if !ok {
+		return entry{}, Errorf(abi.EBADHANDLE, "handle %#x is not in this task's table", uint32(h))
+	}
+	e := s.entry
+	s.entry, s.used = entry{}, false
+	t.n--
+	if s.gen >= abi.MaxGen {
+		s.retired = true
+	} else {
+		s.gen++
+		t.free = append(t.free, h.Index())
+	}
+	return e, nil
+}
+
+// Fork returns a new table holding the entries named by handles, under new
+// handles in the same order, with the given limit. It is how a child task
+// receives what its parent passes (after any narrowing). Unknown handles
+// are an error and nothing is forked.
+func (t *CapTable) Fork(limit int, handles ...abi.Handle) (*CapTable, []abi.Handle, error) {
+	t.mu.Lock()
+	es := make([]entry, len(handles))
+	for i, h := range handles {
+		s, ok := t.lookup(h)
+		if !ok {
+			t.mu.Unlock()
+			return nil, nil, Errorf(abi.EBADHANDLE, "handle %#x is not in this task's table", uint32(h))
+		}
+		es[i] = s.entry
+	}
+	t.mu.Unlock()
+	nt := NewCapTable(limit)
+	out := make([]abi.Handle, len(es))
+	for i, e := range es {
+		h, err := nt.insert(e)
+		if err != nil {
+			return nil, nil, err
+		}
+		out[i] = h
+	}
+	return nt, out, nil
+}
+
+// caps returns every capability in the table.
+func (t *CapTable) caps() []*Cap {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var cs []*Cap
+	for i := range t.slots {
+		if s := &t.slots[i]; s.used && s.entry.cap != nil {
+			cs = append(cs, s.entry.cap)
+		}
+	}
+	return cs
+}

@@ -1,0 +1,157 @@
+package kernel
+
+import (
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/mandatevm/mandate/guest-sdk/abi"
+)
+
+func TestCapTableStaleHandles(t *testing.T) {
+	tb := NewCapTable(4)
+	b := NewBlob([]byte("x"), Label{})
+	h, err := tb.InsertBlob(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h == 0 {
+		t.Fatal("handle 0 handed out")
+	}
+	if got, err := tb.GetBlob(h); err != nil || got != b {
+		t.Fatalf("GetBlob = %v, %v; want the blob", got, err)
+	}
+	if err := tb.Remove(h); err != nil {
+		t.Fatal(err)
+	}
+	// The slot is reused with a new generation: the old handle is stale.
+	h2, _ := tb.InsertBlob(NewBlob([]byte("y"), Label{}))
+	if h2.Index() != h.Index() || h2 == h {
+		t.Fatalf("reuse: got %#x after %#x, want same slot, new generation", h2, h)
+	}
+	if _, err := tb.GetBlob(h); !errors.Is(err, ErrBadHandle) {
+		t.Fatalf("stale handle: got %v, want ErrBadHandle", err)
+	}
+	if err := tb.Remove(h); !errors.Is(err, ErrBadHandle) {
+		t.Fatalf("double remove: got %v, want ErrBadHandle", err)
+	}
+}
+
+func TestCapTableInventedHandles(t *testing.T) {
+	tb := NewCapTable(4)
+	h, _ := tb.InsertBlob(NewBlob(nil, Label{}))
+	for _, bad := range []abi.Handle{0, 1, h + 1, h ^ (1 << 20), abi.MakeHandle(4095, 1), 0xffffffff} {
+		if _, err := tb.GetBlob(bad); !errors.Is(err, ErrBadHandle) {
+			t.Errorf("GetBlob(%#x) = %v, want ErrBadHandle", uint32(bad), err)
+		}
+		if _, err := tb.GetCap(bad); !errors.Is(err, ErrBadHandle) {
+			t.Errorf("GetCap(%#x) = %v, want ErrBadHandle", uint32(bad), err)
+		}
+	}
+	if _, err := tb.GetCap(h); !errors.Is(err, ErrWrongType) {
+		t.Errorf("GetCap(blob) = %v, want ErrWrongType", err)
+	}
+}
+
+func TestCapTableLimit(t *testing.T) {
+	tb := NewCapTable(3)
+	for i := 0; i < 3; i++ {
+		if _, err := tb.InsertBlob(NewBlob(nil, Label{})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tb.InsertBlob(NewBlob(nil, Label{})); !errors.Is(err, ErrLimit) {
+		t.Fatalf("insert past limit: got %v, want ErrLimit", err)
+	}
+	if got := NewCapTable(1 << 20).Limit(); got != MaxHandles {
+		t.Fatalf("limit clamp: got %d, want %d", got, MaxHandles)
+	}
+}
+
+func TestCapTableGenerationRetire(t *testing.T) {
+	tb := NewCapTable(1)
+	tb.slots = append(tb.slots, slot{gen: abi.MaxGen})
+	tb.free = []uint32{0}
+	h, _ := tb.InsertBlob(NewBlob(nil, Label{}))
+	if h.Gen() != abi.MaxGen {
+		t.Fatalf("gen = %d", h.Gen())
+	}
+	if err := tb.Remove(h); err != nil {
+		t.Fatal(err)
+	}
+	h2, err := tb.InsertBlob(NewBlob(nil, Label{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h2.Index() == h.Index() {
+		t.Fatalf("exhausted slot reused: %#x", h2)
+	}
+	if _, err := tb.GetBlob(h); !errors.Is(err, ErrBadHandle) {
+		t.Fatalf("stale handle to retired slot: %v", err)
+	}
+}
+
+func TestCapTableFork(t *testing.T) {
+	tb := NewCapTable(8)
+	a, _ := tb.InsertBlob(NewBlob([]byte("a"), Label{}))
+	b, _ := tb.InsertBlob(NewBlob([]byte("b"), Label{}))
+	_, _ = tb.InsertBlob(NewBlob([]byte("c"), Label{}))
+	child, hs, err := tb.Fork(2, b, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if child.Len() != 2 {
+		t.Fatalf("child has %d entries, want 2", child.Len())
+	}
+	got, _ := child.GetBlob(hs[0])
+	if string(got.Bytes()) != "b" {
+		t.Fatalf("forked order: got %q want b", got.Bytes())
+	}
+	if _, _, err := tb.Fork(2, a, 12345); !errors.Is(err, ErrBadHandle) {
+		t.Fatalf("fork with invented handle: %v", err)
+	}
+	if _, _, err := tb.Fork(1, a, b); !errors.Is(err, ErrLimit) {
+		t.Fatalf("fork past child limit: %v", err)
+	}
+}
+
+// TestCapTableHammer inserts, reads and removes from many goroutines; run
+// with -race. No goroutine may ever see another's entry through its own
+// handle.
+func TestCapTableHammer(t *testing.T) {
+	tb := NewCapTable(MaxHandles)
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 2000; i++ {
+				want := NewBlob(nil, Label{})
+				h, err := tb.InsertBlob(want)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got, err := tb.GetBlob(h)
+				if err != nil || got != want {
+					t.Errorf("own handle %#x gave %v, %v", uint32(h), got, err)
+					return
+				}
+				if err := tb.Remove(h); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := tb.GetBlob(h); err == nil {
+					// The slot may be reused by another goroutine, but
+					// never under the same generation.
+					t.Errorf("removed handle %#x still resolves", uint32(h))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if tb.Len() != 0 {
+		t.Fatalf("Len = %d after hammer, want 0", tb.Len())
+	}
+}

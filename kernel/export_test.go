@@ -1,0 +1,6 @@
+package kernel
+
+// NewRootCapForTest mints a root capability held by no task.
+func NewRootCapForTest(k *Kernel, kind string, s Scope) (*Cap, error) {
+	return k.newCap(k.kinds[kind], s, "", nil, nil, false)
+}

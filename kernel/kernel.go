@@ -1,0 +1,136 @@
+// Package kernel is Mandate's trusted core: tasks, capability tables,
+// the derivation tree, revocation, blobs and labels, and the mediator every
+// guest call passes through.
+//
+// The kernel imports no engine and no capability kind; they plug in through
+// sandbox.Engine and Kind, the way drivers plug into database/sql:
+//
+//	eng, _ := wazero.New(ctx, sandbox.Config{CacheDir: dir})
+//	k, _ := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{net.New()}})
+//	scope, _ := k.Grant("net", kernel.GrantContext{}, []byte(`{"origin":"https://flights.example"}`))
+//	mod, _ := eng.Compile(ctx, wasm)
+//	t, _ := k.Start(ctx, kernel.TaskSpec{
+//		Module: mod, Principal: "alice",
+//		Grants: []kernel.GrantSpec{{Name: "flights", Kind: "net", Scope: scope}},
+//	})
+//	err := t.Wait(ctx)
+//	result, _ := t.Result()
+package kernel
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/sandbox"
+)
+
+// Config configures a Kernel. Engine is required.
+type Config struct {
+	Engine sandbox.Engine
+	Kinds  []Kind
+	// Logger is the root logger; tasks log through named children of it.
+	Logger hclog.Logger
+	// Auditor receives audit events; by default they go to the logger.
+	Auditor Auditor
+}
+
+// Kernel runs tasks and mediates every call they make.
+type Kernel struct {
+	engine  sandbox.Engine
+	kinds   map[string]Kind
+	logger  hclog.Logger
+	auditor Auditor
+
+	mu       sync.Mutex
+	tasks    []*Task // every task started; protected by mu
+	caps     []*Cap  // every capability minted; protected by mu
+	nextTask int     // protected by mu
+	nextCap  int     // protected by mu
+}
+
+// New makes a kernel and registers the ABI's host functions with the
+// engine.
+func New(cfg Config) (*Kernel, error) {
+	if cfg.Engine == nil {
+		return nil, fmt.Errorf("kernel: no engine")
+	}
+	k := &Kernel{
+		engine:  cfg.Engine,
+		kinds:   make(map[string]Kind),
+		logger:  cfg.Logger,
+		auditor: cfg.Auditor,
+	}
+	if k.logger == nil {
+		k.logger = hclog.NewNullLogger()
+	}
+	if k.auditor == nil {
+		k.auditor = logAuditor{k.logger.Named("audit")}
+	}
+	for _, kind := range cfg.Kinds {
+		if _, dup := k.kinds[kind.Name()]; dup {
+			return nil, fmt.Errorf("kernel: kind %q registered twice", kind.Name())
+		}
+		k.kinds[kind.Name()] = kind
+	}
+	if err := cfg.Engine.Host(abi.ModuleName, k.hostFuncs()); err != nil {
+		return nil, fmt.Errorf("kernel: registering host functions: %w", err)
+	}
+	return k, nil
+}
+
+// Engine is the engine tasks run on.
+func (k *Kernel) Engine() sandbox.Engine { return k.engine }
+
+// Kind returns the registered kind with the given name.
+func (k *Kernel) Kind(name string) (Kind, bool) {
+	kind, ok := k.kinds[name]
+	return kind, ok
+}
+
+// Kinds lists the registered kinds' names, sorted.
+func (k *Kernel) Kinds() []string {
+	names := make([]string, 0, len(k.kinds))
+	for n := range k.kinds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Grant mints a root scope of the named kind from a manifest grant.
+func (k *Kernel) Grant(kind string, g GrantContext, spec []byte) (Scope, error) {
+	kd, ok := k.kinds[kind]
+	if !ok {
+		return nil, fmt.Errorf("unknown capability kind %q (known: %v)", kind, k.Kinds())
+	}
+	return kd.Grant(g, spec)
+}
+
+// audit records ev, filling in the task's identity. A failure to record
+// is an internal error: the caller denies.
+func (k *Kernel) audit(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error) error {
+	ev := AuditEvent{
+		Time:      now(),
+		Task:      t.id,
+		Principal: t.principal,
+		Module:    t.module,
+		Op:        op,
+		Decision:  d,
+		Errno:     ErrnoOf(err),
+	}
+	if err != nil {
+		ev.Reason = err.Error()
+	}
+	if c != nil {
+		ev.Cap, ev.Kind = c.id, c.kind.Name()
+	}
+	if aerr := k.auditor.Record(ctx, ev); aerr != nil {
+		t.logger.Error("audit log failed; denying", "error", aerr)
+		return &Error{Errno: abi.EINTERNAL, Msg: "audit log failed", Err: aerr}
+	}
+	return nil
+}

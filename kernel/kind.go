@@ -1,0 +1,126 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/mandatevm/mandate/guest-sdk/abi"
+)
+
+// Kind is a kind of capability: net, data, pay, spawn... Each lives in its
+// own package under caps/ and is registered with the kernel by name. A kind
+// never sees handles or other tasks: the kernel resolves handles, checks
+// revocation and rights, and hands the kind a Call.
+type Kind interface {
+	// Name is the kind's short name, e.g. "net".
+	Name() string
+	// Ops lists the operations Invoke accepts.
+	Ops() []string
+	// Grant mints a root scope from a manifest grant: spec is the cap
+	// block's body as a JSON object. Errors should be *FieldError when
+	// they concern one field, so the manifest can point at its line.
+	Grant(g GrantContext, spec []byte) (Scope, error)
+	// Narrow returns a scope within parent as the request (a JSON object,
+	// see ABI.md for each kind) asks, or an error: any request that would
+	// widen parent is refused with an error matching ErrDenied, never
+	// silently clamped.
+	Narrow(parent Scope, req []byte) (Scope, error)
+	// Invoke performs the operation and returns its result, or nil for
+	// none. Errors should be *Error values (see Errorf); any other error
+	// reaches the guest as EINTERNAL.
+	Invoke(ctx context.Context, call *Call) (*Result, error)
+}
+
+// Scope is what a capability allows. A scope is immutable once minted;
+// its JSON form (for the graph, the guest's cap_describe and logs) never
+// contains secrets.
+type Scope interface {
+	json.Marshaler
+	// Contains reports whether every use other allows is allowed by the
+	// receiver. The kernel checks it after every Narrow, as a second line
+	// behind the kind's own narrowing.
+	Contains(other Scope) bool
+}
+
+// GrantContext is what a kind may consult when minting a root scope: where
+// the manifest lives (relative file names resolve against it) and the host
+// environment (for secrets named in the manifest).
+type GrantContext struct {
+	// Dir is the manifest's directory.
+	Dir string
+	// LookupEnv reads the host environment; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+}
+
+// Getenv looks a variable up in the host environment.
+func (g GrantContext) Getenv(name string) (string, bool) {
+	if g.LookupEnv != nil {
+		return g.LookupEnv(name)
+	}
+	return os.LookupEnv(name)
+}
+
+// ReadFile reads a file named in the manifest, relative to its directory.
+func (g GrantContext) ReadFile(name string) ([]byte, error) {
+	if !filepath.IsAbs(name) && g.Dir != "" {
+		name = filepath.Join(g.Dir, name)
+	}
+	return os.ReadFile(name)
+}
+
+// FieldError is a grant error about one field of a cap block.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// TaskInfo identifies the task making a call, for kinds whose effect
+// depends on who acts (the principal) and for their logs.
+type TaskInfo struct {
+	ID        string
+	Principal string
+	Module    string
+}
+
+// Call is one operation on a capability, as the kernel hands it to a kind.
+type Call struct {
+	Op    string
+	Args  []byte // the guest's argument document, copied out of its memory
+	Scope Scope
+	Task  TaskInfo
+	// Logger is the calling task's logger.
+	Logger hclog.Logger
+
+	blob    func(abi.Handle) (*Blob, error)
+	spliced []*Blob
+}
+
+// Blob resolves a blob handle named in the call's arguments, in the calling
+// task's table only. The kernel records every blob a kind splices into an
+// effect, so flow checks can cover it.
+func (c *Call) Blob(h abi.Handle) (*Blob, error) {
+	if c.blob == nil {
+		return nil, ErrBadHandle
+	}
+	b, err := c.blob(h)
+	if err != nil {
+		return nil, err
+	}
+	c.spliced = append(c.spliced, b)
+	return b, nil
+}
+
+// Spliced returns the blobs resolved through Blob so far.
+func (c *Call) Spliced() []*Blob { return append([]*Blob(nil), c.spliced...) }
+
+// Result is what an operation produced. The kernel turns Data into a blob
+// labelled Label joined with the calling task's label.
+type Result struct {
+	Data  []byte
+	Label Label
+}

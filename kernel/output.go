@@ -1,0 +1,115 @@
+package kernel
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// DefaultMaxOutput bounds what is kept of each of a task's stdout and
+// stderr.
+const DefaultMaxOutput = 1 << 20
+
+// maxLogLine bounds one forwarded log line.
+const maxLogLine = 4096
+
+// outputWriter captures a guest stream up to a limit and forwards each
+// line to the task's logger. Past the limit bytes are counted, not kept,
+// and the truncation is logged once and reported by Truncated: a flood is
+// contained and never silent.
+type outputWriter struct {
+	mu        sync.Mutex
+	stream    string
+	logger    hclog.Logger
+	limit     int
+	buf       bytes.Buffer // kept output; protected by mu
+	line      []byte       // partial line; protected by mu
+	dropped   int64        // protected by mu
+	truncated bool         // protected by mu
+}
+
+func newOutputWriter(stream string, logger hclog.Logger, limit int) *outputWriter {
+	if limit <= 0 {
+		limit = DefaultMaxOutput
+	}
+	return &outputWriter{stream: stream, logger: logger, limit: limit}
+}
+
+func (w *outputWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := len(p)
+	room := w.limit - w.buf.Len()
+	if room < len(p) {
+		if room < 0 {
+			room = 0
+		}
+		w.dropped += int64(len(p) - room)
+		p = p[:room]
+		if !w.truncated {
+			w.truncated = true
+			w.logger.Warn("guest output truncated", "stream", w.stream, "limit", w.limit)
+		}
+	}
+	w.buf.Write(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			w.line = append(w.line, p...)
+			if len(w.line) > maxLogLine {
+				w.flushLine()
+			}
+			break
+		}
+		w.line = append(w.line, p[:i]...)
+		w.flushLine()
+		p = p[i+1:]
+	}
+	return n, nil // the guest never sees a short write: excess is dropped
+}
+
+// flushLine forwards the partial line.
+//
+// Preconditions: w.mu is held.
+func (w *outputWriter) flushLine() {
+	if len(w.line) > maxLogLine {
+		w.line = w.line[:maxLogLine]
+	}
+	w.logger.Info(w.stream, "line", string(w.line))
+	w.line = w.line[:0]
+}
+
+// close forwards any unterminated last line and reports truncation.
+func (w *outputWriter) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.line) > 0 {
+		w.flushLine()
+	}
+	if w.truncated {
+		w.logger.Warn("guest output was truncated", "stream", w.stream, "kept", w.buf.Len(), "dropped", w.dropped)
+	}
+}
+
+// Output is what was kept of a stream.
+type Output struct {
+	Data      []byte
+	Truncated bool
+	Dropped   int64
+}
+
+func (w *outputWriter) output() Output {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return Output{Data: bytes.Clone(w.buf.Bytes()), Truncated: w.truncated, Dropped: w.dropped}
+}
+
+// String renders the output with a visible truncation mark.
+func (o Output) String() string {
+	if !o.Truncated {
+		return string(o.Data)
+	}
+	return string(o.Data) + fmt.Sprintf("\n[output truncated: %d bytes dropped]\n", o.Dropped)
+}

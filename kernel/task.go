@@ -1,0 +1,343 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/sandbox"
+)
+
+var now = time.Now
+
+// TaskState is where a task is in its life.
+type TaskState string
+
+const (
+	TaskRunning     TaskState = "running"
+	TaskDone        TaskState = "done"          // the guest finished normally
+	TaskFailed      TaskState = "failed"        // non-zero exit, trap or kernel error
+	TaskTimedOut    TaskState = "timed_out"     // stopped at its wall-clock deadline
+	TaskOutOfMemory TaskState = "out_of_memory" // died after its memory limit refused growth
+	TaskKilled      TaskState = "killed"        // stopped by its parent or the host
+)
+
+// Limits bound a task. Zero fields take the defaults.
+type Limits struct {
+	Memory     uint64        // bytes of linear memory; 0 = 256 MiB
+	Timeout    time.Duration // wall clock; 0 = 5 minutes
+	MaxHandles int           // capability table size; 0 = DefaultMaxHandles
+	MaxOutput  int           // bytes kept of stdout and of stderr; 0 = DefaultMaxOutput
+}
+
+// Default limits.
+const (
+	DefaultMemory  = 256 << 20
+	DefaultTimeout = 5 * time.Minute
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.Memory == 0 {
+		l.Memory = DefaultMemory
+	}
+	if l.Timeout == 0 {
+		l.Timeout = DefaultTimeout
+	}
+	if l.MaxHandles == 0 {
+		l.MaxHandles = DefaultMaxHandles
+	}
+	if l.MaxOutput == 0 {
+		l.MaxOutput = DefaultMaxOutput
+	}
+	return l
+}
+
+// GrantSpec is one capability granted to a root task, under a name the
+// guest finds it by (cap_lookup).
+type GrantSpec struct {
+	Name  string
+	Kind  string
+	Scope Scope
+	// Audit writes every decision on this capability to the audit log
+	// before its effect.
+	Audit bool
+}
+
+// TaskSpec describes a task to start.
+type TaskSpec struct {
+	Module    sandbox.Module
+	Principal string
+	Name      string // program name; defaults to "task"
+	Entry     string // reactor entry; defaults to sandbox.DefaultEntry
+	Limits    Limits
+	Grants    []GrantSpec
+	Input     []byte
+	// InputLabel labels the input blob.
+	InputLabel Label
+}
+
+// Task is one WebAssembly instance with its own capability table.
+type Task struct {
+	k         *Kernel
+	id        string
+	parent    *Task
+	principal string
+	module    string
+	limits    Limits
+	logger    hclog.Logger
+	table     *CapTable
+	input     *Blob
+	stdout    *outputWriter
+	stderr    *outputWriter
+	cancel    context.CancelFunc
+	done      chan struct{}
+
+	mu      sync.Mutex
+	names   map[string]*Cap // root grants by name; protected by mu
+	label   Label           // join of everything read; protected by mu
+	result  *Blob           // protected by mu
+	lastErr string          // reason of the last failed call; protected by mu
+	denials int             // protected by mu
+	state   TaskState       // protected by mu
+	err     error           // protected by mu
+}
+
+// ID is unique within the kernel, e.g. "t1".
+func (t *Task) ID() string { return t.id }
+
+// Principal is the person the task acts for.
+func (t *Task) Principal() string { return t.principal }
+
+// Module is the digest of the task's module.
+func (t *Task) Module() string { return t.module }
+
+// Logger is the task's logger.
+func (t *Task) Logger() hclog.Logger { return t.logger }
+
+// Label is the join of everything the task has read so far.
+func (t *Task) Label() Label {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.label
+}
+
+// State is the task's current state.
+func (t *Task) State() TaskState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.state
+}
+
+// Stdout and Stderr return what was kept of the guest's output.
+func (t *Task) Stdout() Output { return t.stdout.output() }
+func (t *Task) Stderr() Output { return t.stderr.output() }
+
+// Denials counts the task's refused calls.
+func (t *Task) Denials() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.denials
+}
+
+// LastError is the reason of the task's last failed call, if any.
+func (t *Task) LastError() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lastErr
+}
+
+// Start creates the task's table with its grants and runs it in the
+// background. Wait for it with Wait.
+func (k *Kernel) Start(ctx context.Context, spec TaskSpec) (*Task, error) {
+	if spec.Module == nil {
+		return nil, fmt.Errorf("kernel: task has no module")
+	}
+	if len(spec.Input) > abi.MaxBlobLen {
+		return nil, fmt.Errorf("kernel: input of %d bytes exceeds %d", len(spec.Input), abi.MaxBlobLen)
+	}
+	limits := spec.Limits.withDefaults()
+	k.mu.Lock()
+	k.nextTask++
+	id := fmt.Sprintf("t%d", k.nextTask)
+	k.mu.Unlock()
+	t := &Task{
+		k:         k,
+		id:        id,
+		principal: spec.Principal,
+		module:    spec.Module.Digest(),
+		limits:    limits,
+		table:     NewCapTable(limits.MaxHandles),
+		names:     make(map[string]*Cap),
+		state:     TaskRunning,
+		done:      make(chan struct{}),
+	}
+	t.logger = k.logger.Named("task").With("task", id, "principal", spec.Principal, "module", t.module)
+	t.stdout = newOutputWriter("stdout", t.logger, limits.MaxOutput)
+	t.stderr = newOutputWriter("stderr", t.logger, limits.MaxOutput)
+	if spec.Input != nil {
+		t.input = NewBlob(spec.Input, spec.InputLabel)
+	}
+	if len(spec.Grants) > limits.MaxHandles {
+		return nil, fmt.Errorf("kernel: %d grants exceed the handle limit %d", len(spec.Grants), limits.MaxHandles)
+	}
+	for _, g := range spec.Grants {
+		kind, ok := k.kinds[g.Kind]
+		if !ok {
+			return nil, fmt.Errorf("kernel: grant %q: unknown kind %q", g.Name, g.Kind)
+		}
+		if g.Scope == nil {
+			return nil, fmt.Errorf("kernel: grant %q has no scope", g.Name)
+		}
+		if _, dup := t.names[g.Name]; dup {
+			return nil, fmt.Errorf("kernel: grant %q named twice", g.Name)
+		}
+		c, err := k.newCap(kind, g.Scope, g.Name, nil, t, g.Audit)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := t.table.InsertCap(c); err != nil {
+			return nil, err
+		}
+		t.names[g.Name] = c
+	}
+	k.mu.Lock()
+	k.tasks = append(k.tasks, t)
+	k.mu.Unlock()
+
+	ctx, t.cancel = context.WithCancel(ctx)
+	ctx = withTask(ctx, t)
+	name := spec.Name
+	if name == "" {
+		name = "task"
+	}
+	cfg := sandbox.RunConfig{
+		Name:        name,
+		Entry:       spec.Entry,
+		MemoryLimit: limits.Memory,
+		Timeout:     limits.Timeout,
+		Stdout:      t.stdout,
+		Stderr:      t.stderr,
+	}
+	t.logger.Info("task started", "grants", len(spec.Grants), "memory", limits.Memory, "timeout", limits.Timeout)
+	go t.run(ctx, spec.Module, cfg)
+	return t, nil
+}
+
+// Run starts a task and waits for it.
+func (k *Kernel) Run(ctx context.Context, spec TaskSpec) (*Task, error) {
+	t, err := k.Start(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return t, t.Wait(ctx)
+}
+
+func (t *Task) run(ctx context.Context, mod sandbox.Module, cfg sandbox.RunConfig) {
+	start := now()
+	err := runGuarded(ctx, mod, cfg)
+	t.stdout.close()
+	t.stderr.close()
+	state := TaskDone
+	switch {
+	case err == nil:
+	case errors.Is(err, sandbox.ErrTimeout):
+		state = TaskTimedOut
+		err = fmt.Errorf("task %s stopped at its %v deadline: %w", t.id, cfg.Timeout, err)
+	case errors.Is(err, sandbox.ErrMemoryLimit):
+		state = TaskOutOfMemory
+		err = fmt.Errorf("task %s ran out of its %d-byte memory limit: %w", t.id, cfg.MemoryLimit, err)
+	case errors.Is(err, sandbox.ErrCanceled):
+		state = TaskKilled
+		err = fmt.Errorf("task %s was killed: %w", t.id, err)
+	default:
+		state = TaskFailed
+		err = fmt.Errorf("task %s failed: %w", t.id, err)
+	}
+	t.mu.Lock()
+	if state == TaskFailed && t.lastErr != "" {
+		err = fmt.Errorf("%w (last denied call: %s)", err, t.lastErr)
+	}
+	t.state, t.err = state, err
+	t.mu.Unlock()
+	if err != nil {
+		t.logger.Error("task ended", "state", state, "elapsed", now().Sub(start), "error", err)
+	} else {
+		t.logger.Info("task ended", "state", state, "elapsed", now().Sub(start))
+	}
+	t.cancel()
+	close(t.done)
+}
+
+// runGuarded runs the module, turning an engine panic into an error: the
+// kernel never goes down because of what a guest did.
+func runGuarded(ctx context.Context, mod sandbox.Module, cfg sandbox.RunConfig) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &Error{Errno: abi.EINTERNAL, Msg: fmt.Sprintf("engine panic: %v", r)}
+		}
+	}()
+	return mod.Run(ctx, cfg)
+}
+
+// Wait blocks until the task ends or ctx is done, and returns the task's
+// error: nil when it finished normally.
+func (t *Task) Wait(ctx context.Context) error {
+	select {
+	case <-t.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.err
+}
+
+// Done is closed when the task has ended.
+func (t *Task) Done() <-chan struct{} { return t.done }
+
+// Kill stops the task; its Wait returns an error and its state is killed.
+func (t *Task) Kill() { t.cancel() }
+
+// Result returns the bytes of the blob the task set as its result, and
+// whether it set one.
+func (t *Task) Result() ([]byte, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.result == nil {
+		return nil, false
+	}
+	return t.result.Bytes(), true
+}
+
+// ResultBlob returns the task's result blob, nil if none.
+func (t *Task) ResultBlob() *Blob {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.result
+}
+
+// Caps lists the capabilities in the task's table.
+func (t *Task) Caps() []*Cap { return t.table.caps() }
+
+// CapByName returns the root grant with the given name.
+func (t *Task) CapByName(name string) (*Cap, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c, ok := t.names[name]
+	return c, ok
+}
+
+type taskKey struct{}
+
+func withTask(ctx context.Context, t *Task) context.Context {
+	return context.WithValue(ctx, taskKey{}, t)
+}
+
+func taskFrom(ctx context.Context) *Task {
+	t, _ := ctx.Value(taskKey{}).(*Task)
+	return t
+}
