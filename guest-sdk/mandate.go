@@ -81,6 +81,13 @@ func strptr(s string) unsafe.Pointer {
 	return unsafe.Pointer(unsafe.StringData(s))
 }
 
+// scratch receives every host call's u32 result. A package variable rather
+// than a local keeps the hot path free of allocations (a local whose address
+// crosses into the host escapes to the heap); it is safe because a wasip1
+// program is single-threaded and no goroutine switch happens between a host
+// call and the read of its result.
+var scratch uint32
+
 // Cap is a handle to a capability in this task's table.
 type Cap struct{ h abi.Handle }
 
@@ -92,29 +99,26 @@ func (c Cap) Handle() abi.Handle { return c.h }
 
 // Lookup finds a capability the manifest granted under name.
 func Lookup(name string) (Cap, error) {
-	var out uint32
-	if e := capLookup(strptr(name), uint32(len(name)), &out); e != abi.ESUCCESS {
+	if e := capLookup(strptr(name), uint32(len(name)), &scratch); e != abi.ESUCCESS {
 		return Cap{}, fail(abi.CapLookupName, e)
 	}
-	return Cap{abi.Handle(out)}, nil
+	return Cap{abi.Handle(scratch)}, nil
 }
 
 // Call performs op with an argument document. The result is a blob, or
 // the zero Blob when the operation returns nothing.
 func (c Cap) Call(op string, args []byte) (Blob, error) {
-	var out uint32
-	e := capCall(uint32(c.h), strptr(op), uint32(len(op)), ptr(args), uint32(len(args)), &out)
+	e := capCall(uint32(c.h), strptr(op), uint32(len(op)), ptr(args), uint32(len(args)), &scratch)
 	if e != abi.ESUCCESS {
 		return Blob{}, fail(abi.CapCallName, e)
 	}
-	return Blob{abi.Handle(out)}, nil
+	return Blob{abi.Handle(scratch)}, nil
 }
 
 // CallNoResult is Call without reading back a reason on failure: the
 // cheapest round trip (benchmarks use it).
 func (c Cap) CallNoResult(op string, args []byte) abi.Errno {
-	var out uint32
-	return capCall(uint32(c.h), strptr(op), uint32(len(op)), ptr(args), uint32(len(args)), &out)
+	return capCall(uint32(c.h), strptr(op), uint32(len(op)), ptr(args), uint32(len(args)), &scratch)
 }
 
 // Derive asks for a narrower capability. req is the kind's narrowing
@@ -125,11 +129,10 @@ func (c Cap) Derive(req any) (Cap, error) {
 	if err != nil {
 		return Cap{}, err
 	}
-	var out uint32
-	if e := capDerive(uint32(c.h), ptr(b), uint32(len(b)), &out); e != abi.ESUCCESS {
+	if e := capDerive(uint32(c.h), ptr(b), uint32(len(b)), &scratch); e != abi.ESUCCESS {
 		return Cap{}, fail(abi.CapDeriveName, e)
 	}
-	return Cap{abi.Handle(out)}, nil
+	return Cap{abi.Handle(scratch)}, nil
 }
 
 // Revoke revokes c and everything derived from it, in every task.
@@ -146,11 +149,10 @@ func (c Cap) Drop() error { return drop(c.h) }
 // Describe returns the kernel's JSON description of c: its id, kind, ops
 // and scope (never secrets).
 func (c Cap) Describe() ([]byte, error) {
-	var out uint32
-	if e := capDescribe(uint32(c.h), &out); e != abi.ESUCCESS {
+	if e := capDescribe(uint32(c.h), &scratch); e != abi.ESUCCESS {
 		return nil, fail(abi.CapDescribeName, e)
 	}
-	b := Blob{abi.Handle(out)}
+	b := Blob{abi.Handle(scratch)}
 	defer b.Drop()
 	return b.Bytes()
 }
@@ -190,30 +192,27 @@ func (b Blob) IsZero() bool { return b.h == 0 }
 // NewBlob hands data to the kernel and returns its handle. The blob carries
 // this task's label.
 func NewBlob(data []byte) (Blob, error) {
-	var out uint32
-	if e := blobCreate(ptr(data), uint32(len(data)), &out); e != abi.ESUCCESS {
+	if e := blobCreate(ptr(data), uint32(len(data)), &scratch); e != abi.ESUCCESS {
 		return Blob{}, fail(abi.BlobCreateName, e)
 	}
-	return Blob{abi.Handle(out)}, nil
+	return Blob{abi.Handle(scratch)}, nil
 }
 
 // Len is the blob's size. Asking does not read it.
 func (b Blob) Len() (int, error) {
-	var n uint32
-	if e := blobLen(uint32(b.h), &n); e != abi.ESUCCESS {
+	if e := blobLen(uint32(b.h), &scratch); e != abi.ESUCCESS {
 		return 0, fail(abi.BlobLenName, e)
 	}
-	return int(n), nil
+	return int(scratch), nil
 }
 
 // ReadAt copies blob bytes from off into p. Reading a blob raises this
 // task's label to include the blob's.
 func (b Blob) ReadAt(p []byte, off int) (int, error) {
-	var n uint32
-	if e := blobRead(uint32(b.h), uint32(off), ptr(p), uint32(len(p)), &n); e != abi.ESUCCESS {
+	if e := blobRead(uint32(b.h), uint32(off), ptr(p), uint32(len(p)), &scratch); e != abi.ESUCCESS {
 		return 0, fail(abi.BlobReadName, e)
 	}
-	return int(n), nil
+	return int(scratch), nil
 }
 
 // Bytes reads the whole blob.
@@ -241,11 +240,10 @@ func (b Blob) Drop() error { return drop(b.h) }
 
 // Input returns the task's input blob; ENOTFOUND when there is none.
 func Input() (Blob, error) {
-	var out uint32
-	if e := taskInput(&out); e != abi.ESUCCESS {
+	if e := taskInput(&scratch); e != abi.ESUCCESS {
 		return Blob{}, &Error{Errno: e, Call: abi.TaskInputName}
 	}
-	return Blob{abi.Handle(out)}, nil
+	return Blob{abi.Handle(scratch)}, nil
 }
 
 // InputBytes reads the task's input, nil when there is none.
@@ -281,9 +279,8 @@ func SetResult(data []byte) error {
 // LastError returns the kernel's reason for this task's last failed call.
 func LastError() string {
 	var buf [abi.MaxErrorLen]byte
-	var n uint32
-	if e := lastError(ptr(buf[:]), uint32(len(buf)), &n); e != abi.ESUCCESS {
+	if e := lastError(ptr(buf[:]), uint32(len(buf)), &scratch); e != abi.ESUCCESS {
 		return ""
 	}
-	return string(buf[:n])
+	return string(buf[:scratch])
 }

@@ -14,6 +14,8 @@ type Error struct {
 	Errno abi.Errno
 	Msg   string
 	Err   error // optional cause
+
+	msgHasCause bool // Msg already includes Err's text (Errorf with %w)
 }
 
 func (e *Error) Error() string {
@@ -21,7 +23,7 @@ func (e *Error) Error() string {
 	if s == "" {
 		s = e.Errno.String()
 	}
-	if e.Err != nil {
+	if e.Err != nil && !e.msgHasCause {
 		s += ": " + e.Err.Error()
 	}
 	return s
@@ -59,7 +61,8 @@ var (
 // A %w verb wraps a cause.
 func Errorf(errno abi.Errno, format string, args ...any) error {
 	err := fmt.Errorf(format, args...)
-	return &Error{Errno: errno, Msg: err.Error(), Err: errors.Unwrap(err)}
+	cause := errors.Unwrap(err)
+	return &Error{Errno: errno, Msg: err.Error(), Err: cause, msgHasCause: cause != nil}
 }
 
 // ErrnoOf translates an error to the errno a guest sees. It is the one

@@ -145,7 +145,7 @@ func hostCapCall(ctx context.Context, t *Task, mem sandbox.Memory, p []uint64) a
 	if !outOK(mem, u32(p[5])) {
 		return faulted(t, abi.CapCallName, abi.EFAULT)
 	}
-	h, err := t.Invoke(ctx, abi.Handle(u32(p[0])), string(op), args)
+	h, err := t.invoke(ctx, abi.Handle(u32(p[0])), op, args)
 	if err != nil {
 		return ErrnoOf(err)
 	}

@@ -82,6 +82,7 @@ func newBareTask(t testing.TB) (*Kernel, *Task) {
 		logger: hclog.NewNullLogger(), input: NewBlob([]byte("input"), Label{}),
 		state: TaskRunning, done: make(chan struct{}),
 	}
+	task.resolveBlob = task.table.GetBlob
 	c, _ := k.newCap(nopKind{}, nopScope{}, "c", nil, task, false)
 	task.table.InsertCap(c)
 	task.names["c"] = c

@@ -30,7 +30,9 @@ type Kind interface {
 	Narrow(parent Scope, req []byte) (Scope, error)
 	// Invoke performs the operation and returns its result, or nil for
 	// none. Errors should be *Error values (see Errorf); any other error
-	// reaches the guest as EINTERNAL.
+	// reaches the guest as EINTERNAL. The kernel recycles the Call: a kind
+	// must not keep it, or its Args, after Invoke returns (Result.Data may
+	// be Args itself, which the kernel then owns).
 	Invoke(ctx context.Context, call *Call) (*Result, error)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 )
@@ -74,16 +75,22 @@ func (t *Task) Lookup(ctx context.Context, name string) (abi.Handle, error) {
 // document, returning the handle of the result blob (0 when the operation
 // returns nothing).
 func (t *Task) Invoke(ctx context.Context, h abi.Handle, op string, args []byte) (abi.Handle, error) {
+	return t.invoke(ctx, h, []byte(op), args)
+}
+
+// invoke is Invoke with the operation name as the guest's bytes: it is
+// matched against the kind's operations without allocating.
+func (t *Task) invoke(ctx context.Context, h abi.Handle, op []byte, args []byte) (abi.Handle, error) {
 	c, err := t.table.GetCap(h)
 	if err != nil {
-		return 0, t.deny(ctx, nil, "call:"+op, err)
+		return 0, t.deny(ctx, nil, "call:"+string(op), err)
 	}
 	if err := usable(c); err != nil {
-		return 0, t.deny(ctx, c, "call:"+op, err)
+		return 0, t.deny(ctx, c, "call:"+string(op), err)
 	}
 	kop, ok := findOp(c.kind.Ops(), op)
 	if !ok {
-		return 0, t.deny(ctx, c, "call:"+op, Errorf(abi.ENOTSUP, "kind %s has no operation %q", c.kind.Name(), op))
+		return 0, t.deny(ctx, c, "call:"+string(op), Errorf(abi.ENOTSUP, "kind %s has no operation %q", c.kind.Name(), op))
 	}
 	if len(args) > abi.MaxArgLen {
 		return 0, t.deny(ctx, c, "call:"+kop, Errorf(abi.ELIMIT, "arguments of %d bytes exceed %d", len(args), abi.MaxArgLen))
@@ -94,15 +101,18 @@ func (t *Task) Invoke(ctx context.Context, h abi.Handle, op string, args []byte)
 			return 0, t.fail("call:"+kop, err)
 		}
 	}
-	call := &Call{
+	call := callPool.Get().(*Call)
+	*call = Call{
 		Op:     kop,
 		Args:   args,
 		Scope:  c.scope,
-		Task:   TaskInfo{ID: t.id, Principal: t.principal, Module: t.module},
+		Task:   t.info,
 		Logger: t.logger,
-		blob:   t.table.GetBlob,
+		blob:   t.resolveBlob,
 	}
 	res, err := invokeGuarded(ctx, c.kind, call)
+	*call = Call{}
+	callPool.Put(call)
 	if c.audit {
 		if aerr := t.k.audit(ctx, t, c, "call:"+kop, Outcome, err); aerr != nil && err == nil {
 			err = aerr
@@ -128,9 +138,13 @@ func (t *Task) Invoke(ctx context.Context, h abi.Handle, op string, args []byte)
 	return bh, nil
 }
 
-func findOp(ops []string, op string) (string, bool) {
+// callPool recycles Calls: kinds must not keep a Call after Invoke
+// returns (see Kind.Invoke).
+var callPool = sync.Pool{New: func() any { return new(Call) }}
+
+func findOp(ops []string, op []byte) (string, bool) {
 	for _, o := range ops {
-		if o == op {
+		if o == string(op) {
 			return o, true
 		}
 	}

@@ -95,6 +95,10 @@ type Task struct {
 	stderr    *outputWriter
 	cancel    context.CancelFunc
 	done      chan struct{}
+	info      TaskInfo
+	// resolveBlob is t.table.GetBlob, bound once so calls do not allocate
+	// a method value each time.
+	resolveBlob func(abi.Handle) (*Blob, error)
 
 	mu      sync.Mutex
 	names   map[string]*Cap // root grants by name; protected by mu
@@ -159,6 +163,9 @@ func (k *Kernel) Start(ctx context.Context, spec TaskSpec) (*Task, error) {
 	if len(spec.Input) > abi.MaxBlobLen {
 		return nil, fmt.Errorf("kernel: input of %d bytes exceeds %d", len(spec.Input), abi.MaxBlobLen)
 	}
+	if spec.Entry != "" && spec.Module.Kind() != sandbox.Reactor {
+		return nil, fmt.Errorf("kernel: entry %q given but the module is a %s (only reactors have entries)", spec.Entry, spec.Module.Kind())
+	}
 	limits := spec.Limits.withDefaults()
 	k.mu.Lock()
 	k.nextTask++
@@ -175,6 +182,8 @@ func (k *Kernel) Start(ctx context.Context, spec TaskSpec) (*Task, error) {
 		state:     TaskRunning,
 		done:      make(chan struct{}),
 	}
+	t.info = TaskInfo{ID: id, Principal: spec.Principal, Module: t.module}
+	t.resolveBlob = t.table.GetBlob
 	t.logger = k.logger.Named("task").With("task", id, "principal", spec.Principal, "module", t.module)
 	t.stdout = newOutputWriter("stdout", t.logger, limits.MaxOutput)
 	t.stderr = newOutputWriter("stderr", t.logger, limits.MaxOutput)

@@ -1,0 +1,140 @@
+// Package net is the network capability kind, Kind("net"): the right to
+// make HTTP requests to one origin, with some methods, under some path
+// prefixes, within size and time limits, with credentials the kernel
+// attaches and the guest never sees.
+//
+// A manifest grants one:
+//
+//	cap "net" "flights" {
+//	  origin  = "https://flights.example"
+//	  methods = ["GET"]
+//	  paths   = ["/search"]
+//	  headers = [{ name = "Authorization", env = "FLIGHTS_TOKEN", prefix = "Bearer " }]
+//	}
+//
+// which reaches Grant as the JSON spec
+//
+//	{"origin":"https://flights.example","methods":["GET"],"paths":["/search"],
+//	 "headers":[{"name":"Authorization","env":"FLIGHTS_TOKEN","prefix":"Bearer "}]}
+//
+// and a guest narrows it before handing it to a child (cap_derive):
+//
+//	{"paths":["/search/economy"],"max_response_bytes":65536,"timeout":"5s",
+//	 "drop_headers":["Authorization"]}
+//
+// In Go:
+//
+//	k := net.New()
+//	root, err := k.Grant(kernel.GrantContext{Dir: manifestDir}, spec)
+//	child, err := k.Narrow(root, []byte(`{"paths":["/search/economy"]}`))
+//	_, err = k.Narrow(child, []byte(`{"methods":["POST"]}`)) // EDENIED: methods [POST] not in [GET]
+//
+// # Grant spec
+//
+//	field               type      default     meaning
+//	origin              string    (required)  scheme://host[:port], http or https
+//	methods             []string  ["GET"]     allowed methods; CONNECT, TRACE, TRACK never
+//	paths               []string  ["/"]       allowed path prefixes, on segment boundaries
+//	max_request_bytes   int       1048576     request body bound (<= 64 MiB)
+//	max_response_bytes  int       10485760    response body bound (<= 64 MiB - 68 KiB)
+//	timeout             duration  "30s"       whole fetch, redirects and body (<= 1h)
+//	max_redirects       int       5           in-scope redirects followed (<= 20)
+//	allow_private       bool      false       may dial loopback/private/link-local...
+//	headers             []object  []          injected headers (<= 16), below
+//
+// A header is {"name": N, "env": V} or {"name": N, "file": F}, with an
+// optional "prefix" prepended to the value. The value is read when the
+// capability is granted: from the host environment variable V, or from file
+// F (relative to the manifest; one trailing newline is removed). A missing
+// variable or file, or an empty value, is a grant error naming the field.
+// Unknown fields are errors; errors are *kernel.FieldError.
+//
+// The origin is canonicalised: scheme and host lower-cased, the default
+// port elided (HTTP://FLIGHTS.EXAMPLE:80 is http://flights.example),
+// international names converted to punycode with the strict IDNA Lookup
+// profile (bücher.example is xn--bcher-kva.example), one trailing dot
+// removed, IPv6 literals bracketed. Userinfo (http://a@b), a path other
+// than "/", a query, a fragment, percent-escapes or backslashes in the
+// authority, an empty host, a bad port, an IPv6 zone, and hosts that some
+// parsers read as IPv4 numbers but are not dotted-decimal ("127.1") are
+// refused. Without allow_private, an origin whose host is a non-public IP
+// literal or a name under "localhost" is refused at grant.
+//
+// # Narrowing request
+//
+// Every field is optional; absent keeps the parent's value:
+//
+//	{"origin": "...", "methods": [...], "paths": [...],
+//	 "max_request_bytes": N, "max_response_bytes": N, "timeout": "1s",
+//	 "max_redirects": N, "allow_private": false, "drop_headers": ["Authorization"]}
+//
+// The result must be within the parent: origin identical, methods a subset,
+// each path within a parent prefix, limits no larger, allow_private only
+// true if the parent's is, headers only dropped. A request that widens
+// anything is refused with EDENIED naming every field that widened; it is
+// never clamped. A malformed request (unknown field, bad type, empty list,
+// negative limit, a header not injected) is EINVAL. A dropped header stays
+// reserved: the child's guest may not set it either.
+//
+// # Fetch
+//
+// The "fetch" operation takes an abi.HTTPRequest and returns an
+// abi.HTTPResponse blob labelled with the integrity taint
+// "web:<canonical origin>". Result (Errno):
+//
+//   - EINVAL: a malformed request: bad method token, URL that is neither a
+//     path nor absolute, control characters, bad percent-escapes, bad
+//     header names or values.
+//   - EDENIED: the method or path is not allowed; the URL names another
+//     origin or is a network-path reference ("//host"); the path has a
+//     backslash, an encoded slash or backslash (%2F, %5C), an ambiguous dot
+//     segment ("..;", "..%00") or a double-encoded escape ("%252e"); the
+//     guest sets a reserved header, a hop-by-hop or framing header (Host,
+//     Connection, Content-Length, Transfer-Encoding, TE, Trailer, Upgrade,
+//     Keep-Alive, Proxy-*) or Cookie; a redirect leaves the scope; the
+//     origin resolves to a non-public address and allow_private is false;
+//     the response echoes an injected secret.
+//   - ELIMIT: the body (inline or spliced from body_blob) is over
+//     max_request_bytes, the response body over max_response_bytes, the
+//     response has more than abi.MaxHeaders header values or
+//     abi.MaxHeaderBytes header bytes, or more than max_redirects
+//     redirects.
+//   - ETIMEDOUT: no complete response within the timeout.
+//   - EIO: any other network or protocol failure.
+//
+// Paths are canonicalised before they are matched and the canonical form is
+// what is sent, so the server sees the path that was checked: escapes of
+// unreserved characters are decoded (so %2e is "."), dot segments resolved
+// and empty segments dropped ("/search/../admin" is "/admin", which prefix
+// "/search" does not allow), the trailing slash kept. Prefix "/search"
+// allows "/search", "/search/x" and "/search?q=1", not "/searchadmin".
+// Queries are not constrained (only escaped where a byte may not appear).
+// A fragment is dropped. The URL may also be absolute, naming the
+// capability's origin in any spelling that canonicalises to it.
+//
+// Headers the guest sends pass through unchanged unless refused above.
+// Injected headers are set by the kernel on every request and every
+// in-scope redirect hop. Their values never appear in the scope's JSON, in
+// errors or in logs; and because a server may echo a request (a debug
+// endpoint, a reflected error page), a response whose headers, body or
+// redirect Location contain an injected secret of at least 8 bytes is
+// refused with EDENIED rather than handed to the guest. (This catches
+// verbatim echoes only, not encoded ones.)
+//
+// Redirects are followed by the kernel while each hop stays within the
+// scope (same origin, allowed path, method still allowed; 301/302/303 turn
+// other methods into GET without a body as net/http does, 307/308 keep
+// both), up to max_redirects. A redirect out of scope fails the fetch with
+// EDENIED naming the target rather than returning the 3xx. Injected headers
+// therefore only ever go to the capability's origin.
+//
+// Private addresses are refused when dialed, on the address actually
+// dialed (net.Dialer.Control), so a name that resolves or rebinds to one is
+// refused: loopback, RFC 1918 and fc00::/7, link-local (incl. 169.254.169.254),
+// unspecified, multicast, CGNAT 100.64/10, 0/8, reserved 240/4, benchmarking,
+// documentation and IETF ranges, deprecated IPv4-compatible and site-local
+// IPv6, Teredo, and IPv4-mapped, NAT64 and 6to4 addresses that embed any of
+// these. Environment proxies are never used, there is no cookie jar, and
+// Set-Cookie/Set-Cookie2 are removed from responses: a session cookie
+// minted from an injected credential is itself a credential.
+package net

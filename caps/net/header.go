@@ -1,0 +1,121 @@
+package net
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"fmt"
+	"net/textproto"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// secret holds an injected header's value. The value sits behind a
+// pointer, so printing a scope reflectively (fmt's %+v of the struct) shows
+// an address, not the value; secret itself formats as "[redacted]" under
+// every fmt verb and in JSON.
+type secret struct{ p *string }
+
+func newSecret(v string) secret { return secret{&v} }
+
+func (s secret) get() string {
+	if s.p == nil {
+		return ""
+	}
+	return *s.p
+}
+
+func (secret) String() string               { return "[redacted]" }
+func (secret) GoString() string             { return "[redacted]" }
+func (secret) Format(f fmt.State, _ rune)   { _, _ = f.Write([]byte("[redacted]")) }
+func (secret) MarshalJSON() ([]byte, error) { return []byte(`"[redacted]"`), nil }
+
+func (s secret) equal(o secret) bool {
+	return subtle.ConstantTimeCompare([]byte(s.get()), []byte(o.get())) == 1
+}
+
+func (s secret) appearsIn(b []byte) bool {
+	v := s.get()
+	return v != "" && bytes.Contains(b, []byte(v))
+}
+
+func (s secret) appearsInString(t string) bool {
+	v := s.get()
+	return v != "" && strings.Contains(t, v)
+}
+
+// injected is a header the kernel adds to every request of a scope.
+type injected struct {
+	name  string // canonical MIME form, e.g. "X-Api-Key"
+	value secret // the whole value, prefix included
+	// probe is what a response must not contain: the raw secret (without
+	// the prefix) when it is at least minProbeLen bytes, else the whole
+	// value when that is, else nothing (too short to search for without
+	// false alarms).
+	probe secret
+}
+
+// minProbeLen is the shortest secret the response check looks for.
+const minProbeLen = 8
+
+// hopHeaders are hop-by-hop or framing headers: the transport owns them.
+// Neither a guest nor a grant may set them.
+var hopHeaders = map[string]bool{
+	"Connection":          true,
+	"Content-Length":      true,
+	"Host":                true,
+	"Keep-Alive":          true,
+	"Proxy-Authenticate":  true,
+	"Proxy-Authorization": true,
+	"Proxy-Connection":    true,
+	"Te":                  true,
+	"Trailer":             true,
+	"Transfer-Encoding":   true,
+	"Upgrade":             true,
+}
+
+// guestForbidden reports why a guest may not set header name (canonical
+// form), or "" when it may. Injected and dropped header names are checked
+// separately.
+func guestForbidden(name string) string {
+	switch {
+	case hopHeaders[name] || strings.HasPrefix(name, "Proxy-"):
+		return "is a hop-by-hop or framing header the transport sets"
+	case name == "Cookie":
+		// The capability is stateless: no jar, Set-Cookie is stripped from
+		// responses. A session credential belongs in an injected header.
+		return "is not allowed: cookies are not part of a net capability (inject a credential header instead)"
+	}
+	return ""
+}
+
+// grantForbidden reports why a grant may not inject header name, or "".
+func grantForbidden(name string) string {
+	if hopHeaders[name] || strings.HasPrefix(name, "Proxy-") {
+		return "is a hop-by-hop or framing header the transport sets"
+	}
+	return ""
+}
+
+// canonHeaderName validates a header name (an RFC 7230 token) and returns
+// its canonical MIME form.
+func canonHeaderName(name string) (string, bool) {
+	if !httpguts.ValidHeaderFieldName(name) {
+		return "", false
+	}
+	return textproto.CanonicalMIMEHeaderKey(name), true
+}
+
+// validHeaderValue reports whether v may be sent as a header value: no
+// control characters other than tab, so no CR, LF or NUL.
+func validHeaderValue(v string) bool { return httpguts.ValidHeaderFieldValue(v) }
+
+// stripResponseHeaders are removed from every response before the guest
+// sees it.
+var stripResponseHeaders = []string{
+	// Cookies a server sets may be sessions it minted from an injected
+	// credential: a guest could carry them off and use them without the
+	// capability. The capability has no jar; drop them.
+	"Set-Cookie",
+	"Set-Cookie2",
+}

@@ -1,0 +1,146 @@
+package net
+
+import (
+	"context"
+	"crypto/tls"
+	gonet "net"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel"
+)
+
+// KindName is the name the kind registers under.
+const KindName = "net"
+
+// Kind is the net capability kind. It is safe for concurrent use. Make one
+// with New.
+type Kind struct {
+	defTimeout time.Duration
+	// Two clients, so a connection dialed for a scope that allows private
+	// addresses is never pooled and reused for one that does not. Neither
+	// has a cookie jar or a proxy; both leave redirects to fetch.
+	public  *http.Client
+	private *http.Client
+}
+
+var _ kernel.Kind = (*Kind)(nil)
+
+// config is what Options set. It is read once, by New.
+type config struct {
+	lookup     lookupFunc
+	resolver   *gonet.Resolver
+	defTimeout time.Duration
+	tls        *tls.Config
+}
+
+// Option configures a Kind.
+type Option func(*config)
+
+// WithResolver resolves origin names with r instead of net.DefaultResolver.
+func WithResolver(r *gonet.Resolver) Option { return func(c *config) { c.resolver = r } }
+
+// WithLookup resolves origin names with f, overriding WithResolver. Tests
+// use it to point a name at a loopback server. Whatever f returns, the
+// private-address policy applies to the addresses dialed.
+func WithLookup(f func(ctx context.Context, host string) ([]netip.Addr, error)) Option {
+	return func(c *config) { c.lookup = f }
+}
+
+// WithDefaultTimeout sets the timeout of grants that name none (default
+// DefaultTimeout). It must be positive and at most MaxTimeout; other
+// values are ignored.
+func WithDefaultTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 && d <= MaxTimeout {
+			c.defTimeout = d
+		}
+	}
+}
+
+// WithTLSConfig sets the TLS client configuration (a clone is kept), e.g.
+// to trust a test server's certificate.
+func WithTLSConfig(t *tls.Config) Option {
+	return func(c *config) { c.tls = t.Clone() }
+}
+
+// New returns the net kind.
+func New(opts ...Option) *Kind {
+	cfg := config{defTimeout: DefaultTimeout}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	lookup := cfg.lookup
+	if lookup == nil {
+		lookup = defaultLookup(cfg.resolver)
+	}
+	client := func(allowPrivate bool) *http.Client {
+		t := &http.Transport{
+			Proxy:                  nil, // never an environment proxy
+			DialContext:            dialer(lookup, allowPrivate),
+			TLSClientConfig:        cfg.tls.Clone(),
+			ForceAttemptHTTP2:      true,
+			TLSHandshakeTimeout:    10 * time.Second,
+			ResponseHeaderTimeout:  0, // the scope's timeout bounds everything
+			ExpectContinueTimeout:  time.Second,
+			MaxIdleConns:           64,
+			MaxIdleConnsPerHost:    4,
+			IdleConnTimeout:        90 * time.Second,
+			MaxResponseHeaderBytes: 2 * abi.MaxHeaderBytes,
+		}
+		return &http.Client{
+			Transport: t,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse // fetch follows redirects itself
+			},
+		}
+	}
+	return &Kind{defTimeout: cfg.defTimeout, public: client(false), private: client(true)}
+}
+
+// Name returns "net".
+func (k *Kind) Name() string { return KindName }
+
+// Ops returns ["fetch"].
+func (k *Kind) Ops() []string { return []string{abi.NetFetchOp} }
+
+// Grant mints a root scope from a cap "net" block. See the package
+// documentation for the fields; errors are *kernel.FieldError when they
+// concern one field.
+func (k *Kind) Grant(g kernel.GrantContext, spec []byte) (kernel.Scope, error) {
+	s, err := grant(g, spec, k.defTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Narrow returns the scope req asks for within parent. A malformed request
+// is EINVAL; one that would widen parent in any way is EDENIED (matching
+// kernel.ErrDenied), naming what widened. Nothing is clamped.
+func (k *Kind) Narrow(parent kernel.Scope, req []byte) (kernel.Scope, error) {
+	p, ok := parent.(*Scope)
+	if !ok || p == nil {
+		return nil, kernel.Errorf(abi.EINTERNAL, "net: parent scope is %T, not *net.Scope", parent)
+	}
+	s, err := narrow(p, req)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// CloseIdleConnections closes pooled connections, e.g. when a run ends.
+func (k *Kind) CloseIdleConnections() {
+	k.public.CloseIdleConnections()
+	k.private.CloseIdleConnections()
+}
+
+func (k *Kind) client(s *Scope) *http.Client {
+	if s.allowPrivate {
+		return k.private
+	}
+	return k.public
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/mandatevm/mandate/internal/guestbuild"
+	"github.com/mandatevm/mandate/sandbox"
+)
+
+const buildHelp = `Usage: mandate build DIR [-o OUT.wasm] [--reactor] [--cache-dir DIR]
+
+Builds the Go guest in DIR (a main package importing
+github.com/mandatevm/mandate/guest-sdk) to WebAssembly with GOOS=wasip1
+GOARCH=wasm, and prints the module's digest and file name:
+
+	sha256:<hex>  OUT.wasm
+
+The digest is what a manifest's digest attribute pins. Builds are cached by
+content (the guest's files, its go.mod and go.sum, and the guest SDK), so
+building an unchanged guest again is instant.
+
+A guest is a reactor (built with -buildmode=c-shared and entered through an
+exported function, "run" by default) when one of its .go files has the line
+//mandate:reactor, or with --reactor.
+
+Flags:
+
+	-o FILE            where to write the module (default: DIR's base name
+	                   with .wasm, in the current directory)
+	--reactor          build a reactor even without the //mandate:reactor marker
+	--cache-dir DIR    cache root (default $MANDATE_CACHE_DIR, else the user
+	                   cache directory + /mandate); guests go under DIR/guests
+
+Examples:
+
+	mandate build ./guest -o guest.wasm
+	mandate build ./planner --reactor -o planner.wasm
+`
+
+func runBuild(e *env, args []string) int {
+	c := lookupCommand("build")
+	fs := flagSet("build")
+	out := fs.String("o", "", "")
+	reactor := fs.Bool("reactor", false, "")
+	cacheFlag := fs.String("cache-dir", "", "")
+	pos, code, ok := e.parse(c, fs, args)
+	if !ok {
+		return code
+	}
+	switch len(pos) {
+	case 0:
+		return e.usageError(c, "missing the guest directory")
+	case 1:
+	default:
+		return e.usageError(c, "unexpected argument %q", pos[1])
+	}
+	dir := pos[0]
+	fi, err := os.Stat(dir)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "mandate build: %v\n", err)
+		return exitUsage
+	}
+	if !fi.IsDir() {
+		fmt.Fprintf(e.stderr, "mandate build: %s is not a directory\n", dir)
+		return exitUsage
+	}
+	if *out == "" {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "mandate build: %v\n", err)
+			return exitUsage
+		}
+		*out = filepath.Base(abs) + ".wasm"
+	}
+	cache, err := e.cacheDir(*cacheFlag)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "mandate build: %v\n", err)
+		return exitUsage
+	}
+	wasm, err := buildGuest(context.Background(), dir, *reactor, cache)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "mandate build: %v\n", err)
+		return exitUsage
+	}
+	if err := writeFileAtomic(*out, wasm, 0o644); err != nil {
+		fmt.Fprintf(e.stderr, "mandate build: %v\n", err)
+		return exitUsage
+	}
+	fmt.Fprintf(e.stdout, "%s  %s\n", sandbox.Digest(wasm), *out)
+	return exitOK
+}
+
+// buildGuest builds the guest in dir with the build cache under cache.
+func buildGuest(ctx context.Context, dir string, reactor bool, cache string) ([]byte, error) {
+	// Build where the guest really is, inside its module.
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	wasm, _, err := guestbuild.Build(ctx, dir, guestbuild.Options{
+		CacheDir: filepath.Join(cache, "guests"),
+		Reactor:  reactor,
+	})
+	if err != nil {
+		msg := strings.TrimPrefix(err.Error(), "guestbuild: ")
+		if strings.Contains(msg, "go.mod file not found") {
+			msg += "\nhint: a guest is a Go main package in a module; add a go.mod that requires " +
+				guestbuild.MandateModule + " (go mod init, then go get " + guestbuild.MandateModule + ")"
+		}
+		return nil, errors.New(msg)
+	}
+	return wasm, nil
+}
+
+// cacheDir returns the cache root: flag, else $MANDATE_CACHE_DIR, else
+// os.UserCacheDir()/mandate.
+func (e *env) cacheDir(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	if d := e.getenv("MANDATE_CACHE_DIR"); d != "" {
+		return d, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory: set --cache-dir or MANDATE_CACHE_DIR (%v)", err)
+	}
+	return filepath.Join(d, "mandate"), nil
+}

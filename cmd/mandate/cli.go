@@ -1,0 +1,244 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+)
+
+// Exit codes.
+const (
+	exitOK          = 0   // the task finished normally (or the command succeeded)
+	exitTaskFailed  = 1   // the task exited non-zero, trapped or was denied fatally
+	exitUsage       = 2   // usage, manifest, build or host errors
+	exitLimit       = 3   // the task ran out of a limit: its deadline or its memory
+	exitInterrupted = 130 // mandate was interrupted (Ctrl-C) and killed the task
+)
+
+// version is set at link time: -ldflags "-X main.version=v0.1.0". When
+// empty, the module version from the build info is used.
+var version = ""
+
+// env is the process environment as commands see it; tests may replace
+// it.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+// command is one subcommand.
+type command struct {
+	name  string
+	short string
+	help  string // full help text, printed by --help and "mandate help NAME"
+	run   func(e *env, args []string) int
+}
+
+var commands []*command
+
+func init() {
+	commands = []*command{
+		{"build", "build a Go guest to WebAssembly", buildHelp, runBuild},
+		{"run", "run a task described by a manifest", runHelp, runRun},
+		{"graph", "show the capability graph of a recorded run", graphHelp, runGraph},
+		{"version", "print mandate's version", versionHelp, runVersion},
+		{"help", "show help for a command", helpHelp, runHelpCmd},
+	}
+}
+
+func lookupCommand(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+const usageText = `Mandate runs AI agent tasks as WebAssembly guests with no ambient authority:
+a task can use only the capabilities its manifest grants it, each scoped and
+mediated by the kernel.
+
+Usage:
+
+	mandate <command> [arguments]
+
+Commands:
+
+%s
+Run "mandate help <command>" (or "mandate <command> --help") for more about a
+command.
+
+Exit codes (mandate run):
+
+	0    the task finished normally
+	1    the task failed: it exited non-zero, trapped, or a kernel error ended it
+	2    usage, manifest, build or host error (nothing ran, or the run
+	     could not be recorded)
+	3    the task ran out of a limit: its deadline (timeout) or its memory
+	130  mandate was interrupted (Ctrl-C) and killed the task
+
+Environment:
+
+	MANDATE_STATE_DIR   where runs are recorded (default
+	                    $XDG_STATE_HOME/mandate, else ~/.local/state/mandate)
+	MANDATE_CACHE_DIR   where built guests and compiled modules are cached
+	                    (default: the user cache directory + /mandate)
+
+Examples:
+
+	mandate build ./guest -o guest.wasm
+	mandate run quickstart.hcl --var origin=https://flights.example
+	mandate graph --format dot | dot -Tsvg > graph.svg
+`
+
+func usage() string {
+	var b strings.Builder
+	for _, c := range commands {
+		fmt.Fprintf(&b, "\t%-9s %s\n", c.name, c.short)
+	}
+	return fmt.Sprintf(usageText, b.String())
+}
+
+// run is the whole CLI: it parses args (without the program name) and
+// returns the exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	return e.main(args)
+}
+
+func (e *env) main(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(e.stderr, usage())
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		fmt.Fprint(e.stdout, usage())
+		return exitOK
+	case "-version", "--version":
+		return runVersion(e, nil)
+	}
+	c := lookupCommand(args[0])
+	if c == nil {
+		fmt.Fprintf(e.stderr, "mandate: unknown command %q\nRun 'mandate help' for usage.\n", args[0])
+		return exitUsage
+	}
+	return c.run(e, args[1:])
+}
+
+// flagSet returns a FlagSet that reports nothing itself: parse prints
+// errors and help.
+func flagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("mandate "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// parse parses args with fs, allowing flags after positional arguments
+// ("mandate run m.hcl --var a=b"); "--" ends the flags. It returns the
+// positional arguments and, when parsing stopped, the exit code: 0 after
+// printing help, 2 after a usage error.
+func (e *env) parse(c *command, fs *flag.FlagSet, args []string) ([]string, int, bool) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(e.stdout, c.help)
+				return nil, exitOK, false
+			}
+			return nil, e.usageError(c, "%v", err), false
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, 0, true
+		}
+		// fs stopped at a positional argument, or after "--" (which it
+		// drops): after "--" everything is positional.
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), 0, true
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+func (e *env) usageError(c *command, format string, args ...any) int {
+	fmt.Fprintf(e.stderr, "mandate %s: %s\nRun 'mandate help %s' for usage.\n", c.name, fmt.Sprintf(format, args...), c.name)
+	return exitUsage
+}
+
+func (e *env) errorf(format string, args ...any) {
+	fmt.Fprintf(e.stderr, "mandate: "+format+"\n", args...)
+}
+
+const helpHelp = `Usage: mandate help [command]
+
+Shows help for mandate, or for one command.
+
+Examples:
+
+	mandate help
+	mandate help run
+`
+
+func runHelpCmd(e *env, args []string) int {
+	c := lookupCommand("help")
+	switch {
+	case len(args) == 0:
+		fmt.Fprint(e.stdout, usage())
+		return exitOK
+	case len(args) > 1:
+		return e.usageError(c, "too many arguments")
+	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help":
+		fmt.Fprint(e.stdout, helpHelp)
+		return exitOK
+	}
+	t := lookupCommand(args[0])
+	if t == nil {
+		return e.usageError(c, "unknown command %q", args[0])
+	}
+	fmt.Fprint(e.stdout, t.help)
+	return exitOK
+}
+
+const versionHelp = `Usage: mandate version
+
+Prints mandate's version, the Go version it was built with, and the platform.
+
+Example:
+
+	mandate version
+`
+
+func versionString() string {
+	v := version
+	if v == "" {
+		v = "(devel)"
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+	}
+	return fmt.Sprintf("mandate %s %s %s/%s", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+func runVersion(e *env, args []string) int {
+	c := lookupCommand("version")
+	fs := flagSet("version")
+	pos, code, ok := e.parse(c, fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return e.usageError(c, "unexpected argument %q", pos[0])
+	}
+	fmt.Fprintln(e.stdout, versionString())
+	return exitOK
+}

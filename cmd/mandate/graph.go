@@ -1,0 +1,396 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/mandatevm/mandate/kernel"
+)
+
+const graphHelp = `Usage: mandate graph [--run ID] [--format text|json|dot] [--state-dir DIR]
+
+Shows the capability graph of the last recorded run, or of run ID: every
+task (who it acted for, its module, how it ended) and every capability (its
+kind, its holder, the capability it was derived from, its scope, whether it
+was revoked).
+
+Flags:
+
+	--run ID          the run to show (default: the last run); "mandate run"
+	                  logs each run's id ("run recorded: run=ID"), and the
+	                  records are STATE_DIR/runs/ID.json
+	--format FORMAT   text (default): a tree of tasks and capabilities
+	                  json: one object {"run": {...}, "tasks": [...], "caps": [...]};
+	                        a task has id, parent, principal, module, state,
+	                        label, denials, error; a cap has id, kind, name,
+	                        holder, parent, scope, revoked, dropped, audited
+	                  dot:  a Graphviz digraph: tasks are boxes, capabilities
+	                        ellipses; dashed edges go from a task to what it
+	                        holds, solid edges from a capability to those
+	                        derived from it; revoked capabilities are red
+	--state-dir DIR   where runs are recorded (default $MANDATE_STATE_DIR,
+	                  else $XDG_STATE_HOME/mandate, else ~/.local/state/mandate)
+
+Examples:
+
+	mandate graph
+	mandate graph --format json | jq '.caps[] | select(.revoked)'
+	mandate graph --run 20261129T153000Z-ab12cd --format dot | dot -Tsvg > graph.svg
+`
+
+func runGraph(e *env, args []string) int {
+	c := lookupCommand("graph")
+	fs := flagSet("graph")
+	runID := fs.String("run", "", "")
+	format := fs.String("format", "text", "")
+	stateFlag := fs.String("state-dir", "", "")
+	pos, code, ok := e.parse(c, fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return e.usageError(c, "unexpected argument %q", pos[0])
+	}
+	render, ok := renderers[*format]
+	if !ok {
+		return e.usageError(c, "unknown format %q (formats: text, json, dot)", *format)
+	}
+	dir, err := e.stateDir(*stateFlag)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "mandate graph: %v\n", err)
+		return exitUsage
+	}
+	r, _, err := readRecord(dir, *runID)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "mandate graph: %v\n", err)
+		if errors.Is(err, errNoRuns) {
+			fmt.Fprintf(e.stderr, "Run a task with 'mandate run MANIFEST' first.\n")
+		}
+		return exitUsage
+	}
+	var buf bytes.Buffer
+	if err := render(&buf, r); err != nil {
+		fmt.Fprintf(e.stderr, "mandate graph: %v\n", err)
+		return exitUsage
+	}
+	if _, err := e.stdout.Write(buf.Bytes()); err != nil {
+		fmt.Fprintf(e.stderr, "mandate graph: %v\n", err)
+		return exitUsage
+	}
+	return exitOK
+}
+
+var renderers = map[string]func(io.Writer, *Record) error{
+	"text": renderText,
+	"json": renderJSON,
+	"dot":  renderDOT,
+}
+
+func renderJSON(w io.Writer, r *Record) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// tree orders the graph's nodes for rendering: children by parent, in
+// record order. Nodes whose parent is missing are roots; each node is
+// visited once even in a corrupted, cyclic record.
+type tree struct {
+	taskKids map[string][]kernel.GraphTask
+	capKids  map[string][]kernel.GraphCap
+	rootTask []kernel.GraphTask
+	rootCap  []kernel.GraphCap
+}
+
+func newTree(g kernel.Graph) *tree {
+	t := &tree{taskKids: map[string][]kernel.GraphTask{}, capKids: map[string][]kernel.GraphCap{}}
+	tasks := map[string]bool{}
+	for _, x := range g.Tasks {
+		tasks[x.ID] = true
+	}
+	caps := map[string]bool{}
+	for _, x := range g.Caps {
+		caps[x.ID] = true
+	}
+	for _, x := range g.Tasks {
+		if x.Parent != "" && x.Parent != x.ID && tasks[x.Parent] {
+			t.taskKids[x.Parent] = append(t.taskKids[x.Parent], x)
+		} else {
+			t.rootTask = append(t.rootTask, x)
+		}
+	}
+	for _, x := range g.Caps {
+		if x.Parent != "" && x.Parent != x.ID && caps[x.Parent] {
+			t.capKids[x.Parent] = append(t.capKids[x.Parent], x)
+		} else {
+			t.rootCap = append(t.rootCap, x)
+		}
+	}
+	return t
+}
+
+func renderText(w io.Writer, r *Record) error {
+	var b strings.Builder
+	if r.Run.ID != "" {
+		fmt.Fprintf(&b, "run %s: %s", r.Run.ID, r.Run.Manifest)
+		if !r.Run.Started.IsZero() {
+			fmt.Fprintf(&b, " at %s", r.Run.Started.UTC().Format("2006-01-02 15:04:05Z"))
+		}
+		if !r.Run.Ended.IsZero() && !r.Run.Started.IsZero() {
+			fmt.Fprintf(&b, " (%s)", r.Run.Ended.Sub(r.Run.Started).Round(1e6))
+		}
+		fmt.Fprintf(&b, ", exit %d\n", r.Run.Exit)
+	}
+	t := newTree(r.Graph)
+	seen := map[string]bool{}
+	fmt.Fprintf(&b, "tasks:\n")
+	if len(r.Tasks) == 0 {
+		b.WriteString("  (none)\n")
+	}
+	var task func(x kernel.GraphTask, depth int)
+	task = func(x kernel.GraphTask, depth int) {
+		if seen["t:"+x.ID] {
+			return
+		}
+		seen["t:"+x.ID] = true
+		fmt.Fprintf(&b, "%s%s  principal=%s  state=%s  module=%s", indent(depth), x.ID, x.Principal, x.State, shortDigest(x.Module))
+		if x.Denials > 0 {
+			fmt.Fprintf(&b, "  denials=%d", x.Denials)
+		}
+		if !x.Label.IsZero() {
+			fmt.Fprintf(&b, "  label=%s", x.Label)
+		}
+		b.WriteString("\n")
+		if x.Error != "" {
+			fmt.Fprintf(&b, "%s  error: %s\n", indent(depth), oneLine(x.Error))
+		}
+		for _, k := range t.taskKids[x.ID] {
+			task(k, depth+1)
+		}
+	}
+	for _, x := range t.rootTask {
+		task(x, 1)
+	}
+	fmt.Fprintf(&b, "caps:\n")
+	if len(r.Caps) == 0 {
+		b.WriteString("  (none)\n")
+	}
+	var capf func(x kernel.GraphCap, depth int)
+	capf = func(x kernel.GraphCap, depth int) {
+		if seen["c:"+x.ID] {
+			return
+		}
+		seen["c:"+x.ID] = true
+		fmt.Fprintf(&b, "%s%s %s", indent(depth), x.ID, x.Kind)
+		if x.Name != "" {
+			fmt.Fprintf(&b, " %q", x.Name)
+		}
+		fmt.Fprintf(&b, " held by %s", orNone(x.Holder))
+		if s := scopeSummary(x.Scope); s != "" {
+			fmt.Fprintf(&b, ": %s", s)
+		}
+		for _, f := range []struct {
+			on   bool
+			mark string
+		}{{x.Audited, "[audited]"}, {x.Dropped, "[dropped]"}, {x.Revoked, "[revoked]"}} {
+			if f.on {
+				b.WriteString(" " + f.mark)
+			}
+		}
+		b.WriteString("\n")
+		for _, k := range t.capKids[x.ID] {
+			capf(k, depth+1)
+		}
+	}
+	for _, x := range t.rootCap {
+		capf(x, 1)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func indent(depth int) string { return strings.Repeat("  ", depth) }
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// shortDigest abbreviates "sha256:<64 hex>" to 12 hex digits.
+func shortDigest(d string) string {
+	if strings.HasPrefix(d, "sha256:") && len(d) > len("sha256:")+12 {
+		return d[:len("sha256:")+12]
+	}
+	if d == "" {
+		return "(none)"
+	}
+	return d
+}
+
+// scopeSummary renders a scope's JSON object as key=value pairs in key
+// order, leaving out empty and zero values; anything else is shown as is.
+func scopeSummary(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		return oneLine(string(raw))
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		var s string
+		switch v := m[k].(type) {
+		case nil:
+			continue
+		case bool:
+			if !v {
+				continue
+			}
+			s = "true"
+		case json.Number:
+			if v == "0" {
+				continue
+			}
+			s = v.String()
+		case string:
+			if v == "" {
+				continue
+			}
+			s = v
+		case []any:
+			if len(v) == 0 {
+				continue
+			}
+			items := make([]string, len(v))
+			for i, it := range v {
+				if str, ok := it.(string); ok {
+					items[i] = str
+				} else {
+					b, _ := json.Marshal(it)
+					items[i] = string(b)
+				}
+			}
+			s = strings.Join(items, ",")
+		default:
+			b, _ := json.Marshal(v)
+			s = string(b)
+		}
+		parts = append(parts, k+"="+s)
+	}
+	return strings.Join(parts, " ")
+}
+
+// dotQuote returns s as a DOT quoted string. Backslashes and quotes are
+// escaped, newlines become \n; other control characters are dropped.
+func dotQuote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"':
+			b.WriteString(`\"`)
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r < 0x20 || r == 0x7f:
+			// dropped
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// dotLabel joins lines into one quoted label; each line is escaped.
+func dotLabel(lines ...string) string {
+	return dotQuote(strings.Join(lines, "\n"))
+}
+
+func renderDOT(w io.Writer, r *Record) error {
+	var b strings.Builder
+	b.WriteString("digraph mandate {\n")
+	b.WriteString("  rankdir=LR;\n")
+	b.WriteString("  node [fontname=\"Helvetica\", fontsize=10];\n")
+	b.WriteString("  edge [fontname=\"Helvetica\", fontsize=9];\n")
+	if r.Run.ID != "" {
+		fmt.Fprintf(&b, "  label=%s;\n  labelloc=t;\n", dotLabel("run "+r.Run.ID, r.Run.Manifest))
+	}
+	taskNode := func(id string) string { return dotQuote("task:" + id) }
+	capNode := func(id string) string { return dotQuote("cap:" + id) }
+	tasks := map[string]bool{}
+	caps := map[string]bool{}
+	for _, t := range r.Tasks {
+		tasks[t.ID] = true
+		lines := []string{t.ID + " (" + t.Principal + ")", string(t.State), shortDigest(t.Module)}
+		if t.Denials > 0 {
+			lines = append(lines, fmt.Sprintf("%d denials", t.Denials))
+		}
+		fmt.Fprintf(&b, "  %s [shape=box, label=%s];\n", taskNode(t.ID), dotLabel(lines...))
+	}
+	for _, c := range r.Caps {
+		caps[c.ID] = true
+		head := c.ID + " " + c.Kind
+		if c.Name != "" {
+			head += " " + strconvQuote(c.Name)
+		}
+		lines := []string{head}
+		if s := scopeSummary(c.Scope); s != "" {
+			lines = append(lines, strings.Fields(s)...)
+		}
+		attrs := "shape=ellipse"
+		if c.Revoked {
+			lines = append(lines, "[revoked]")
+			attrs += ", color=red, fontcolor=red"
+		} else if c.Dropped {
+			attrs += ", style=dotted"
+		}
+		fmt.Fprintf(&b, "  %s [%s, label=%s];\n", capNode(c.ID), attrs, dotLabel(lines...))
+	}
+	for _, t := range r.Tasks {
+		if t.Parent != "" && tasks[t.Parent] {
+			fmt.Fprintf(&b, "  %s -> %s [style=bold, label=\"spawned\"];\n", taskNode(t.Parent), taskNode(t.ID))
+		}
+	}
+	for _, c := range r.Caps {
+		if c.Holder != "" && tasks[c.Holder] {
+			fmt.Fprintf(&b, "  %s -> %s [style=dashed, arrowhead=none];\n", taskNode(c.Holder), capNode(c.ID))
+		}
+		if c.Parent != "" && caps[c.Parent] {
+			color := ""
+			if c.Revoked {
+				color = ", color=red"
+			}
+			fmt.Fprintf(&b, "  %s -> %s [style=solid%s];\n", capNode(c.Parent), capNode(c.ID), color)
+		}
+	}
+	b.WriteString("}\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

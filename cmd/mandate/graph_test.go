@@ -1,0 +1,291 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mandatevm/mandate/kernel"
+)
+
+// sampleRecord has a child task, a derivation chain with a revoked cap,
+// and names that need escaping in every format.
+func sampleRecord() *Record {
+	return &Record{
+		Version: recordVersion,
+		Run: RunInfo{
+			ID: "20261129T153000Z-ab12cd", Manifest: "/m/trip \"planner\".hcl",
+			Started: time.Date(2026, 11, 29, 15, 30, 0, 0, time.UTC),
+			Ended:   time.Date(2026, 11, 29, 15, 30, 2, 0, time.UTC),
+			Exit:    1,
+		},
+		Graph: kernel.Graph{
+			Tasks: []kernel.GraphTask{
+				{ID: "t1", Principal: "alice", Module: "sha256:0123456789abcdef0123", State: kernel.TaskFailed, Denials: 2, Error: "task t1 failed:\nboom"},
+				{ID: "t2", Parent: "t1", Principal: "alice", Module: "sha256:0123456789abcdef0123", State: kernel.TaskDone,
+					Label: kernel.NewLabel(nil, []string{"web:https://flights.example"})},
+			},
+			Caps: []kernel.GraphCap{
+				{ID: "c1", Kind: "net", Name: "fli\"ghts\\\n", Holder: "t1", Scope: json.RawMessage(`{"origin":"https://flights.example","methods":["GET","POST"],"paths":[],"allow_private":false,"timeout":"30s","max_redirects":5}`), Audited: true},
+				{ID: "c2", Kind: "net", Holder: "t2", Parent: "c1", Scope: json.RawMessage(`{"origin":"https://flights.example","methods":["GET"]}`), Revoked: true},
+				{ID: "c3", Kind: "net", Holder: "t2", Parent: "c2", Scope: json.RawMessage(`{"origin":"https://flights.example"}`), Revoked: true, Dropped: true},
+			},
+		},
+	}
+}
+
+func TestRenderText(t *testing.T) {
+	var b bytes.Buffer
+	if err := renderText(&b, sampleRecord()); err != nil {
+		t.Fatal(err)
+	}
+	want := `run 20261129T153000Z-ab12cd: /m/trip "planner".hcl at 2026-11-29 15:30:00Z (2s), exit 1
+tasks:
+  t1  principal=alice  state=failed  module=sha256:0123456789ab  denials=2
+    error: task t1 failed: boom
+    t2  principal=alice  state=done  module=sha256:0123456789ab  label={}/{web:https://flights.example}
+caps:
+  c1 net "fli\"ghts\\\n" held by t1: max_redirects=5 methods=GET,POST origin=https://flights.example timeout=30s [audited]
+    c2 net held by t2: methods=GET origin=https://flights.example [revoked]
+      c3 net held by t2: origin=https://flights.example [dropped] [revoked]
+`
+	if got := b.String(); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestRenderTextCorruptTree(t *testing.T) {
+	// Cycles and missing parents render every node once, never loop.
+	r := &Record{Graph: kernel.Graph{
+		Tasks: []kernel.GraphTask{{ID: "t1", Parent: "t1"}, {ID: "t2", Parent: "t9"}},
+		Caps:  []kernel.GraphCap{{ID: "c1", Parent: "c2"}, {ID: "c2", Parent: "c1"}, {ID: "c3", Parent: "c3"}},
+	}}
+	var b bytes.Buffer
+	if err := renderText(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"t1", "t2", "c3"} {
+		if !strings.Contains(b.String(), "  "+id+" ") {
+			t.Errorf("%s missing from:\n%s", id, b.String())
+		}
+	}
+}
+
+func TestRenderDOT(t *testing.T) {
+	var b bytes.Buffer
+	if err := renderDOT(&b, sampleRecord()); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	for _, want := range []string{
+		"digraph mandate {\n",
+		`label="run 20261129T153000Z-ab12cd\n/m/trip \"planner\".hcl";`,
+		`"task:t1" [shape=box, label="t1 (alice)\nfailed\nsha256:0123456789ab\n2 denials"];`,
+		`"cap:c1" [shape=ellipse, label="c1 net \"fli\\\"ghts\\\\\\n\"\nmax_redirects=5`,
+		`"cap:c2" [shape=ellipse, color=red, fontcolor=red, label="c2 net\nmethods=GET\norigin=https://flights.example\n[revoked]"];`,
+		`"task:t1" -> "task:t2" [style=bold, label="spawned"];`,
+		`"task:t1" -> "cap:c1" [style=dashed, arrowhead=none];`,
+		`"cap:c1" -> "cap:c2" [style=solid, color=red];`,
+		"}\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %s in:\n%s", want, got)
+		}
+	}
+	checkDOTQuoting(t, got)
+}
+
+// checkDOTQuoting checks that every quoted string in a DOT document is
+// closed on its line and holds no raw control characters.
+func checkDOTQuoting(t *testing.T, doc string) {
+	t.Helper()
+	for i, line := range strings.Split(doc, "\n") {
+		in := false
+		for j := 0; j < len(line); j++ {
+			switch c := line[j]; {
+			case in && c == '\\':
+				j++
+			case c == '"':
+				in = !in
+			case c < 0x20 && c != '\t':
+				t.Errorf("line %d: control character %q", i+1, c)
+			}
+		}
+		if in {
+			t.Errorf("line %d has an unterminated string: %s", i+1, line)
+		}
+	}
+}
+
+func TestDOTQuote(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{``, `""`},
+		{`plain`, `"plain"`},
+		{`a"b`, `"a\"b"`},
+		{`a\b`, `"a\\b"`},
+		{"a\nb", `"a\nb"`},
+		{"a\rb\x00c\x7f", `"abc"`},
+		{`\"`, `"\\\""`},
+		{"ünïcode", `"ünïcode"`},
+	}
+	for _, tt := range tests {
+		if got := dotQuote(tt.in); got != tt.want {
+			t.Errorf("dotQuote(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestRenderJSONRoundTrip(t *testing.T) {
+	r := sampleRecord()
+	var b bytes.Buffer
+	if err := renderJSON(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b.Bytes(), &top); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"version", "run", "tasks", "caps"} {
+		if _, ok := top[k]; !ok {
+			t.Errorf("no %q in %s", k, b.String())
+		}
+	}
+	got, err := decodeRecord(b.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Compare through JSON: Label has no exported fields to compare.
+	a, _ := json.Marshal(r)
+	c, _ := json.Marshal(got)
+	var x, y any
+	_ = json.Unmarshal(a, &x)
+	_ = json.Unmarshal(c, &y)
+	if !reflect.DeepEqual(x, y) {
+		t.Errorf("round trip:\n got %s\nwant %s", c, a)
+	}
+}
+
+func TestScopeSummary(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{``, ``},
+		{`{}`, ``},
+		{`{"b":1048576,"a":"x","c":[],"d":false,"e":0,"f":null,"g":{"k":1}}`, `a=x b=1048576 g={"k":1}`},
+		{`{"l":[1,"two",true]}`, `l=1,two,true`},
+		{`"not an object"`, `"not an object"`},
+		{"[1,\n2]", `[1, 2]`},
+	}
+	for _, tt := range tests {
+		if got := scopeSummary(json.RawMessage(tt.in)); got != tt.want {
+			t.Errorf("scopeSummary(%s) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	r := sampleRecord()
+	path, err := writeRecord(dir, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "runs", r.Run.ID+".json"); path != want {
+		t.Errorf("path: got %s, want %s", path, want)
+	}
+	got, _, err := readRecord(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Run.ID != r.Run.ID || len(got.Tasks) != 2 || len(got.Caps) != 3 || got.Tasks[1].Label.String() != r.Tasks[1].Label.String() {
+		t.Errorf("got %+v", got)
+	}
+	if _, _, err := readRecord(dir, r.Run.ID); err != nil {
+		t.Errorf("by id: %v", err)
+	}
+	// No temporary files are left behind.
+	ents, _ := os.ReadDir(filepath.Join(dir, "runs"))
+	if len(ents) != 1 {
+		t.Errorf("runs dir holds %d entries, want 1", len(ents))
+	}
+}
+
+func TestReadRecordErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, _, err := readRecord(dir, ""); err == nil || !strings.Contains(err.Error(), "no runs recorded yet in "+dir) {
+		t.Errorf("empty dir: got %v", err)
+	}
+	write := func(name, data string) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name, last, record, want string
+	}{
+		{"truncated", "r1", `{"version":1,"run":{"id":"r1"},"tasks":[`, "runs/r1.json is corrupted: unexpected end of JSON input"},
+		{"not json", "r1", "\x00\x01", "runs/r1.json is corrupted: invalid character"},
+		{"wrong types", "r1", `{"version":1,"run":{"id":"r1"},"tasks":{},"caps":[]}`, "is corrupted: json: cannot unmarshal object"},
+		{"no caps", "r1", `{"version":1,"run":{"id":"r1"},"tasks":[]}`, "is corrupted: missing tasks or caps"},
+		{"task without id", "r1", `{"version":1,"run":{"id":"r1"},"tasks":[{}],"caps":[]}`, "is corrupted: task 0 has no id"},
+		{"bad last", "../../etc/passwd", "", `last is corrupted: "../../etc/passwd" is not a run id`},
+		{"empty last", "", "", `last is corrupted: "" is not a run id`},
+		{"missing record", "r2", "", "no run r2 recorded in " + dir},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			os.RemoveAll(filepath.Join(dir, "runs"))
+			write("last", tt.last+"\n")
+			if tt.record != "" {
+				write("runs/"+tt.last+".json", tt.record)
+			}
+			_, _, err := readRecord(dir, "")
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestStateDir(t *testing.T) {
+	tests := []struct {
+		flag string
+		env  map[string]string
+		want string
+	}{
+		{"f", map[string]string{"MANDATE_STATE_DIR": "m", "XDG_STATE_HOME": "/x", "HOME": "/h"}, "f"},
+		{"", map[string]string{"MANDATE_STATE_DIR": "m", "XDG_STATE_HOME": "/x", "HOME": "/h"}, "m"},
+		{"", map[string]string{"XDG_STATE_HOME": "/x", "HOME": "/h"}, "/x/mandate"},
+		{"", map[string]string{"XDG_STATE_HOME": "relative", "HOME": "/h"}, "/h/.local/state/mandate"},
+		{"", map[string]string{"HOME": "/h"}, "/h/.local/state/mandate"},
+	}
+	for _, tt := range tests {
+		e := &env{getenv: func(k string) string { return tt.env[k] }}
+		got, err := e.stateDir(tt.flag)
+		if err != nil || got != filepath.FromSlash(tt.want) {
+			t.Errorf("stateDir(%q) with %v = %q, %v; want %q", tt.flag, tt.env, got, err, tt.want)
+		}
+	}
+}
+
+func TestNewRunID(t *testing.T) {
+	at := time.Date(2026, 11, 29, 15, 30, 0, 0, time.FixedZone("x", 3600))
+	a, b := newRunID(at), newRunID(at)
+	if !strings.HasPrefix(a, "20261129T143000Z-") || len(a) != len("20261129T143000Z-ab12cd") || !validRunID(a) {
+		t.Errorf("got %q", a)
+	}
+	if a == b {
+		t.Errorf("two ids are equal: %q", a)
+	}
+	if later := newRunID(at.Add(time.Second)); later <= a {
+		t.Errorf("ids do not sort by time: %q <= %q", later, a)
+	}
+}

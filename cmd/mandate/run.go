@@ -1,0 +1,362 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/manifest"
+	"github.com/mandatevm/mandate/sandbox"
+)
+
+const runHelp = `Usage: mandate run MANIFEST.hcl [--input FILE|-] [--var NAME=VALUE ...]
+                   [--log-level LEVEL] [--engine NAME] [--cache-dir DIR] [--state-dir DIR]
+
+Runs the root task a manifest describes: loads the manifest, builds its
+module if it names a Go guest directory (cached by content), compiles it,
+checks the manifest's digest pin, grants the task its capabilities, runs it
+within its limits, prints the task's result to stdout, and records the run
+(see "mandate graph"). The guest's own stdout and stderr, and the kernel's
+decisions, are logged to stderr.
+
+Flags:
+
+	--input FILE       the task's input (what the guest reads with
+	                   mandate.Input); "-" reads standard input; at most 64 MiB
+	--var NAME=VALUE   sets var.NAME in the manifest; repeatable
+	--log-level LEVEL  trace, debug, info (default), warn, error or off
+	--engine NAME      the WebAssembly engine: wazero (default)
+	--cache-dir DIR    cache root for built guests (DIR/guests) and compiled
+	                   modules (DIR/<engine>); default $MANDATE_CACHE_DIR,
+	                   else the user cache directory + /mandate
+	--state-dir DIR    where the run is recorded; default $MANDATE_STATE_DIR,
+	                   else $XDG_STATE_HOME/mandate, else ~/.local/state/mandate
+
+Exit codes:
+
+	0    the task finished normally
+	1    the task failed: it exited non-zero or trapped, or a kernel error
+	     ended it; the message names its last denied call, if any
+	2    usage, manifest or build error (reported as FILE:LINE,COL: message;
+	     nothing ran), a digest pin mismatch, or the run could not be
+	     recorded (after the result was printed)
+	3    the task ran out of a limit: it was stopped at its deadline, or it
+	     died after its memory limit refused to grow
+	130  mandate was interrupted (Ctrl-C or SIGTERM) and killed the task
+
+A manifest (the grammar is in "go doc github.com/mandatevm/mandate/manifest"):
+
+	task "quickstart" {
+	  module    = "guest"        # a .wasm file or a Go guest directory
+	  principal = "alice"
+	  limits {
+	    memory  = "64MiB"
+	    timeout = "30s"
+	  }
+	  cap "net" "flights" {
+	    origin  = var.origin
+	    methods = ["GET"]
+	    paths   = ["/search"]
+	  }
+	}
+
+Examples:
+
+	mandate run quickstart.hcl --var origin=https://flights.example
+	echo '{"from":"SFO"}' | mandate run planner.hcl --input -
+	mandate run quickstart.hcl --log-level debug 2>run.log > result.json
+`
+
+// varFlag collects --var NAME=VALUE.
+type varFlag map[string]string
+
+func (v varFlag) String() string {
+	keys := make([]string, 0, len(v))
+	for k := range v {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ",")
+}
+
+func (v varFlag) Set(s string) error {
+	name, value, ok := strings.Cut(s, "=")
+	if !ok {
+		return fmt.Errorf("%q is not NAME=VALUE", s)
+	}
+	if !validVarName(name) {
+		return fmt.Errorf("%q is not a variable name (letters, digits, _ and -, starting with a letter or _)", name)
+	}
+	v[name] = value
+	return nil
+}
+
+func validVarName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z':
+		case i > 0 && (r == '-' || '0' <= r && r <= '9'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// runOptions are the parsed flags of mandate run.
+type runOptions struct {
+	manifest string
+	input    string
+	vars     varFlag
+	level    hclog.Level
+	engine   string
+	cache    string
+	state    string
+}
+
+func runRun(e *env, args []string) int {
+	c := lookupCommand("run")
+	fs := flagSet("run")
+	o := runOptions{vars: varFlag{}}
+	fs.StringVar(&o.input, "input", "", "")
+	fs.Var(o.vars, "var", "")
+	level := fs.String("log-level", "info", "")
+	fs.StringVar(&o.engine, "engine", defaultEngine, "")
+	cacheFlag := fs.String("cache-dir", "", "")
+	stateFlag := fs.String("state-dir", "", "")
+	pos, code, ok := e.parse(c, fs, args)
+	if !ok {
+		return code
+	}
+	switch len(pos) {
+	case 0:
+		return e.usageError(c, "missing the manifest")
+	case 1:
+		o.manifest = pos[0]
+	default:
+		return e.usageError(c, "unexpected argument %q", pos[1])
+	}
+	o.level = hclog.LevelFromString(*level)
+	if o.level == hclog.NoLevel {
+		return e.usageError(c, "unknown log level %q (levels: trace, debug, info, warn, error, off)", *level)
+	}
+	if _, ok := engines[o.engine]; !ok {
+		return e.usageError(c, "unknown engine %q (engines: %s)", o.engine, strings.Join(engineNames(), ", "))
+	}
+	var err error
+	if o.cache, err = e.cacheDir(*cacheFlag); err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	if o.state, err = e.stateDir(*stateFlag); err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return e.runTask(ctx, stop, o)
+}
+
+// runTask runs the manifest's task and records the run. stop restores the
+// default signal behaviour: after a first interrupt, a second one kills
+// mandate at once.
+func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
+	m, err := manifest.Load(o.manifest, o.vars)
+	if err != nil {
+		return e.manifestError(err)
+	}
+	input, err := e.readInput(o.input)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+
+	logger := hclog.New(&hclog.LoggerOptions{
+		Name:   "mandate",
+		Level:  o.level,
+		Output: e.stderr,
+	})
+
+	var wasm []byte
+	if m.ModuleIsDir {
+		logger.Debug("building guest", "dir", m.ModulePath)
+		wasm, err = buildGuest(ctx, m.ModulePath, false, o.cache)
+	} else {
+		wasm, err = os.ReadFile(m.ModulePath)
+	}
+	if err != nil {
+		return e.manifestError(m.ModuleError(err))
+	}
+	digest := sandbox.Digest(wasm)
+	if err := m.CheckDigest(digest); err != nil {
+		return e.manifestError(err)
+	}
+
+	eng, err := engines[o.engine](ctx, filepath.Join(o.cache, o.engine))
+	if err != nil {
+		e.errorf("engine %s: %v", o.engine, err)
+		return exitUsage
+	}
+	defer eng.Close(context.Background())
+	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: kinds(), Logger: logger})
+	if err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	grants, err := m.Grants(k)
+	if err != nil {
+		return e.manifestError(err)
+	}
+	mod, err := eng.Compile(ctx, wasm)
+	if err != nil {
+		return e.manifestError(m.ModuleError(err))
+	}
+	defer mod.Close(context.Background())
+
+	started := time.Now()
+	t, err := k.Start(ctx, kernel.TaskSpec{
+		Module:    mod,
+		Principal: m.Principal,
+		Name:      m.Name,
+		Entry:     m.Entry,
+		Limits:    m.Limits(),
+		Grants:    grants,
+		Input:     input,
+	})
+	if err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	interrupted := false
+	select {
+	case <-t.Done():
+	case <-ctx.Done():
+		interrupted = true
+		stop()
+		logger.Warn("interrupted; killing the task", "task", t.ID())
+		t.Kill()
+	}
+	taskErr := t.Wait(context.Background())
+	ended := time.Now()
+
+	// The result first: whatever happens to the record, it is not lost.
+	if res, ok := t.Result(); ok && len(res) > 0 {
+		if _, err := e.stdout.Write(res); err != nil {
+			e.errorf("writing the result: %v", err)
+		}
+	}
+
+	state := t.State()
+	exit := exitOK
+	switch state {
+	case kernel.TaskDone:
+	case kernel.TaskTimedOut, kernel.TaskOutOfMemory:
+		exit = exitLimit
+	case kernel.TaskKilled:
+		exit = exitTaskFailed
+		if interrupted {
+			exit = exitInterrupted
+		}
+	default:
+		exit = exitTaskFailed
+	}
+	if taskErr != nil {
+		if interrupted {
+			e.errorf("interrupted: %v", taskErr)
+		} else {
+			e.errorf("%v", taskErr)
+		}
+		if exit == exitOK {
+			exit = exitTaskFailed
+		}
+	}
+
+	abs, _ := filepath.Abs(o.manifest)
+	rec := &Record{
+		Version: recordVersion,
+		Run: RunInfo{
+			ID:        newRunID(started),
+			Manifest:  abs,
+			Task:      m.Name,
+			Module:    m.ModulePath,
+			Digest:    digest,
+			Principal: m.Principal,
+			Engine:    o.engine,
+			Started:   started.UTC(),
+			Ended:     ended.UTC(),
+			Exit:      exit,
+			State:     string(state),
+		},
+		Graph: k.Graph(),
+	}
+	if taskErr != nil {
+		rec.Run.Error = taskErr.Error()
+	}
+	path, err := writeRecord(o.state, rec)
+	if err != nil {
+		e.errorf("recording run %s: %v", rec.Run.ID, err)
+		if exit == exitOK {
+			exit = exitUsage
+		}
+		return exit
+	}
+	logger.Info("run recorded", "run", rec.Run.ID, "path", path)
+	return exit
+}
+
+// manifestError prints a manifest error (one FILE:LINE,COL: message per
+// line) and returns the usage exit code.
+func (e *env) manifestError(err error) int {
+	var me *manifest.Error
+	if errors.As(err, &me) {
+		fmt.Fprintln(e.stderr, err)
+	} else {
+		e.errorf("%v", err)
+	}
+	return exitUsage
+}
+
+// readInput reads the task's input: nil without --input, standard input
+// for "-".
+func (e *env) readInput(name string) ([]byte, error) {
+	var r io.Reader
+	switch name {
+	case "":
+		return nil, nil
+	case "-":
+		r = e.stdin
+	default:
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, fmt.Errorf("input: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	b, err := io.ReadAll(io.LimitReader(r, abi.MaxBlobLen+1))
+	if err != nil {
+		return nil, fmt.Errorf("input: %w", err)
+	}
+	if len(b) > abi.MaxBlobLen {
+		return nil, fmt.Errorf("input: larger than %d bytes", abi.MaxBlobLen)
+	}
+	if b == nil {
+		b = []byte{}
+	}
+	return b, nil
+}

@@ -1,0 +1,743 @@
+// Package manifest reads Mandate run manifests: HCL files that name the
+// module a root task runs, the principal it acts for, its limits, and the
+// capabilities it is granted.
+//
+//	m, err := manifest.Load("quickstart.hcl", map[string]string{"origin": "http://127.0.0.1:8080"})
+//	if err != nil {
+//		log.Fatal(err) // quickstart.hcl:12,21: ... (one line per problem)
+//	}
+//	grants, err := m.Grants(k) // k is a *kernel.Kernel with its kinds registered
+//	if err != nil {
+//		log.Fatal(err) // a kind's refusal, at the line of the offending attribute
+//	}
+//	t, err := k.Start(ctx, kernel.TaskSpec{Module: mod, Principal: m.Principal, Limits: m.Limits(), Grants: grants})
+//
+// # Grammar
+//
+// A manifest holds exactly one task block, the root task:
+//
+//	task "NAME" {
+//	  module    = "guest"         # required: a .wasm file, or a Go guest directory (relative to the manifest)
+//	  digest    = "sha256:<hex>"  # optional pin: the module must have this digest
+//	  principal = "alice"         # required: on whose behalf the task runs
+//	  entry     = "run"           # optional: the function a reactor module runs
+//
+//	  limits {                    # optional, at most one
+//	    memory  = "64MiB"         # size: B, KiB, MiB, GiB, KB, MB, GB; a plain integer is bytes
+//	    timeout = "30s"           # Go duration
+//	    handles = 256             # capability table size
+//	    output  = "1MiB"          # bytes kept of each of stdout and stderr
+//	  }
+//
+//	  cap "KIND" "NAME" {         # any number; NAME is what the guest passes to cap_lookup
+//	    audit = true              # kernel-level: write every decision to the audit log first
+//	    ...                       # every other attribute is the kind's grant spec
+//	  }
+//	}
+//
+// Values are HCL expressions. The only variables are var.NAME, set by the
+// caller (mandate run --var NAME=VALUE); there are no functions. A cap block
+// holds attributes only; they are evaluated and handed to the kind as one
+// JSON object (HCL strings, numbers, bools, lists and objects map to their
+// JSON counterparts; null attributes are left out). The attributes when,
+// label and clearance are reserved for the kernel and not supported yet.
+//
+// # Errors
+//
+// Every problem is reported with its position, one per line, as
+// FILE:LINE,COL: message. Load reports everything it can find at once.
+package manifest
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel"
+	"github.com/zclconf/go-cty/cty"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+)
+
+// MaxSize bounds a manifest file.
+const MaxSize = 1 << 20
+
+// Bounds on limits. Memory is bounded by 32-bit linear memory; output by
+// what is sensible to keep in the host.
+const (
+	MaxMemory = 4 << 30
+	MaxOutput = 1 << 30
+)
+
+// Manifest is a loaded, validated manifest. Its fields are set by Load and
+// must not be modified.
+type Manifest struct {
+	// Path is the manifest's file name as given to Load; Dir is its
+	// directory, absolute.
+	Path string
+	Dir  string
+	// Name is the task block's label.
+	Name string
+	// ModulePath is the module attribute resolved against Dir, with
+	// symbolic links resolved: a .wasm file or a guest directory
+	// (ModuleIsDir).
+	ModulePath  string
+	ModuleIsDir bool
+	// Digest is the pinned "sha256:<hex>" digest, "" when not pinned.
+	Digest    string
+	Principal string
+	// Entry is the reactor entry, "" for the default.
+	Entry string
+	// Caps are the cap blocks, in file order.
+	Caps []Cap
+
+	limits      kernel.Limits
+	moduleRange hcl.Range
+	digestRange hcl.Range
+}
+
+// Cap is one cap block, evaluated.
+type Cap struct {
+	Kind string
+	Name string
+	// Audit is the kernel-level audit attribute.
+	Audit bool
+	// Spec is the block's other attributes as a JSON object: the kind's
+	// grant spec.
+	Spec []byte
+
+	rng       hcl.Range            // the block's header
+	kindRange hcl.Range            // the kind label
+	attrs     map[string]hcl.Range // attribute name -> its value's range
+}
+
+// Limits returns the task's limits; zero fields take the kernel's defaults.
+func (m *Manifest) Limits() kernel.Limits { return m.limits }
+
+// Error is a list of positioned problems in a manifest. Its message has one
+// line per problem: FILE:LINE,COL: message.
+type Error struct {
+	Diags hcl.Diagnostics
+}
+
+func (e *Error) Error() string {
+	var lines []string
+	for _, d := range e.Diags {
+		if d.Severity != hcl.DiagError {
+			continue
+		}
+		lines = append(lines, formatDiag(d))
+	}
+	if len(lines) == 0 {
+		return "manifest: unknown error"
+	}
+	return strings.Join(lines, "\n")
+}
+
+func formatDiag(d *hcl.Diagnostic) string {
+	msg := d.Summary
+	if d.Detail != "" {
+		msg += ": " + d.Detail
+	}
+	if d.Subject == nil {
+		return msg
+	}
+	return fmt.Sprintf("%s:%d,%d: %s", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column, msg)
+}
+
+func diagErr(rng hcl.Range, format string, args ...any) *hcl.Diagnostic {
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: fmt.Sprintf(format, args...), Subject: rng.Ptr()}
+}
+
+// Reserved cap attributes. audit is handled by the kernel; the others are
+// kept for labels, clearances and constraints and refused until they are
+// implemented, so a manifest that relies on them never runs without them.
+var (
+	kernelAttrs   = map[string]bool{"audit": true}
+	reservedAttrs = map[string]bool{"when": true, "label": true, "clearance": true}
+)
+
+var rootSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{{Type: "task", LabelNames: []string{"name"}}},
+}
+
+var taskSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "module", Required: true},
+		{Name: "digest"},
+		{Name: "principal", Required: true},
+		{Name: "entry"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "limits"},
+		{Type: "cap", LabelNames: []string{"kind", "name"}},
+	},
+}
+
+var limitsSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "memory"}, {Name: "timeout"}, {Name: "handles"}, {Name: "output"},
+	},
+}
+
+// Load reads, parses and validates the manifest at path. vars are the
+// values of var.NAME. It needs no kernel: the cap blocks' specs are checked
+// by their kinds in Grants. A failure is an *Error (or an I/O error).
+func Load(path string, vars map[string]string) (*Manifest, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	src, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(src) > MaxSize {
+		return nil, fmt.Errorf("%s: manifest larger than %d bytes", path, MaxSize)
+	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	return Parse(src, path, dir, vars)
+}
+
+// Parse is Load on a manifest already in memory: filename is used in
+// positions, dir is where relative module paths resolve.
+func Parse(src []byte, filename, dir string, vars map[string]string) (*Manifest, error) {
+	file, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+	if diags.HasErrors() {
+		return nil, &Error{diags}
+	}
+	p := &parser{
+		m:    &Manifest{Path: filename, Dir: dir},
+		vars: vars,
+	}
+	p.ctx = &hcl.EvalContext{Variables: map[string]cty.Value{"var": p.varsObject()}}
+	p.root(file)
+	if p.diags.HasErrors() {
+		return nil, &Error{p.diags}
+	}
+	return p.m, nil
+}
+
+type parser struct {
+	m     *Manifest
+	vars  map[string]string
+	ctx   *hcl.EvalContext
+	diags hcl.Diagnostics
+}
+
+func (p *parser) add(d ...*hcl.Diagnostic) { p.diags = append(p.diags, d...) }
+
+func (p *parser) varsObject() cty.Value {
+	if len(p.vars) == 0 {
+		return cty.EmptyObjectVal
+	}
+	m := make(map[string]cty.Value, len(p.vars))
+	for k, v := range p.vars {
+		m[k] = cty.StringVal(v)
+	}
+	return cty.ObjectVal(m)
+}
+
+func (p *parser) root(file *hcl.File) {
+	content, diags := file.Body.Content(rootSchema)
+	p.add(diags...)
+	var tasks []*hcl.Block
+	for _, b := range content.Blocks {
+		if b.Type == "task" {
+			tasks = append(tasks, b)
+		}
+	}
+	switch {
+	case len(tasks) == 0:
+		if !diags.HasErrors() {
+			rng := file.Body.MissingItemRange()
+			p.add(diagErr(rng, `no task block: a manifest describes one root task, task "NAME" { ... }`))
+		}
+		return
+	case len(tasks) > 1:
+		p.add(diagErr(tasks[1].DefRange, "only one task block is allowed; the first is at %s", posString(tasks[0].DefRange)))
+		return
+	}
+	p.task(tasks[0])
+}
+
+func posString(r hcl.Range) string {
+	return fmt.Sprintf("%s:%d,%d", r.Filename, r.Start.Line, r.Start.Column)
+}
+
+func (p *parser) task(b *hcl.Block) {
+	m := p.m
+	m.Name = b.Labels[0]
+	if m.Name == "" {
+		p.add(diagErr(b.LabelRanges[0], "task name must not be empty"))
+	}
+	content, diags := b.Body.Content(taskSchema)
+	p.add(diags...)
+
+	if a, ok := content.Attributes["module"]; ok {
+		if s, ok := p.str(a, true); ok {
+			p.module(a, s)
+		}
+	}
+	if a, ok := content.Attributes["digest"]; ok {
+		if s, ok := p.str(a, false); ok {
+			if !digestRE.MatchString(s) {
+				p.add(diagErr(a.Expr.Range(), `digest %q is not of the form "sha256:" followed by 64 lower-case hex digits`, s))
+			} else {
+				m.Digest = s
+				m.digestRange = a.Expr.Range()
+			}
+		}
+	}
+	if a, ok := content.Attributes["principal"]; ok {
+		if s, ok := p.str(a, true); ok {
+			m.Principal = s
+		}
+	}
+	if a, ok := content.Attributes["entry"]; ok {
+		if s, ok := p.str(a, true); ok {
+			m.Entry = s
+		}
+	}
+
+	seen := make(map[string]hcl.Range)
+	var limits *hcl.Block
+	for _, blk := range content.Blocks {
+		switch blk.Type {
+		case "limits":
+			if limits != nil {
+				p.add(diagErr(blk.DefRange, "only one limits block is allowed; the first is at %s", posString(limits.DefRange)))
+				continue
+			}
+			limits = blk
+			p.limits(blk)
+		case "cap":
+			name := blk.Labels[1]
+			if first, dup := seen[name]; dup {
+				p.add(diagErr(blk.LabelRanges[1], "duplicate capability name %q; the first is at %s", name, posString(first)))
+				continue
+			}
+			seen[name] = blk.LabelRanges[1]
+			p.cap(blk)
+		}
+	}
+}
+
+var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+func (p *parser) module(a *hcl.Attribute, s string) {
+	path := s
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(p.m.Dir, path)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		msg := err.Error()
+		if errors.Is(err, os.ErrNotExist) {
+			msg = "no such file or directory"
+		}
+		p.add(diagErr(a.Expr.Range(), "module %q: %s", s, msg))
+		return
+	}
+	switch {
+	case fi.IsDir():
+		p.m.ModuleIsDir = true
+	case !fi.Mode().IsRegular():
+		p.add(diagErr(a.Expr.Range(), "module %q is neither a .wasm file nor a guest directory", s))
+		return
+	}
+	// A guest directory is built where it really is, inside its module.
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	p.m.ModulePath = path
+	p.m.moduleRange = a.Expr.Range()
+}
+
+// eval evaluates an expression, first checking that every variable it
+// references is set, so the message names the missing variable.
+func (p *parser) eval(expr hcl.Expression) (cty.Value, bool) {
+	ok := true
+	for _, tr := range expr.Variables() {
+		root := tr.RootName()
+		if root != "var" {
+			p.add(diagErr(tr.SourceRange(), "unknown variable %q: the only variables are var.NAME", root))
+			ok = false
+			continue
+		}
+		if len(tr) < 2 {
+			p.add(diagErr(tr.SourceRange(), "var must be followed by a variable name, as in var.origin"))
+			ok = false
+			continue
+		}
+		var name string
+		switch s := tr[1].(type) {
+		case hcl.TraverseAttr:
+			name = s.Name
+		case hcl.TraverseIndex:
+			if s.Key.Type() == cty.String {
+				name = s.Key.AsString()
+			}
+		}
+		if name == "" {
+			continue // let evaluation report it
+		}
+		if _, set := p.vars[name]; !set {
+			p.add(diagErr(tr.SourceRange(), "variable %q is not set: pass --var %s=VALUE", name, name))
+			ok = false
+		}
+	}
+	if !ok {
+		return cty.NilVal, false
+	}
+	v, diags := expr.Value(p.ctx)
+	p.add(diags...)
+	if diags.HasErrors() {
+		return cty.NilVal, false
+	}
+	if !v.IsWhollyKnown() {
+		p.add(diagErr(expr.Range(), "value is not known"))
+		return cty.NilVal, false
+	}
+	return v, true
+}
+
+// str evaluates a string attribute.
+func (p *parser) str(a *hcl.Attribute, nonEmpty bool) (string, bool) {
+	v, ok := p.eval(a.Expr)
+	if !ok {
+		return "", false
+	}
+	if v.IsNull() || v.Type() != cty.String {
+		p.add(diagErr(a.Expr.Range(), "%s must be a string, not %s", a.Name, typeName(v)))
+		return "", false
+	}
+	s := v.AsString()
+	if nonEmpty && strings.TrimSpace(s) == "" {
+		p.add(diagErr(a.Expr.Range(), "%s must not be empty", a.Name))
+		return "", false
+	}
+	return s, true
+}
+
+func typeName(v cty.Value) string {
+	if v.IsNull() {
+		return "null"
+	}
+	return v.Type().FriendlyName()
+}
+
+func (p *parser) limits(b *hcl.Block) {
+	if len(b.Labels) != 0 {
+		p.add(diagErr(b.DefRange, "limits takes no labels"))
+	}
+	content, diags := b.Body.Content(limitsSchema)
+	p.add(diags...)
+	l := &p.m.limits
+	if a, ok := content.Attributes["memory"]; ok {
+		if n, ok := p.size(a, MaxMemory); ok {
+			l.Memory = n
+		}
+	}
+	if a, ok := content.Attributes["output"]; ok {
+		if n, ok := p.size(a, MaxOutput); ok {
+			l.MaxOutput = int(n)
+		}
+	}
+	if a, ok := content.Attributes["timeout"]; ok {
+		if s, ok := p.str(a, true); ok {
+			d, err := time.ParseDuration(strings.TrimSpace(s))
+			switch {
+			case err != nil:
+				p.add(diagErr(a.Expr.Range(), `timeout %q is not a duration (examples: "30s", "2m", "1h30m")`, s))
+			case d <= 0:
+				p.add(diagErr(a.Expr.Range(), "timeout %q must be positive", s))
+			default:
+				l.Timeout = d
+			}
+		}
+	}
+	if a, ok := content.Attributes["handles"]; ok {
+		if v, ok := p.eval(a.Expr); ok {
+			n, ok := wholeNumber(v)
+			switch {
+			case !ok:
+				p.add(diagErr(a.Expr.Range(), "handles must be a whole number, not %s", describe(v)))
+			case n < 1 || n > kernel.MaxHandles:
+				p.add(diagErr(a.Expr.Range(), "handles = %d is out of range: 1 to %d", n, kernel.MaxHandles))
+			default:
+				l.MaxHandles = int(n)
+			}
+		}
+	}
+}
+
+func describe(v cty.Value) string {
+	if !v.IsNull() && v.Type() == cty.Number {
+		return v.AsBigFloat().String()
+	}
+	if !v.IsNull() && v.Type() == cty.String {
+		return fmt.Sprintf("%q", v.AsString())
+	}
+	return typeName(v)
+}
+
+func wholeNumber(v cty.Value) (int64, bool) {
+	if v.IsNull() || v.Type() != cty.Number {
+		return 0, false
+	}
+	bf := v.AsBigFloat()
+	if !bf.IsInt() {
+		return 0, false
+	}
+	n, acc := bf.Int64()
+	if acc != 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// size evaluates a size attribute: a whole number of bytes, or a string
+// such as "64MiB".
+func (p *parser) size(a *hcl.Attribute, max uint64) (uint64, bool) {
+	v, ok := p.eval(a.Expr)
+	if !ok {
+		return 0, false
+	}
+	var n uint64
+	switch {
+	case !v.IsNull() && v.Type() == cty.String:
+		var err error
+		n, err = ParseSize(v.AsString())
+		if err != nil {
+			p.add(diagErr(a.Expr.Range(), "%s: %v", a.Name, err))
+			return 0, false
+		}
+	default:
+		i, ok := wholeNumber(v)
+		if !ok || i < 0 {
+			p.add(diagErr(a.Expr.Range(), `%s must be a size such as "64MiB" or a whole number of bytes, not %s`, a.Name, describe(v)))
+			return 0, false
+		}
+		n = uint64(i)
+	}
+	if n == 0 || n > max {
+		p.add(diagErr(a.Expr.Range(), "%s = %d bytes is out of range: 1 to %d", a.Name, n, max))
+		return 0, false
+	}
+	return n, true
+}
+
+var sizeUnits = map[string]uint64{
+	"": 1, "b": 1,
+	"kb": 1000, "mb": 1000 * 1000, "gb": 1000 * 1000 * 1000,
+	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30,
+}
+
+var sizeRE = regexp.MustCompile(`^([0-9]+)\s*([A-Za-z]*)$`)
+
+// ParseSize parses a size: a whole number followed by an optional unit, B,
+// KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024); units are
+// case-insensitive and may follow a space. A plain number is bytes.
+func ParseSize(s string) (uint64, error) {
+	m := sizeRE.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return 0, fmt.Errorf(`%q is not a size (examples: "64MiB", "512KB", "1048576")`, s)
+	}
+	unit, ok := sizeUnits[strings.ToLower(m[2])]
+	if !ok {
+		return 0, fmt.Errorf("%q has an unknown unit %q (units: B, KB, MB, GB, KiB, MiB, GiB)", s, m[2])
+	}
+	var n uint64
+	for _, c := range m[1] {
+		d := uint64(c - '0')
+		if n > (math.MaxUint64-d)/10 {
+			return 0, fmt.Errorf("%q is too large", s)
+		}
+		n = n*10 + d
+	}
+	if n > math.MaxUint64/unit {
+		return 0, fmt.Errorf("%q is too large", s)
+	}
+	return n * unit, nil
+}
+
+func (p *parser) cap(b *hcl.Block) {
+	c := Cap{
+		Kind:      b.Labels[0],
+		Name:      b.Labels[1],
+		rng:       b.DefRange,
+		kindRange: b.LabelRanges[0],
+		attrs:     make(map[string]hcl.Range),
+	}
+	ok := true
+	if c.Kind == "" {
+		p.add(diagErr(b.LabelRanges[0], "capability kind must not be empty"))
+		ok = false
+	}
+	if c.Name == "" || len(c.Name) > abi.MaxNameLen {
+		p.add(diagErr(b.LabelRanges[1], "capability name must be 1 to %d bytes", abi.MaxNameLen))
+		ok = false
+	}
+	attrs, diags := b.Body.JustAttributes()
+	p.add(diags...)
+	if diags.HasErrors() {
+		ok = false
+	}
+	names := make([]string, 0, len(attrs))
+	for n := range attrs {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { // file order
+		return attrs[names[i]].Range.Start.Byte < attrs[names[j]].Range.Start.Byte
+	})
+	spec := make(map[string]cty.Value)
+	for _, n := range names {
+		a := attrs[n]
+		c.attrs[n] = a.Expr.Range()
+		switch {
+		case reservedAttrs[n]:
+			p.add(diagErr(a.NameRange, "%s is reserved for the kernel and not supported yet", n))
+			ok = false
+			continue
+		case n == "audit":
+			v, vok := p.eval(a.Expr)
+			if !vok {
+				ok = false
+				continue
+			}
+			if v.IsNull() || v.Type() != cty.Bool {
+				p.add(diagErr(a.Expr.Range(), "audit must be true or false, not %s", describe(v)))
+				ok = false
+				continue
+			}
+			c.Audit = v.True()
+			continue
+		}
+		v, vok := p.eval(a.Expr)
+		if !vok {
+			ok = false
+			continue
+		}
+		if v.IsNull() {
+			continue
+		}
+		spec[n] = v
+	}
+	if !ok {
+		return
+	}
+	js, err := ctyjson.SimpleJSONValue{Value: cty.ObjectVal(spec)}.MarshalJSON()
+	if len(spec) == 0 {
+		js, err = []byte("{}"), nil
+	}
+	if err != nil {
+		p.add(diagErr(b.DefRange, "cap %q %q: cannot encode as JSON: %v", c.Kind, c.Name, err))
+		return
+	}
+	c.Spec = js
+	p.m.Caps = append(p.m.Caps, c)
+}
+
+// CheckDigest reports whether digest (as sandbox.Digest computes it)
+// matches the manifest's pin, if any. The error points at the pin.
+func (m *Manifest) CheckDigest(digest string) error {
+	if m.Digest == "" || m.Digest == digest {
+		return nil
+	}
+	return &Error{hcl.Diagnostics{diagErr(m.digestRange,
+		"module %s has digest %s, but the manifest pins %s", m.moduleName(), digest, m.Digest)}}
+}
+
+func (m *Manifest) moduleName() string {
+	if rel, err := filepath.Rel(m.Dir, m.ModulePath); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return m.ModulePath
+}
+
+// ModuleError returns an error about the module (a failed build, an
+// invalid .wasm file) positioned at the module attribute.
+func (m *Manifest) ModuleError(err error) error {
+	return &Error{hcl.Diagnostics{diagErr(m.moduleRange, "module %s: %v", m.moduleName(), err)}}
+}
+
+// Granter mints root scopes. *kernel.Kernel implements it.
+type Granter interface {
+	Kind(name string) (kernel.Kind, bool)
+	Kinds() []string
+	Grant(kind string, g kernel.GrantContext, spec []byte) (kernel.Scope, error)
+}
+
+var _ Granter = (*kernel.Kernel)(nil)
+
+// Grants mints the root scopes of the manifest's cap blocks with k's
+// kinds. Every refusal is reported with its position: an unknown kind at
+// the kind label, a kind's *kernel.FieldError at that attribute's value,
+// any other error at the cap block. Secrets named by a grant (header env
+// variables, files) are read from the host environment and relative to the
+// manifest's directory.
+func (m *Manifest) Grants(k Granter) ([]kernel.GrantSpec, error) {
+	return m.GrantsWith(k, kernel.GrantContext{Dir: m.Dir})
+}
+
+// GrantsWith is Grants with a given grant context (tests use it to supply
+// the environment).
+func (m *Manifest) GrantsWith(k Granter, g kernel.GrantContext) ([]kernel.GrantSpec, error) {
+	if g.Dir == "" {
+		g.Dir = m.Dir
+	}
+	var diags hcl.Diagnostics
+	grants := make([]kernel.GrantSpec, 0, len(m.Caps))
+	for _, c := range m.Caps {
+		if _, ok := k.Kind(c.Kind); !ok {
+			diags = append(diags, diagErr(c.kindRange, "unknown capability kind %q (known: %s)", c.Kind, strings.Join(k.Kinds(), ", ")))
+			continue
+		}
+		scope, err := k.Grant(c.Kind, g, c.Spec)
+		if err == nil && scope == nil {
+			err = errors.New("the kind returned no scope")
+		}
+		if err != nil {
+			diags = append(diags, c.grantDiag(err))
+			continue
+		}
+		grants = append(grants, kernel.GrantSpec{Name: c.Name, Kind: c.Kind, Scope: scope, Audit: c.Audit})
+	}
+	if diags.HasErrors() {
+		return nil, &Error{diags}
+	}
+	return grants, nil
+}
+
+func (c *Cap) grantDiag(err error) *hcl.Diagnostic {
+	var fe *kernel.FieldError
+	if errors.As(err, &fe) {
+		if rng, ok := c.attrs[topField(fe.Field)]; ok {
+			return diagErr(rng, "cap %q %q: %s", c.Kind, c.Name, fe.Error())
+		}
+	}
+	return diagErr(c.rng, "cap %q %q: %v", c.Kind, c.Name, err)
+}
+
+// topField is the attribute a FieldError's field belongs to:
+// "headers[0].env" and "headers.0.env" belong to "headers".
+func topField(f string) string {
+	if i := strings.IndexAny(f, ".["); i >= 0 {
+		return f[:i]
+	}
+	return f
+}

@@ -1,0 +1,390 @@
+// Package wazero is Mandate's default sandbox engine, built on the pure-Go
+// WebAssembly runtime wazero (github.com/tetratelabs/wazero). It implements
+// sandbox.Engine and sandbox.Module.
+//
+//	eng, err := wazero.New(ctx, sandbox.Config{CacheDir: dir})
+//	if err != nil {
+//		return err
+//	}
+//	defer eng.Close(ctx)
+//	if err := eng.Host("mandate", hostFuncs); err != nil { // before any Compile
+//		return err
+//	}
+//	mod, err := eng.Compile(ctx, wasm) // refuses unknown imports
+//	if err != nil {
+//		return err
+//	}
+//	defer mod.Close(ctx)
+//	err = mod.Run(ctx, sandbox.RunConfig{
+//		Name:        "task-1",
+//		MemoryLimit: 64 << 20,
+//		Timeout:     time.Second,
+//		Stdout:      &out,
+//	})
+//	switch {
+//	case errors.Is(err, sandbox.ErrTimeout):
+//	case errors.Is(err, sandbox.ErrMemoryLimit):
+//	}
+//
+// # What a guest gets
+//
+// Each Run is a fresh instance with nothing ambient: no preopened
+// directories, no environment variables, argv is just RunConfig.Name, stdin
+// is empty, no sockets. It does get the things the Go runtime needs to work
+// at all: real wall and monotonic clocks, a sleep that wakes early when the
+// run is stopped, and crypto/rand as its random source (wazero's default is a
+// deterministic seed, which would make a guest's crypto/rand predictable).
+//
+// # Stopping
+//
+// The runtime is created with CloseOnContextDone, so compiled code checks for
+// cancellation at every loop header: a guest spinning in "for {}" stops at the
+// deadline. A guest blocked in time.Sleep is woken at the deadline too: each
+// instance's nanosleep returns when the run's context is done. The check is not free: wazero emits an indirect
+// call per loop iteration, and BenchmarkComputeDeadline measured a tight
+// compute loop (SHA-256) about 3.5x slower with it than without.
+//
+// # Modules
+//
+// Compile refuses a module that imports anything but functions of the
+// registered host modules and of wasi_snapshot_preview1 (with the right
+// signatures), or that defines no memory. A module exporting _start is a
+// Command; any other is a Reactor, entered by _initialize when exported and
+// then by RunConfig.Entry. Compiling bytes already compiled returns the same
+// compiled module. The data segments of the module are merged before
+// compiling (see coalesce.go): Go binaries carry tens of thousands of them,
+// which made every instantiation slow.
+//
+// # Memory
+//
+// RunConfig.MemoryLimit is enforced with wazero's experimental memory
+// allocator hook: past the limit memory.grow returns -1. The Go runtime then
+// dies with "out of memory" (exit code 2), and Run reports an *ExitError
+// wrapping sandbox.ErrMemoryLimit.
+package wazero
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/mandatevm/mandate/sandbox"
+)
+
+// Name is the engine's name.
+const Name = "wazero"
+
+// wasiModule is the WASI preview1 import module every Go wasip1 guest uses.
+const wasiModule = wasi_snapshot_preview1.ModuleName
+
+// maxHostParams bounds the parameters of one host function.
+const maxHostParams = 16
+
+var (
+	_ sandbox.Engine = (*Engine)(nil)
+	_ sandbox.Module = (*Module)(nil)
+)
+
+// Engine is a wazero runtime with the WASI preview1 module and the host
+// modules registered through Host. It is safe for concurrent use.
+type Engine struct {
+	rt    wazero.Runtime
+	cache wazero.CompilationCache // nil without Config.CacheDir
+	opt   options
+
+	seq atomic.Uint64 // names instances uniquely
+
+	mu sync.Mutex
+	// imports maps an import module to its functions' signatures
+	// (protected by mu; read-only once compiling has started).
+	imports map[string]map[string]funcSig
+	// compiling is set by the first Compile; Host refuses after it
+	// (protected by mu).
+	compiling bool
+	// modules caches compiled modules by digest (protected by mu).
+	modules map[string]*compiled
+	closed  bool // protected by mu
+}
+
+// funcSig is an imported function's signature, as wazero types.
+type funcSig struct {
+	params, results string
+}
+
+func sigOf(def api.FunctionDefinition) funcSig {
+	return funcSig{params: string(def.ParamTypes()), results: string(def.ResultTypes())}
+}
+
+func (s funcSig) String() string {
+	f := func(ts string) string {
+		out := "("
+		for i := 0; i < len(ts); i++ {
+			if i > 0 {
+				out += ","
+			}
+			out += api.ValueTypeName(ts[i])
+		}
+		return out + ")"
+	}
+	return f(s.params) + "->" + f(s.results)
+}
+
+// options are settings not exposed through sandbox.Config.
+type options struct {
+	// noCloseOnDone turns off CloseOnContextDone (benchmarks only: without
+	// it a spinning guest can not be stopped).
+	noCloseOnDone bool
+	// noCoalesce compiles the original bytes without merging data segments.
+	noCoalesce bool
+}
+
+// New returns an engine with the WASI preview1 module instantiated. With
+// cfg.CacheDir set, compiled code is kept there between processes.
+func New(ctx context.Context, cfg sandbox.Config) (*Engine, error) {
+	return newEngine(ctx, cfg, options{})
+}
+
+func newEngine(ctx context.Context, cfg sandbox.Config, opt options) (*Engine, error) {
+	rc := wazero.NewRuntimeConfig(). // the compiler where supported
+						WithCloseOnContextDone(!opt.noCloseOnDone)
+	var cache wazero.CompilationCache
+	if cfg.CacheDir != "" {
+		var err error
+		cache, err = wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox/wazero: compilation cache: %w", err)
+		}
+		rc = rc.WithCompilationCache(cache)
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		rt.Close(ctx)
+		if cache != nil {
+			cache.Close(ctx)
+		}
+		return nil, fmt.Errorf("sandbox/wazero: instantiating WASI: %w", err)
+	}
+	sigs := map[string]funcSig{}
+	for name, def := range rt.Module(wasiModule).ExportedFunctionDefinitions() {
+		sigs[name] = sigOf(def)
+	}
+	return &Engine{
+		rt:      rt,
+		cache:   cache,
+		opt:     opt,
+		imports: map[string]map[string]funcSig{wasiModule: sigs},
+		modules: map[string]*compiled{},
+	}, nil
+}
+
+// Name implements sandbox.Engine.
+func (e *Engine) Name() string { return Name }
+
+// Host implements sandbox.Engine: it instantiates an import module whose
+// functions take Params i32s and return one i32. Each call passes Fn the
+// context given to Module.Run and the caller's memory, without allocating. A
+// panic in Fn becomes a trap of the calling instance.
+func (e *Engine) Host(module string, funcs []sandbox.HostFunc) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.closed:
+		return errors.New("sandbox/wazero: engine closed")
+	case e.compiling:
+		return fmt.Errorf("sandbox/wazero: Host(%q) after Compile", module)
+	case module == "":
+		return errors.New("sandbox/wazero: empty host module name")
+	case e.imports[module] != nil:
+		return fmt.Errorf("sandbox/wazero: host module %q already registered", module)
+	}
+	b := e.rt.NewHostModuleBuilder(module)
+	sigs := make(map[string]funcSig, len(funcs))
+	for _, f := range funcs {
+		switch {
+		case f.Name == "":
+			return fmt.Errorf("sandbox/wazero: host module %q: function with empty name", module)
+		case f.Fn == nil:
+			return fmt.Errorf("sandbox/wazero: host function %s.%s: nil Fn", module, f.Name)
+		case f.Params < 0 || f.Params > maxHostParams:
+			return fmt.Errorf("sandbox/wazero: host function %s.%s: %d params, want 0..%d", module, f.Name, f.Params, maxHostParams)
+		}
+		if _, dup := sigs[f.Name]; dup {
+			return fmt.Errorf("sandbox/wazero: host function %s.%s registered twice", module, f.Name)
+		}
+		params := make([]api.ValueType, f.Params)
+		for i := range params {
+			params[i] = api.ValueTypeI32
+		}
+		results := []api.ValueType{api.ValueTypeI32}
+		sigs[f.Name] = funcSig{params: string(params), results: string(results)}
+		b.NewFunctionBuilder().
+			WithGoModuleFunction(hostAdapter(module, f), params, results).
+			WithName(f.Name).
+			Export(f.Name)
+	}
+	if _, err := b.Instantiate(context.Background()); err != nil {
+		return fmt.Errorf("sandbox/wazero: host module %q: %w", module, err)
+	}
+	e.imports[module] = sigs
+	return nil
+}
+
+// hostPanic is what a panicking host function traps with.
+type hostPanic struct {
+	fn  string
+	val any
+}
+
+func (p *hostPanic) Error() string {
+	return fmt.Sprintf("host function %s panicked: %v", p.fn, p.val)
+}
+
+// hostAdapter wraps f as a wazero function. The call path allocates
+// nothing: mod.Memory() is wazero's *MemoryInstance, which satisfies
+// sandbox.Memory, and the deferred recover is open-coded.
+func hostAdapter(module string, f sandbox.HostFunc) api.GoModuleFunc {
+	fn, qualified := f.Fn, module+"."+f.Name
+	return func(ctx context.Context, mod api.Module, stack []uint64) {
+		defer func() {
+			if r := recover(); r != nil {
+				// wazero recovers this panic and fails the call with it,
+				// closing nothing else: the calling instance traps.
+				panic(&hostPanic{fn: qualified, val: r})
+			}
+		}()
+		fn(ctx, mod.Memory(), stack)
+	}
+}
+
+// Compile implements sandbox.Engine. Compiling bytes that are already
+// compiled returns the same underlying module; it is released when every
+// Module returned for it is closed.
+func (e *Engine) Compile(ctx context.Context, wasm []byte) (sandbox.Module, error) {
+	digest := sandbox.Digest(wasm)
+
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, errors.New("sandbox/wazero: engine closed")
+	}
+	e.compiling = true
+	c := e.modules[digest]
+	if c == nil {
+		c = &compiled{eng: e, digest: digest, ready: make(chan struct{})}
+		e.modules[digest] = c
+		c.refs++
+		e.mu.Unlock()
+		c.err = e.compile(ctx, c, wasm)
+		close(c.ready)
+		if c.err != nil {
+			e.mu.Lock()
+			if e.modules[digest] == c {
+				delete(e.modules, digest)
+			}
+			e.mu.Unlock()
+			return nil, c.err
+		}
+		return &Module{c: c}, nil
+	}
+	c.refs++
+	e.mu.Unlock()
+
+	select {
+	case <-c.ready:
+	case <-ctx.Done():
+		c.release(ctx)
+		return nil, ctx.Err()
+	}
+	if c.err != nil {
+		c.release(ctx)
+		return nil, c.err
+	}
+	return &Module{c: c}, nil
+}
+
+// compile checks wasm's imports and compiles it into c.
+func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte) error {
+	bin, err := parseModule(wasm)
+	if err != nil {
+		return fmt.Errorf("sandbox/wazero: invalid module: %w", err)
+	}
+	for _, imp := range bin.imports {
+		if imp.kind != externFunc {
+			return fmt.Errorf("sandbox/wazero: module imports %s %s.%s: only functions of host modules may be imported",
+				externName(imp.kind), imp.module, imp.name)
+		}
+		fns := e.imports[imp.module] // read-only now that compiling is set
+		if fns == nil {
+			return fmt.Errorf("sandbox/wazero: module imports %s.%s: %q is not a registered host module",
+				imp.module, imp.name, imp.module)
+		}
+		if _, ok := fns[imp.name]; !ok {
+			return fmt.Errorf("sandbox/wazero: module imports %s.%s: host module %q has no function %q",
+				imp.module, imp.name, imp.module, imp.name)
+		}
+	}
+	if !bin.hasMem {
+		return errors.New("sandbox/wazero: module defines no memory")
+	}
+	c.memMin = bin.memMin << 16
+
+	src := wasm
+	if !e.opt.noCoalesce {
+		if merged, ok := coalesceData(wasm, bin); ok {
+			src = merged
+		}
+	}
+	cm, err := e.rt.CompileModule(ctx, src)
+	if err != nil {
+		return fmt.Errorf("sandbox/wazero: compile: %w", err)
+	}
+	for _, def := range cm.ImportedFunctions() {
+		mod, name, _ := def.Import()
+		want := e.imports[mod][name]
+		if got := sigOf(def); got != want {
+			cm.Close(ctx)
+			return fmt.Errorf("sandbox/wazero: module imports %s.%s with signature %s, host has %s", mod, name, got, want)
+		}
+	}
+	exports := cm.ExportedFunctions()
+	_, hasStart := exports["_start"]
+	_, c.hasInit = exports["_initialize"]
+	if hasStart {
+		c.kind = sandbox.Command
+		if def := exports["_start"]; len(def.ParamTypes()) != 0 || len(def.ResultTypes()) != 0 {
+			cm.Close(ctx)
+			return errors.New("sandbox/wazero: _start must take and return nothing")
+		}
+	} else {
+		c.kind = sandbox.Reactor
+	}
+	c.exports = exports
+	c.cm = cm
+	return nil
+}
+
+// Close implements sandbox.Engine: it closes every instance and compiled
+// module and the compilation cache handle (the files stay on disk).
+func (e *Engine) Close(ctx context.Context) error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	e.modules = map[string]*compiled{}
+	e.mu.Unlock()
+	err := e.rt.Close(ctx)
+	if e.cache != nil {
+		if cerr := e.cache.Close(ctx); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
