@@ -52,7 +52,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -541,39 +540,8 @@ func (p *parser) size(a *hcl.Attribute, max uint64) (uint64, bool) {
 	return n, true
 }
 
-var sizeUnits = map[string]uint64{
-	"": 1, "b": 1,
-	"kb": 1000, "mb": 1000 * 1000, "gb": 1000 * 1000 * 1000,
-	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30,
-}
-
-var sizeRE = regexp.MustCompile(`^([0-9]+)\s*([A-Za-z]*)$`)
-
-// ParseSize parses a size: a whole number followed by an optional unit, B,
-// KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024); units are
-// case-insensitive and may follow a space. A plain number is bytes.
-func ParseSize(s string) (uint64, error) {
-	m := sizeRE.FindStringSubmatch(strings.TrimSpace(s))
-	if m == nil {
-		return 0, fmt.Errorf(`%q is not a size (examples: "64MiB", "512KB", "1048576")`, s)
-	}
-	unit, ok := sizeUnits[strings.ToLower(m[2])]
-	if !ok {
-		return 0, fmt.Errorf("%q has an unknown unit %q (units: B, KB, MB, GB, KiB, MiB, GiB)", s, m[2])
-	}
-	var n uint64
-	for _, c := range m[1] {
-		d := uint64(c - '0')
-		if n > (math.MaxUint64-d)/10 {
-			return 0, fmt.Errorf("%q is too large", s)
-		}
-		n = n*10 + d
-	}
-	if n > math.MaxUint64/unit {
-		return 0, fmt.Errorf("%q is too large", s)
-	}
-	return n * unit, nil
-}
+// ParseSize parses a size such as "64MiB"; see abi.ParseSize.
+func ParseSize(s string) (uint64, error) { return abi.ParseSize(s) }
 
 func (p *parser) cap(b *hcl.Block) {
 	c := Cap{

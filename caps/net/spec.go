@@ -46,8 +46,8 @@ type grantSpec struct {
 	Origin           *string      `json:"origin"`
 	Methods          []string     `json:"methods"`
 	Paths            []string     `json:"paths"`
-	MaxRequestBytes  *int64       `json:"max_request_bytes"`
-	MaxResponseBytes *int64       `json:"max_response_bytes"`
+	MaxRequestBytes  *abi.Size    `json:"max_request_bytes"`
+	MaxResponseBytes *abi.Size    `json:"max_response_bytes"`
 	Timeout          *string      `json:"timeout"`
 	MaxRedirects     *int         `json:"max_redirects"`
 	AllowPrivate     *bool        `json:"allow_private"`
@@ -68,15 +68,15 @@ type headerSpec struct {
 // narrowReq is a cap_derive request. Every field is optional; absent means
 // "as the parent".
 type narrowReq struct {
-	Origin           *string  `json:"origin"`
-	Methods          []string `json:"methods"`
-	Paths            []string `json:"paths"`
-	MaxRequestBytes  *int64   `json:"max_request_bytes"`
-	MaxResponseBytes *int64   `json:"max_response_bytes"`
-	Timeout          *string  `json:"timeout"`
-	MaxRedirects     *int     `json:"max_redirects"`
-	AllowPrivate     *bool    `json:"allow_private"`
-	DropHeaders      []string `json:"drop_headers"`
+	Origin           *string   `json:"origin"`
+	Methods          []string  `json:"methods"`
+	Paths            []string  `json:"paths"`
+	MaxRequestBytes  *abi.Size `json:"max_request_bytes"`
+	MaxResponseBytes *abi.Size `json:"max_response_bytes"`
+	Timeout          *string   `json:"timeout"`
+	MaxRedirects     *int      `json:"max_redirects"`
+	AllowPrivate     *bool     `json:"allow_private"`
+	DropHeaders      []string  `json:"drop_headers"`
 }
 
 // decodeStrict decodes one JSON object into v: unknown fields and trailing
@@ -227,13 +227,13 @@ func grant(g kernel.GrantContext, spec []byte, defTimeout time.Duration) (*Scope
 		if *v < 0 || *v > MaxRequestBytesLimit {
 			return nil, fe("max_request_bytes", "must be 0..%d", MaxRequestBytesLimit)
 		}
-		s.maxRequest = *v
+		s.maxRequest = int64(*v)
 	}
 	if v := sp.MaxResponseBytes; v != nil {
 		if *v < 0 || *v > MaxResponseBytesLimit {
 			return nil, fe("max_response_bytes", "must be 0..%d", MaxResponseBytesLimit)
 		}
-		s.maxResponse = *v
+		s.maxResponse = int64(*v)
 	}
 	if v := sp.Timeout; v != nil {
 		d, err := parseTimeout(*v)
@@ -385,17 +385,17 @@ func narrow(parent *Scope, req []byte) (*Scope, error) {
 		}
 		child.paths = ps
 	}
-	limit := func(field string, v *int64, parentV int64, dst *int64) error {
+	limit := func(field string, v *abi.Size, parentV int64, dst *int64) error {
 		if v == nil {
 			return nil
 		}
 		if *v < 0 {
 			return inval(field, "must not be negative")
 		}
-		if *v > parentV {
+		if int64(*v) > parentV {
 			widen = append(widen, fmt.Sprintf("%s %d exceeds %d", field, *v, parentV))
 		}
-		*dst = *v
+		*dst = int64(*v)
 		return nil
 	}
 	if err := limit("max_request_bytes", r.MaxRequestBytes, parent.maxRequest, &child.maxRequest); err != nil {

@@ -5,11 +5,16 @@
 //	mandate run quickstart.hcl --var origin=https://flights.example --input query.json
 //	mandate graph --format dot | dot -Tsvg > graph.svg
 //
-// Run "mandate help" for the commands, their flags and exit codes.
+// Run "mandate help" for the commands, their flags and exit codes. The
+// implementation lives in internal/cli, so examples can drive it in-process.
 package main
 
-import "os"
+import (
+	"os"
+
+	"github.com/mandatevm/mandate/internal/cli"
+)
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

@@ -2,6 +2,7 @@ package abi
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -112,4 +113,19 @@ func FuzzDecodeHTTPRequest(f *testing.F) {
 			t.Fatalf("round trip differs: %+v vs %+v", r, r2)
 		}
 	})
+}
+
+func TestSize(t *testing.T) {
+	for in, want := range map[string]int64{`1024`: 1024, `"64KiB"`: 64 << 10, `"1 MB"`: 1000000, `"7"`: 7} {
+		var s Size
+		if err := json.Unmarshal([]byte(in), &s); err != nil || int64(s) != want {
+			t.Errorf("Unmarshal(%s) = %d, %v; want %d", in, s, err, want)
+		}
+	}
+	for _, in := range []string{`"64XB"`, `1e30`, `"abc"`, `true`, `"99999999999999999999GiB"`} {
+		var s Size
+		if err := json.Unmarshal([]byte(in), &s); err == nil {
+			t.Errorf("Unmarshal(%s) = %d, want an error", in, s)
+		}
+	}
 }

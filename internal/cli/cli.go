@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -106,9 +106,9 @@ func usage() string {
 	return fmt.Sprintf(usageText, b.String())
 }
 
-// run is the whole CLI: it parses args (without the program name) and
+// Main is the whole CLI: it parses args (without the program name) and
 // returns the exit code.
-func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv}
 	return e.main(args)
 }

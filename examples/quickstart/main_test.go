@@ -1,0 +1,23 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestQuickstart runs the walkthrough exactly as `go run
+// ./examples/quickstart` does, recording into a temporary state dir.
+func TestQuickstart(t *testing.T) {
+	var out, errs bytes.Buffer
+	if err := quickstart(context.Background(), &out, &errs, t.TempDir()); err != nil {
+		t.Fatalf("quickstart: %v\nstdout:\n%s\nstderr:\n%s", err, &out, &errs)
+	}
+	if got := strings.Count(out.String(), "denied"); got < 4 {
+		t.Errorf("output says denied %d times, want one per refused call (4)\n%s", got, &out)
+	}
+	if !strings.Contains(out.String(), "[revoked]") {
+		t.Errorf("graph does not show the revoked capability:\n%s", &out)
+	}
+}
