@@ -69,6 +69,18 @@ func u32(v uint64) uint32 { return uint32(v) }
 
 // readGuest copies n bytes at ptr out of guest memory.
 func readGuest(mem sandbox.Memory, ptr, n uint32, limit int) ([]byte, abi.Errno) {
+	b, e := viewGuest(mem, ptr, n, limit)
+	if e != abi.ESUCCESS || b == nil {
+		return nil, e
+	}
+	return append([]byte(nil), b...), abi.ESUCCESS
+}
+
+// viewGuest is readGuest without the copy: the bytes alias guest memory
+// and are valid only during this host call (no guest code runs meanwhile,
+// and memory cannot grow without guest code). Used for short values that
+// are consumed before the call returns, such as operation names.
+func viewGuest(mem sandbox.Memory, ptr, n uint32, limit int) ([]byte, abi.Errno) {
 	if int64(n) > int64(limit) {
 		return nil, abi.ELIMIT
 	}
@@ -82,7 +94,7 @@ func readGuest(mem sandbox.Memory, ptr, n uint32, limit int) ([]byte, abi.Errno)
 	if !ok {
 		return nil, abi.EFAULT
 	}
-	return append([]byte(nil), b...), abi.ESUCCESS
+	return b, abi.ESUCCESS
 }
 
 // outOK reports whether a 4-byte result fits at ptr. Checked before any
@@ -131,7 +143,7 @@ func hostCapLookup(ctx context.Context, t *Task, mem sandbox.Memory, p []uint64)
 
 // cap_call(h, op_ptr, op_len, arg_ptr, arg_len, out_handle_ptr) errno
 func hostCapCall(ctx context.Context, t *Task, mem sandbox.Memory, p []uint64) abi.Errno {
-	op, e := readGuest(mem, u32(p[1]), u32(p[2]), abi.MaxOpLen)
+	op, e := viewGuest(mem, u32(p[1]), u32(p[2]), abi.MaxOpLen)
 	if e != abi.ESUCCESS {
 		if e == abi.ELIMIT {
 			e = abi.EINVAL

@@ -35,12 +35,15 @@
 //	origin              string    (required)  scheme://host[:port], http or https
 //	methods             []string  ["GET"]     allowed methods; CONNECT, TRACE, TRACK never
 //	paths               []string  ["/"]       allowed path prefixes, on segment boundaries
-//	max_request_bytes   int       1048576     request body bound (<= 64 MiB)
-//	max_response_bytes  int       10485760    response body bound (<= 64 MiB - 68 KiB)
+//	max_request_bytes   size      1048576     request body bound (<= 64 MiB)
+//	max_response_bytes  size      10485760    response body bound (<= 64 MiB - 68 KiB)
 //	timeout             duration  "30s"       whole fetch, redirects and body (<= 1h)
 //	max_redirects       int       5           in-scope redirects followed (<= 20)
 //	allow_private       bool      false       may dial loopback/private/link-local...
 //	headers             []object  []          injected headers (<= 16), below
+//
+// A size is a number of bytes or a string such as "64KiB" or "10MB"
+// (abi.ParseSize), in grants and narrowing requests alike.
 //
 // A header is {"name": N, "env": V} or {"name": N, "file": F}, with an
 // optional "prefix" prepended to the value. The value is read when the
