@@ -91,16 +91,23 @@
 //   - EDENIED: the method or path is not allowed; the URL names another
 //     origin or is a network-path reference ("//host"); the path has a
 //     backslash, an encoded slash or backslash (%2F, %5C), an ambiguous dot
-//     segment ("..;", "..%00") or a double-encoded escape ("%252e"); the
-//     guest sets a reserved header, a hop-by-hop or framing header (Host,
+//     segment ("..;", "..%00"), a double-encoded escape ("%252e") or bytes
+//     that are not valid UTF-8 once decoded (overlong "%c0%ae"); the guest
+//     sets a reserved header, a hop-by-hop or framing header (Host,
 //     Connection, Content-Length, Transfer-Encoding, TE, Trailer, Upgrade,
-//     Keep-Alive, Proxy-*) or Cookie; a redirect leaves the scope; the
+//     Keep-Alive, Proxy-*), Cookie, Accept-Encoding (the transport
+//     negotiates and decompresses, so the echo check sees plain bytes), a
+//     method override (X-HTTP-Method-Override, X-HTTP-Method,
+//     X-Method-Override), or, on a capability that injects headers, Range
+//     or If-Range (slices of an echo would each pass the echo check); a
+//     redirect leaves the scope; the
 //     origin resolves to a non-public address and allow_private is false;
 //     the response echoes an injected secret.
 //   - ELIMIT: the body (inline or spliced from body_blob) is over
 //     max_request_bytes, the response body over max_response_bytes, the
 //     response has more than abi.MaxHeaders header values or
-//     abi.MaxHeaderBytes header bytes, or more than max_redirects
+//     abi.MaxHeaderBytes header bytes (or more header bytes than the
+//     transport reads, 2*abi.MaxHeaderBytes), or more than max_redirects
 //     redirects.
 //   - ETIMEDOUT: no complete response within the timeout.
 //   - EIO: any other network or protocol failure.
@@ -119,10 +126,12 @@
 // Injected headers are set by the kernel on every request and every
 // in-scope redirect hop. Their values never appear in the scope's JSON, in
 // errors or in logs; and because a server may echo a request (a debug
-// endpoint, a reflected error page), a response whose headers, body or
-// redirect Location contain an injected secret of at least 8 bytes is
-// refused with EDENIED rather than handed to the guest. (This catches
-// verbatim echoes only, not encoded ones.)
+// endpoint, a reflected error page), a response whose header names (in
+// any case), header values, body or redirect Location contain an injected
+// secret of at least 8 bytes is refused with EDENIED rather than handed to
+// the guest. (This catches verbatim echoes only, not ones the server
+// encodes, such as base64; a server that wants to leak its own credential
+// can.)
 //
 // Redirects are followed by the kernel while each hop stays within the
 // scope (same origin, allowed path, method still allowed; 301/302/303 turn

@@ -177,6 +177,9 @@ func (s *Scope) guestHeader(h map[string][]string) (http.Header, error) {
 		if why := guestForbidden(c); why != "" {
 			return nil, kernel.Errorf(abi.EDENIED, "net: fetch: header %s %s", c, why)
 		}
+		if rangeHeaders[c] && len(s.headers) > 0 {
+			return nil, kernel.Errorf(abi.EDENIED, "net: fetch: header %s is not allowed on a capability that injects credentials (a ranged echo would leak them)", c)
+		}
 		for _, v := range vs {
 			if !validHeaderValue(v) {
 				return nil, kernel.Errorf(abi.EINVAL, "net: fetch: header %s has a control character or newline in its value", c)
@@ -331,6 +334,11 @@ func (s *Scope) readResponse(ctx context.Context, resp *http.Response) (abi.HTTP
 	}
 	n, size := 0, 0
 	for name, vs := range h {
+		for _, inj := range s.headers {
+			if inj.probe.appearsInFold(name) {
+				return abi.HTTPResponse{}, kernel.Errorf(abi.EDENIED, "net: fetch: a response header name echoes the injected header %s; refused", inj.name)
+			}
+		}
 		for _, v := range vs {
 			n++
 			size += len(name) + len(v)
@@ -370,6 +378,9 @@ func fetchErr(ctx context.Context, s *Scope, err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err // its text repeats the URL; the origin is enough
+	}
+	if strings.Contains(err.Error(), "server response headers exceeded") {
+		return kernel.Errorf(abi.ELIMIT, "net: fetch %s: response headers exceed %d bytes", s.origin, 2*abi.MaxHeaderBytes)
 	}
 	return kernel.Errorf(abi.EIO, "net: fetch %s: %s", s.origin, fmt.Sprint(err))
 }

@@ -39,6 +39,13 @@ func (s secret) appearsIn(b []byte) bool {
 	return v != "" && bytes.Contains(b, []byte(v))
 }
 
+// appearsInFold is appearsInString ignoring case, for header names, which
+// canonicalisation re-cases.
+func (s secret) appearsInFold(t string) bool {
+	v := s.get()
+	return v != "" && strings.Contains(strings.ToLower(t), strings.ToLower(v))
+}
+
 func (s secret) appearsInString(t string) bool {
 	v := s.get()
 	return v != "" && strings.Contains(t, v)
@@ -57,6 +64,17 @@ type injected struct {
 
 // minProbeLen is the shortest secret the response check looks for.
 const minProbeLen = 8
+
+// methodOverride are headers some frameworks read as the real method.
+var methodOverride = map[string]bool{
+	"X-Http-Method-Override": true,
+	"X-Http-Method":          true,
+	"X-Method-Override":      true,
+}
+
+// rangeHeaders let a guest fetch a response in slices; with an injected
+// secret, slices of an echo would each pass the echo check.
+var rangeHeaders = map[string]bool{"Range": true, "If-Range": true}
 
 // hopHeaders are hop-by-hop or framing headers: the transport owns them.
 // Neither a guest nor a grant may set them.
@@ -81,6 +99,13 @@ func guestForbidden(name string) string {
 	switch {
 	case hopHeaders[name] || strings.HasPrefix(name, "Proxy-"):
 		return "is a hop-by-hop or framing header the transport sets"
+	case name == "Accept-Encoding":
+		// The transport negotiates compression and decompresses, so the
+		// kernel checks what the guest will read; a guest-chosen encoding
+		// would hide an echoed secret from that check.
+		return "is negotiated by the kernel's transport"
+	case methodOverride[name]:
+		return "overrides the request method on some servers; the capability's methods are the only ones allowed"
 	case name == "Cookie":
 		// The capability is stateless: no jar, Set-Cookie is stripped from
 		// responses. A session credential belongs in an injected header.

@@ -2,6 +2,7 @@ package net
 
 import (
 	"strings"
+	"unicode/utf8"
 )
 
 // Request paths are checked and sent in one canonical form, so the server
@@ -78,6 +79,11 @@ func unhex(c byte) (byte, bool) {
 func canonPath(p string) (string, error) {
 	if p == "" || p[0] != '/' {
 		return "", invalidPath("path must start with /")
+	}
+	if !decodedUTF8(p) {
+		// Overlong encodings such as %c0%ae decode to "." on servers that
+		// accept them (CVE-2008-2938): refuse every invalid sequence.
+		return "", deniedPath("path is not valid UTF-8 once decoded (overlong or broken encodings are refused)")
 	}
 	var segs []string
 	var seg strings.Builder
@@ -161,6 +167,25 @@ func canonPath(p string) (string, error) {
 		out += "/"
 	}
 	return out, nil
+}
+
+// decodedUTF8 reports whether p, with its well-formed percent-escapes
+// decoded, is valid UTF-8.
+func decodedUTF8(p string) bool {
+	b := make([]byte, 0, len(p))
+	for i := 0; i < len(p); i++ {
+		if p[i] == '%' && i+2 < len(p) {
+			hi, ok1 := unhex(p[i+1])
+			lo, ok2 := unhex(p[i+2])
+			if ok1 && ok2 {
+				b = append(b, hi<<4|lo)
+				i += 2
+				continue
+			}
+		}
+		b = append(b, p[i])
+	}
+	return utf8.Valid(b)
 }
 
 // hasDoubleEscape reports whether canonical segment s holds "%25" followed
