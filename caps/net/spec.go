@@ -130,37 +130,34 @@ func canonMethod(m string) (string, error) {
 
 // canonMethods validates and sorts a method list.
 func canonMethods(ms []string) ([]string, error) {
-	if len(ms) == 0 {
-		return nil, errors.New("must not be empty (omit it for the default)")
-	}
-	if len(ms) > MaxMethods {
-		return nil, fmt.Errorf("%d methods (max %d)", len(ms), MaxMethods)
-	}
-	out := make([]string, 0, len(ms))
-	for _, m := range ms {
-		c, err := canonMethod(m)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
+	return canonList(ms, MaxMethods, "methods", canonMethod)
 }
 
 // canonPrefixes validates and sorts a path-prefix list.
 func canonPrefixes(ps []string) ([]string, error) {
-	if len(ps) == 0 {
-		return nil, errors.New("must not be empty (omit it for the default)")
-	}
-	if len(ps) > MaxPaths {
-		return nil, fmt.Errorf("%d paths (max %d)", len(ps), MaxPaths)
-	}
-	out := make([]string, 0, len(ps))
-	for _, p := range ps {
+	return canonList(ps, MaxPaths, "paths", func(p string) (string, error) {
 		c, err := canonPrefix(p)
 		if err != nil {
-			return nil, fmt.Errorf("path %s: %v", quoteTrunc(p), err)
+			return "", fmt.Errorf("path %s: %v", quoteTrunc(p), err)
+		}
+		return c, nil
+	})
+}
+
+// canonList canonicalises each item of a non-empty, bounded list, then
+// sorts and deduplicates it.
+func canonList(items []string, max int, noun string, canon func(string) (string, error)) ([]string, error) {
+	if len(items) == 0 {
+		return nil, errors.New("must not be empty (omit it for the default)")
+	}
+	if len(items) > max {
+		return nil, fmt.Errorf("%d %s (max %d)", len(items), noun, max)
+	}
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		c, err := canon(it)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, c)
 	}
