@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 //	               /admin -> 200 "secret admin", /search/redirect -> 302 to
 //	               $OTHER_ORIGIN/search
 //	$OTHER_ORIGIN  a second server, on another origin
+//	$WORK/reactor  a link to testdata/guests/cli-reactor (a reactor guest)
 //	$WORK/guest    a link to testdata/guests/cli-guest (its input picks
 //	               what it does)
 //	$MANDATE_STATE_DIR  $WORK/state
@@ -73,6 +74,9 @@ func TestScript(t *testing.T) {
 			e.Setenv("MANDATE_CACHE_DIR", cache)
 			for k, v := range goEnv {
 				e.Setenv(k, v)
+			}
+			if err := os.Symlink(filepath.Join(guests, "cli-reactor"), filepath.Join(e.WorkDir, "reactor")); err != nil {
+				return err
 			}
 			return os.Symlink(filepath.Join(guests, "cli-guest"), filepath.Join(e.WorkDir, "guest"))
 		},
