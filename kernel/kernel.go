@@ -36,14 +36,17 @@ type Config struct {
 	Logger hclog.Logger
 	// Auditor receives audit events; by default they go to the logger.
 	Auditor Auditor
+	// Approver answers uses that need a person's yes; by default DenyAll.
+	Approver Approver
 }
 
 // Kernel runs tasks and mediates every call they make.
 type Kernel struct {
-	engine  sandbox.Engine
-	kinds   map[string]Kind
-	logger  hclog.Logger
-	auditor Auditor
+	engine   sandbox.Engine
+	kinds    map[string]Kind
+	logger   hclog.Logger
+	auditor  Auditor
+	approver Approver
 
 	mu       sync.Mutex
 	tasks    []*Task // every task started; protected by mu
@@ -66,6 +69,10 @@ func New(cfg Config) (*Kernel, error) {
 	}
 	if k.logger == nil {
 		k.logger = hclog.NewNullLogger()
+	}
+	k.approver = cfg.Approver
+	if k.approver == nil {
+		k.approver = DenyAll
 	}
 	if k.auditor == nil {
 		k.auditor = logAuditor{k.logger.Named("audit")}

@@ -99,6 +99,9 @@ type Call struct {
 	Logger hclog.Logger
 
 	blob    func(abi.Handle) (*Blob, error)
+	task    *Task // the calling task and the capability, for Approve
+	cap     *Cap
+	approve func(ctx context.Context, summary string, details map[string]any) error // tests only
 	spliced []*Blob
 }
 

@@ -109,6 +109,8 @@ func (t *Task) invoke(ctx context.Context, h abi.Handle, op []byte, args []byte)
 		Task:   t.info,
 		Logger: t.logger,
 		blob:   t.resolveBlob,
+		task:   t,
+		cap:    c,
 	}
 	res, err := invokeGuarded(ctx, c.kind, call)
 	*call = Call{}
