@@ -58,7 +58,7 @@ func TestApproval(t *testing.T) {
 			}
 			task := &Task{k: k, id: "t1", principal: "p", table: NewCapTable(8), names: map[string]*Cap{}, logger: hclog.NewNullLogger()}
 			task.resolveBlob = task.table.GetBlob
-			c, _ := k.newCap(kind, nopScope{}, "a", nil, task, false)
+			c, _ := k.newCap(kind, nopScope{}, "a", nil, task, false, Constraints{})
 			h, _ := task.table.InsertCap(c)
 			_, err = task.Invoke(context.Background(), h, "act", nil)
 			if got := ErrnoOf(err); got != tc.want {

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"encoding/json"
+	"slices"
 	"sync/atomic"
 )
 
@@ -17,6 +18,7 @@ type Cap struct {
 	parent *Cap
 	holder *Task
 	audit  bool // decisions are written to the audit log before effect
+	cons   Constraints
 
 	revoked atomic.Bool
 	dropped atomic.Bool
@@ -43,8 +45,24 @@ func (c *Cap) Parent() *Cap { return c.parent }
 // Revoked reports whether the capability or an ancestor was revoked.
 func (c *Cap) Revoked() bool { return c.revoked.Load() }
 
+// Constraints returns the constraints c itself carries (its ancestors'
+// apply too).
+func (c *Cap) Constraints() Constraints {
+	return Constraints{When: slices.Clone(c.cons.When), ApproveWhen: slices.Clone(c.cons.ApproveWhen)}
+}
+
 // Audited reports whether decisions on c go to the audit log.
 func (c *Cap) Audited() bool { return c.audit }
+
+// displayName is the cap's manifest name, or its id for derived caps.
+func (c *Cap) displayName() string {
+	for x := c; x != nil; x = x.parent {
+		if x.name != "" {
+			return x.name
+		}
+	}
+	return c.id
+}
 
 func (c *Cap) holderID() string {
 	if c.holder == nil {

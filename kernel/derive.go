@@ -18,6 +18,14 @@ func (k *Kernel) Derive(parent *Cap, holder *Task, req []byte) (*Cap, error) {
 	if parent.Revoked() {
 		return nil, Errorf(abi.EREVOKED, "capability %s was revoked", parent.id)
 	}
+	req, when, approveWhen, err := splitConstraintReq(req)
+	if err != nil {
+		return nil, err
+	}
+	cons, err := k.CompileConstraints(parent.kind.Name(), when, approveWhen)
+	if err != nil {
+		return nil, Errorf(abi.EINVAL, "%v", err)
+	}
 	scope, err := parent.kind.Narrow(parent.scope, req)
 	if err != nil {
 		if ErrnoOf(err) == abi.EINTERNAL {
@@ -28,11 +36,11 @@ func (k *Kernel) Derive(parent *Cap, holder *Task, req []byte) (*Cap, error) {
 	if scope == nil || !parent.scope.Contains(scope) {
 		return nil, Errorf(abi.EDENIED, "derived scope is not within %s", parent.id)
 	}
-	return k.newCap(parent.kind, scope, "", parent, holder, parent.audit)
+	return k.newCap(parent.kind, scope, "", parent, holder, parent.audit, cons)
 }
 
 // newCap links a new node into the derivation tree.
-func (k *Kernel) newCap(kind Kind, scope Scope, name string, parent *Cap, holder *Task, audit bool) (*Cap, error) {
+func (k *Kernel) newCap(kind Kind, scope Scope, name string, parent *Cap, holder *Task, audit bool, cons Constraints) (*Cap, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if parent != nil && parent.Revoked() {
@@ -49,6 +57,7 @@ func (k *Kernel) newCap(kind Kind, scope Scope, name string, parent *Cap, holder
 		parent: parent,
 		holder: holder,
 		audit:  audit,
+		cons:   cons,
 	}
 	if parent != nil {
 		parent.children = append(parent.children, c)

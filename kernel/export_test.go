@@ -2,5 +2,5 @@ package kernel
 
 // NewRootCapForTest mints a root capability held by no task.
 func NewRootCapForTest(k *Kernel, kind string, s Scope) (*Cap, error) {
-	return k.newCap(k.kinds[kind], s, "", nil, nil, false)
+	return k.newCap(k.kinds[kind], s, "", nil, nil, false, Constraints{})
 }

@@ -36,6 +36,10 @@ type GraphCap struct {
 	Revoked bool            `json:"revoked"`
 	Dropped bool            `json:"dropped"`
 	Audited bool            `json:"audited"`
+	// When and ApproveWhen are the constraints this capability added
+	// (its ancestors' apply too).
+	When        []string `json:"when,omitempty"`
+	ApproveWhen []string `json:"approve_when,omitempty"`
 }
 
 // Graph returns a snapshot of every task and capability.
@@ -64,9 +68,18 @@ func (k *Kernel) Graph() Graph {
 		g.Caps = append(g.Caps, GraphCap{
 			ID: c.id, Kind: c.kind.Name(), Name: c.name, Holder: c.holderID(), Parent: c.parentID(),
 			Scope: scopeJSON(c.scope), Revoked: c.Revoked(), Dropped: c.dropped.Load(), Audited: c.audit,
+			When: sources(c.cons.When), ApproveWhen: sources(c.cons.ApproveWhen),
 		})
 	}
 	return g
+}
+
+func sources(cs []Constraint) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Source())
+	}
+	return out
 }
 
 type capDescription struct {

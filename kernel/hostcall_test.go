@@ -83,7 +83,7 @@ func newBareTask(t testing.TB) (*Kernel, *Task) {
 		state: TaskRunning, done: make(chan struct{}),
 	}
 	task.resolveBlob = task.table.GetBlob
-	c, _ := k.newCap(nopKind{}, nopScope{}, "c", nil, task, false)
+	c, _ := k.newCap(nopKind{}, nopScope{}, "c", nil, task, false, Constraints{})
 	task.table.InsertCap(c)
 	task.names["c"] = c
 	task.table.InsertBlob(NewBlob([]byte("blob"), NewLabel([]string{"pii:x"}, nil)))

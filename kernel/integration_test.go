@@ -71,7 +71,9 @@ type env struct {
 	kind *kerneltest.Kind
 }
 
-func newEnv(t testing.TB) *env {
+// newEnv starts an engine and a kernel with the test kind; opts adjust the
+// kernel's configuration.
+func newEnv(t testing.TB, opts ...func(*kernel.Config)) *env {
 	t.Helper()
 	ctx := context.Background()
 	eng, err := wazero.New(ctx, sandbox.Config{CacheDir: filepath.Join(os.TempDir(), "mandate-test-wazero-cache")})
@@ -80,7 +82,11 @@ func newEnv(t testing.TB) *env {
 	}
 	t.Cleanup(func() { eng.Close(ctx) })
 	kind := kerneltest.New()
-	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{kind}})
+	cfg := kernel.Config{Engine: eng, Kinds: []kernel.Kind{kind}}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	k, err := kernel.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

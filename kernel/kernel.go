@@ -38,6 +38,9 @@ type Config struct {
 	Auditor Auditor
 	// Approver answers uses that need a person's yes; by default DenyAll.
 	Approver Approver
+	// Constraints compiles `when` and `approve_when` expressions; without
+	// it, capabilities cannot carry constraints.
+	Constraints ConstraintCompiler
 }
 
 // Kernel runs tasks and mediates every call they make.
@@ -47,6 +50,7 @@ type Kernel struct {
 	logger   hclog.Logger
 	auditor  Auditor
 	approver Approver
+	compiler ConstraintCompiler
 
 	mu       sync.Mutex
 	tasks    []*Task // every task started; protected by mu
@@ -70,6 +74,7 @@ func New(cfg Config) (*Kernel, error) {
 	if k.logger == nil {
 		k.logger = hclog.NewNullLogger()
 	}
+	k.compiler = cfg.Constraints
 	k.approver = cfg.Approver
 	if k.approver == nil {
 		k.approver = DenyAll

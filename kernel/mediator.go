@@ -112,7 +112,11 @@ func (t *Task) invoke(ctx context.Context, h abi.Handle, op []byte, args []byte)
 		task:   t,
 		cap:    c,
 	}
-	res, err := invokeGuarded(ctx, c.kind, call)
+	var res *Result
+	err = t.constrain(ctx, c, call)
+	if err == nil {
+		res, err = invokeGuarded(ctx, c.kind, call)
+	}
 	*call = Call{}
 	callPool.Put(call)
 	if c.audit {
@@ -138,6 +142,23 @@ func (t *Task) invoke(ctx context.Context, h abi.Handle, op []byte, args []byte)
 		return 0, t.deny(ctx, c, "call:"+kop, err)
 	}
 	return bh, nil
+}
+
+// constrain checks the constraints of c and its ancestors against the
+// call and asks for approval when an approve_when matched. It runs before
+// the kind acts, so a refused call has no effect.
+func (t *Task) constrain(ctx context.Context, c *Cap, call *Call) error {
+	if !hasConstraints(c) {
+		return nil
+	}
+	need, err := checkConstraints(ctx, c, call)
+	if err != nil {
+		return err
+	}
+	if len(need) > 0 {
+		return t.approve(ctx, c, call.Op, fmt.Sprintf("%s on %s %q matches approve_when %q", call.Op, c.kind.Name(), c.displayName(), need[0]), nil)
+	}
+	return nil
 }
 
 // callPool recycles Calls: kinds must not keep a Call after Invoke

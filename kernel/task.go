@@ -65,6 +65,8 @@ type GrantSpec struct {
 	// Audit writes every decision on this capability to the audit log
 	// before its effect.
 	Audit bool
+	// Constraints the capability carries (see Kernel.CompileConstraints).
+	Constraints Constraints
 }
 
 // TaskSpec describes a task to start.
@@ -204,7 +206,7 @@ func (k *Kernel) Start(ctx context.Context, spec TaskSpec) (*Task, error) {
 		if _, dup := t.names[g.Name]; dup {
 			return nil, fmt.Errorf("kernel: grant %q named twice", g.Name)
 		}
-		c, err := k.newCap(kind, g.Scope, g.Name, nil, t, g.Audit)
+		c, err := k.newCap(kind, g.Scope, g.Name, nil, t, g.Audit, g.Constraints)
 		if err != nil {
 			return nil, err
 		}

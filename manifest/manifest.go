@@ -39,8 +39,10 @@
 // caller (mandate run --var NAME=VALUE); there are no functions. A cap block
 // holds attributes only; they are evaluated and handed to the kind as one
 // JSON object (HCL strings, numbers, bools, lists and objects map to their
-// JSON counterparts; null attributes are left out). The attributes when,
-// label and clearance are reserved for the kernel and not supported yet.
+// JSON counterparts; null attributes are left out). The attributes when
+// and approve_when (a CEL expression, or a list of them, over the kind's
+// variables: see kernel.Activator) and audit are the kernel's; label and
+// clearance are reserved for the kernel and not supported yet.
 //
 // # Errors
 //
@@ -110,6 +112,8 @@ type Cap struct {
 	Name string
 	// Audit is the kernel-level audit attribute.
 	Audit bool
+	// When and ApproveWhen are the kernel-level constraint expressions.
+	When, ApproveWhen []string
 	// Spec is the block's other attributes as a JSON object: the kind's
 	// grant spec.
 	Spec []byte
@@ -162,7 +166,7 @@ func diagErr(rng hcl.Range, format string, args ...any) *hcl.Diagnostic {
 // implemented, so a manifest that relies on them never runs without them.
 var (
 	kernelAttrs   = map[string]bool{"audit": true}
-	reservedAttrs = map[string]bool{"when": true, "label": true, "clearance": true}
+	reservedAttrs = map[string]bool{"label": true, "clearance": true}
 )
 
 var rootSchema = &hcl.BodySchema{
@@ -594,6 +598,24 @@ func (p *parser) cap(b *hcl.Block) {
 			}
 			c.Audit = v.True()
 			continue
+		case n == "when" || n == "approve_when":
+			v, vok := p.eval(a.Expr)
+			if !vok {
+				ok = false
+				continue
+			}
+			exprs, err := stringOrList(v)
+			if err != nil {
+				p.add(diagErr(a.Expr.Range(), "%s must be a CEL expression or a list of them, not %s", n, describe(v)))
+				ok = false
+				continue
+			}
+			if n == "when" {
+				c.When = exprs
+			} else {
+				c.ApproveWhen = exprs
+			}
+			continue
 		}
 		v, vok := p.eval(a.Expr)
 		if !vok {
@@ -648,6 +670,29 @@ type Granter interface {
 	Kind(name string) (kernel.Kind, bool)
 	Kinds() []string
 	Grant(kind string, g kernel.GrantContext, spec []byte) (kernel.Scope, error)
+	CompileConstraints(kind string, when, approveWhen []string) (kernel.Constraints, error)
+}
+
+// stringOrList reads a string or a list of strings.
+func stringOrList(v cty.Value) ([]string, error) {
+	if v.IsNull() || !v.IsKnown() {
+		return nil, errors.New("null")
+	}
+	if v.Type() == cty.String {
+		return []string{v.AsString()}, nil
+	}
+	if !v.Type().IsListType() && !v.Type().IsTupleType() {
+		return nil, errors.New("not a string or list")
+	}
+	var out []string
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		if e.IsNull() || e.Type() != cty.String {
+			return nil, errors.New("not a string")
+		}
+		out = append(out, e.AsString())
+	}
+	return out, nil
 }
 
 var _ Granter = (*kernel.Kernel)(nil)
@@ -683,7 +728,21 @@ func (m *Manifest) GrantsWith(k Granter, g kernel.GrantContext) ([]kernel.GrantS
 			diags = append(diags, c.grantDiag(err))
 			continue
 		}
-		grants = append(grants, kernel.GrantSpec{Name: c.Name, Kind: c.Kind, Scope: scope, Audit: c.Audit})
+		var cons kernel.Constraints
+		if len(c.When) > 0 || len(c.ApproveWhen) > 0 {
+			w, err := k.CompileConstraints(c.Kind, c.When, nil)
+			if err != nil {
+				diags = append(diags, diagErr(c.attrs["when"], "cap %q %q: %v", c.Kind, c.Name, err))
+				continue
+			}
+			a, err := k.CompileConstraints(c.Kind, nil, c.ApproveWhen)
+			if err != nil {
+				diags = append(diags, diagErr(c.attrs["approve_when"], "cap %q %q: %v", c.Kind, c.Name, err))
+				continue
+			}
+			cons = kernel.Constraints{When: w.When, ApproveWhen: a.ApproveWhen}
+		}
+		grants = append(grants, kernel.GrantSpec{Name: c.Name, Kind: c.Kind, Scope: scope, Audit: c.Audit, Constraints: cons})
 	}
 	if diags.HasErrors() {
 		return nil, &Error{diags}

@@ -137,7 +137,7 @@ func TestLoadErrors(t *testing.T) {
 		{"duplicate cap", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" \"x\" {}\n  cap \"data\" \"x\" {}\n}\n", nil, `:5,14: duplicate capability name "x"; the first is at`},
 		{"cap missing label", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" {}\n}\n", nil, `:4,`},
 		{"cap nested block", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" \"x\" {\n    headers {}\n  }\n}\n", nil, `:5,5: Unexpected "headers" block`},
-		{"cap reserved", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" \"x\" {\n    when = \"true\"\n  }\n}\n", nil, `:5,5: when is reserved for the kernel and not supported yet`},
+		{"cap when not a string", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" \"x\" {\n    when = 5\n  }\n}\n", nil, `:5,12: when must be a CEL expression or a list of them`},
 		{"cap clearance", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" \"x\" {\n    clearance = \"pii\"\n  }\n}\n", nil, `:5,5: clearance is reserved`},
 		{"audit not bool", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" \"x\" {\n    audit = \"yes\"\n  }\n}\n", nil, `:5,13: audit must be true or false, not "yes"`},
 		{"unset var", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" \"x\" {\n    origin = var.origin\n  }\n}\n", nil, `:5,14: variable "origin" is not set: pass --var origin=VALUE`},
@@ -274,6 +274,16 @@ func (g fakeGranter) Grant(kind string, gc kernel.GrantContext, spec []byte) (ke
 	return g[kind].Grant(gc, spec)
 }
 
+// CompileConstraints accepts any expression but "bad".
+func (g fakeGranter) CompileConstraints(kind string, when, approveWhen []string) (kernel.Constraints, error) {
+	for _, e := range append(when, approveWhen...) {
+		if e == "bad" {
+			return kernel.Constraints{}, errors.New("syntax error")
+		}
+	}
+	return kernel.Constraints{}, nil
+}
+
 func TestGrants(t *testing.T) {
 	k := fakeGranter{"net": fakeKind{"net"}}
 	env := kernel.GrantContext{LookupEnv: func(n string) (string, bool) { return "tok", n == "FLIGHTS_TOKEN" }}
@@ -312,5 +322,26 @@ func TestGrants(t *testing.T) {
 				t.Errorf("got %v, want %q", err, p+tt.want)
 			}
 		})
+	}
+}
+
+// A constraint that does not compile is reported at its attribute, when
+// the grants are minted (before anything runs).
+func TestConstraintErrorPosition(t *testing.T) {
+	src := "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" \"x\" {\n    origin = \"https://a.example\"\n    approve_when = [\"true\", \"bad\"]\n  }\n}\n"
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "guest.wasm"), []byte("\x00asm"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Parse([]byte(src), "t.hcl", dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Caps[0].ApproveWhen; len(got) != 2 {
+		t.Fatalf("approve_when = %q", got)
+	}
+	_, err = m.GrantsWith(fakeGranter{"net": fakeKind{"net"}}, kernel.GrantContext{})
+	if err == nil || !strings.Contains(err.Error(), "t.hcl:6,20: ") || !strings.Contains(err.Error(), "syntax error") {
+		t.Fatalf("got %v, want the error at t.hcl:6,20", err)
 	}
 }

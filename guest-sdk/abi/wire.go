@@ -213,3 +213,20 @@ func (d *decoder) bytes() []byte {
 	d.b = d.b[n:]
 	return v
 }
+
+// DecodeJSONNumber is DecodeJSON keeping numbers as json.Number, for
+// documents whose numbers must not lose precision.
+func DecodeJSONNumber(b []byte, v any) error {
+	if len(b) > MaxArgLen {
+		return ErrTooLarge
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: trailing data", ErrMalformed)
+	}
+	return nil
+}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/mandatevm/mandate/constraint"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/manifest"
@@ -42,6 +43,10 @@ Flags:
 	                   else the user cache directory + /mandate
 	--state-dir DIR    where the run is recorded; default $MANDATE_STATE_DIR,
 	                   else $XDG_STATE_HOME/mandate, else ~/.local/state/mandate
+	--approve MODE     uses that need a person's yes (a payment above its
+	                   approve_above, a call matching approve_when): prompt
+	                   (default) asks on the terminal and denies when there
+	                   is none (CI, pipes); yes approves all; no denies all
 
 Exit codes:
 
@@ -119,6 +124,7 @@ func validVarName(s string) bool {
 
 // runOptions are the parsed flags of mandate run.
 type runOptions struct {
+	approve  string
 	manifest string
 	input    string
 	vars     varFlag
@@ -138,6 +144,7 @@ func runRun(e *env, args []string) int {
 	fs.StringVar(&o.engine, "engine", defaultEngine, "")
 	cacheFlag := fs.String("cache-dir", "", "")
 	stateFlag := fs.String("state-dir", "", "")
+	fs.StringVar(&o.approve, "approve", approvePrompt, "")
 	pos, code, ok := e.parse(c, fs, args)
 	if !ok {
 		return code
@@ -213,7 +220,14 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 		return exitUsage
 	}
 	defer eng.Close(context.Background())
-	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: kinds(), Logger: logger})
+	approver, err := newApprover(o.approve, e.stderr)
+	if err != nil {
+		return e.usageError(lookupCommand("run"), "%v", err)
+	}
+	k, err := kernel.New(kernel.Config{
+		Engine: eng, Kinds: kinds(), Logger: logger,
+		Approver: approver, Constraints: constraint.New(),
+	})
 	if err != nil {
 		e.errorf("%v", err)
 		return exitUsage
