@@ -26,6 +26,15 @@ var badDeps = map[string]map[string]string{
 		"github.com/mandatevm/mandate/kernel": "engines see only the host-call interface they are given",
 		"github.com/mandatevm/mandate/caps/":  "engines know no capability kinds",
 	},
+	"github.com/mandatevm/mandate/caps/pay": {
+		"github.com/mandatevm/mandate/sandbox/": "a kind never sees an engine",
+		"github.com/mandatevm/mandate/cmd/":     "dependencies point inward",
+		"github.com/mandatevm/mandate/caps/net": "kinds are independent of each other",
+	},
+	"github.com/mandatevm/mandate/constraint": {
+		"github.com/mandatevm/mandate/sandbox/": "constraints are policy, not execution",
+		"github.com/mandatevm/mandate/caps/":    "the compiler knows no kind; kinds declare their variables",
+	},
 	"github.com/mandatevm/mandate/caps/net": {
 		"github.com/mandatevm/mandate/sandbox/": "a kind never sees an engine",
 		"github.com/mandatevm/mandate/cmd/":     "dependencies point inward",

@@ -1,0 +1,37 @@
+package pay
+
+import (
+	"context"
+	"testing"
+
+	"github.com/mandatevm/mandate/constraint"
+	"github.com/mandatevm/mandate/kernel"
+)
+
+// The person's intent as constraints: at most 12 hours, at most one stop,
+// at most 800.
+func TestActivationConstraints(t *testing.T) {
+	k := New()
+	c, err := constraint.New().Compile(`offer.duration_hours <= 12 && offer.stops <= 1 && charge.amount <= 800 && charge.payee == "airline.example"`, k.Vars())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args      string
+		want, err bool
+	}{
+		{`{"payee":"airline.example","amount":"612.00","currency":"USD","offer":{"duration_hours":9,"stops":1}}`, true, false},
+		{`{"payee":"airline.example","amount":"609.00","currency":"USD","offer":{"duration_hours":37,"stops":3}}`, false, false},
+		{`{"payee":"airline.example","amount":"900.00","currency":"USD","offer":{"duration_hours":9,"stops":0}}`, false, false},
+		{`{"payee":"airline.example","amount":"612.00","currency":"USD"}`, false, true}, // no offer: cannot be evaluated
+	} {
+		act, err := k.Activation(kernel.NewCall("charge", []byte(tc.args), nil, kernel.TaskInfo{}, nil, nil))
+		if err != nil {
+			t.Fatalf("Activation(%s): %v", tc.args, err)
+		}
+		got, err := c.Eval(context.Background(), act)
+		if (err != nil) != tc.err || got != tc.want {
+			t.Errorf("%s: got %v, %v; want %v (error %v)", tc.args, got, err, tc.want, tc.err)
+		}
+	}
+}

@@ -1,0 +1,404 @@
+package pay
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel"
+)
+
+// Defaults and bounds of a grant spec.
+const (
+	DefaultTimeout = 30 * time.Second
+	MaxTimeout     = 5 * time.Minute
+	MaxPayees      = 64
+	// MaxInstrumentLen bounds the instrument token.
+	MaxInstrumentLen = 4096
+)
+
+// money is an amount in a grant, a narrowing request or a charge: a JSON
+// string ("612.00", "800 USD") or a JSON number written with at most two
+// decimals (612.5). Numbers are read from their text, never as floats.
+type money string
+
+func (m *money) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*m = money(s)
+		return nil
+	}
+	for _, c := range b {
+		if !(c >= '0' && c <= '9' || c == '.') {
+			return &json.UnmarshalTypeError{Value: "number " + string(b), Type: reflect.TypeFor[money]()}
+		}
+	}
+	*m = money(b)
+	return nil
+}
+
+// source names where a secret comes from: exactly one of Env and File.
+type source struct {
+	Env  string `json:"env"`
+	File string `json:"file"`
+}
+
+// grantSpec is a cap "pay" block as JSON.
+type grantSpec struct {
+	Provider     *string  `json:"provider"`
+	AllowPrivate *bool    `json:"allow_private"`
+	Instrument   *source  `json:"instrument"`
+	Timeout      *string  `json:"timeout"`
+	Payees       []string `json:"payees"`
+	Currency     *string  `json:"currency"`
+	MaxAmount    *money   `json:"max_amount"`
+	Budget       *money   `json:"budget"`
+	MaxUses      *int64   `json:"max_uses"`
+	Expires      *string  `json:"expires"`
+	ApproveAbove *money   `json:"approve_above"`
+}
+
+// narrowReq is a cap_derive request; absent fields keep the parent's.
+type narrowReq struct {
+	Payees       []string `json:"payees"`
+	Currency     *string  `json:"currency"`
+	MaxAmount    *money   `json:"max_amount"`
+	Budget       *money   `json:"budget"`
+	MaxUses      *int64   `json:"max_uses"`
+	Expires      *string  `json:"expires"`
+	ApproveAbove *money   `json:"approve_above"`
+}
+
+// decodeStrict decodes one JSON object: unknown fields and trailing data
+// are errors, and so is a document over abi.MaxArgLen.
+func decodeStrict(b []byte, v any) error {
+	if len(b) > abi.MaxArgLen {
+		return fmt.Errorf("%w: document of %d bytes exceeds %d", abi.ErrTooLarge, len(b), abi.MaxArgLen)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
+}
+
+// fieldErrorOf turns a JSON decoding error into a *kernel.FieldError when
+// it concerns one field.
+func fieldErrorOf(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return &kernel.FieldError{Field: te.Field, Msg: "wrong type: got " + te.Value}
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return &kernel.FieldError{Field: strings.Trim(name, `"`), Msg: "unknown field"}
+	}
+	return fmt.Errorf("pay: grant spec: %w", err)
+}
+
+// parseProvider validates the provider's base URL: http or https, a host,
+// no userinfo, query or fragment. The path, if any, is kept without a
+// trailing slash; charges go to <provider>/charges.
+func parseProvider(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("not a URL: %v", err)
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("%s: scheme must be http or https", quoteTrunc(s))
+	case u.Host == "" || u.Hostname() == "":
+		return nil, fmt.Errorf("%s has no host", quoteTrunc(s))
+	case u.User != nil:
+		return nil, fmt.Errorf("%s has userinfo; put credentials in the instrument", quoteTrunc(s))
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return nil, fmt.Errorf("%s has a query or fragment", quoteTrunc(s))
+	}
+	u.Host = strings.ToLower(u.Host)
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = ""
+	return u, nil
+}
+
+// parseExpiry reads an RFC 3339 time or a positive duration from now.
+func parseExpiry(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s is neither an RFC 3339 time nor a duration like \"24h\"", quoteTrunc(s))
+	}
+	if d <= 0 {
+		return time.Time{}, fmt.Errorf("duration %s must be positive", quoteTrunc(s))
+	}
+	return now.Add(d), nil
+}
+
+// canonPayees validates, lower-cases, sorts and deduplicates a payee list.
+func canonPayees(ps []string) ([]string, error) {
+	if len(ps) == 0 {
+		return nil, errors.New("must list at least one payee")
+	}
+	if len(ps) > MaxPayees {
+		return nil, fmt.Errorf("%d payees (max %d)", len(ps), MaxPayees)
+	}
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		c, err := canonPayee(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// grant mints a root scope.
+func (k *Kind) grant(g kernel.GrantContext, spec []byte) (*Scope, error) {
+	var sp grantSpec
+	if err := decodeStrict(spec, &sp); err != nil {
+		return nil, fieldErrorOf(err)
+	}
+	fe := func(field, format string, args ...any) error {
+		return &kernel.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	now := k.now()
+	s := &Scope{timeout: k.defTimeout, maxAmount: MaxMinor, budget: -1, maxUses: -1, approveAbove: -1}
+
+	if sp.Provider == nil {
+		return nil, fe("provider", "required: the payment provider's base URL")
+	}
+	u, err := parseProvider(*sp.Provider)
+	if err != nil {
+		return nil, fe("provider", "%v", err)
+	}
+	s.provider = u.String()
+	if sp.AllowPrivate != nil {
+		s.allowPrivate = *sp.AllowPrivate
+	}
+	if !s.allowPrivate {
+		if why := privateHost(u.Hostname()); why != "" {
+			return nil, fe("provider", "%s; set allow_private = true to allow it", why)
+		}
+	}
+	if sp.Instrument == nil {
+		return nil, fe("instrument", `required: {"env": VAR} or {"file": PATH} holding the card or account token`)
+	}
+	if s.instrument, s.source, err = readInstrument(g, *sp.Instrument); err != nil {
+		return nil, err
+	}
+	if sp.Timeout != nil {
+		d, err := time.ParseDuration(*sp.Timeout)
+		if err != nil || d <= 0 || d > MaxTimeout {
+			return nil, fe("timeout", "%s must be a duration in (0, %s]", quoteTrunc(*sp.Timeout), MaxTimeout)
+		}
+		s.timeout = d
+	}
+	if sp.Payees == nil {
+		return nil, fe("payees", "required: the payees charges may go to")
+	}
+	if s.payees, err = canonPayees(sp.Payees); err != nil {
+		return nil, fe("payees", "%v", err)
+	}
+	if sp.Currency == nil {
+		return nil, fe("currency", "required: one ISO 4217 code, e.g. \"USD\"")
+	}
+	if s.currency, err = canonCurrency(*sp.Currency); err != nil {
+		return nil, fe("currency", "%v", err)
+	}
+	amt := func(field string, m *money, dst *int64) error {
+		if m == nil {
+			return nil
+		}
+		v, _, err := parseMoney(string(*m), s.currency)
+		if err != nil {
+			return fe(field, "%v", err)
+		}
+		*dst = v
+		return nil
+	}
+	if err := amt("max_amount", sp.MaxAmount, &s.maxAmount); err != nil {
+		return nil, err
+	}
+	if err := amt("budget", sp.Budget, &s.budget); err != nil {
+		return nil, err
+	}
+	if err := amt("approve_above", sp.ApproveAbove, &s.approveAbove); err != nil {
+		return nil, err
+	}
+	if sp.MaxUses != nil {
+		if *sp.MaxUses < 0 {
+			return nil, fe("max_uses", "must not be negative")
+		}
+		s.maxUses = *sp.MaxUses
+	}
+	if sp.Expires != nil {
+		if s.expires, err = parseExpiry(*sp.Expires, now); err != nil {
+			return nil, fe("expires", "%v", err)
+		}
+	}
+	s.ledger = newLedger(nil, s.budget, s.maxUses)
+	return s, nil
+}
+
+// readInstrument reads the instrument token. Errors name the variable or
+// file, never the value.
+func readInstrument(g kernel.GrantContext, src source) (secret, string, error) {
+	fe := func(sub, format string, args ...any) error {
+		return &kernel.FieldError{Field: "instrument" + sub, Msg: fmt.Sprintf(format, args...)}
+	}
+	var raw, where string
+	switch {
+	case src.Env != "" && src.File != "":
+		return secret{}, "", fe("", "set one of env and file, not both")
+	case src.Env != "":
+		v, ok := g.Getenv(src.Env)
+		if !ok {
+			return secret{}, "", fe(".env", "environment variable %s is not set", src.Env)
+		}
+		raw, where = v, "env:"+src.Env
+	case src.File != "":
+		b, err := g.ReadFile(src.File)
+		if err != nil {
+			return secret{}, "", fe(".file", "cannot read %s: %v", src.File, err)
+		}
+		raw = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+		where = "file:" + src.File
+	default:
+		return secret{}, "", fe("", "set env or file: where the instrument token is read from")
+	}
+	field := ".env"
+	if src.Env == "" {
+		field = ".file"
+	}
+	if raw == "" {
+		return secret{}, "", fe(field, "the instrument is empty")
+	}
+	if len(raw) > MaxInstrumentLen {
+		return secret{}, "", fe(field, "the instrument is longer than %d bytes", MaxInstrumentLen)
+	}
+	for _, c := range []byte(raw) {
+		if c < 0x20 || c == 0x7f {
+			return secret{}, "", fe(field, "the instrument has a control character")
+		}
+	}
+	return newSecret(raw), where, nil
+}
+
+// narrow returns the scope req asks for within parent: EINVAL for a
+// malformed request, EDENIED naming every field that would widen parent.
+// The child gets a new ledger node under the parent's, so everything it
+// charges also counts against the parent (and its ancestors).
+func (k *Kind) narrow(parent *Scope, req []byte) (*Scope, error) {
+	var r narrowReq
+	if err := decodeStrict(req, &r); err != nil {
+		if errors.Is(err, abi.ErrTooLarge) {
+			return nil, kernel.Errorf(abi.ELIMIT, "pay: narrowing request: %v", err)
+		}
+		return nil, kernel.Errorf(abi.EINVAL, "pay: narrowing request: %v", err)
+	}
+	inval := func(field, format string, args ...any) error {
+		return kernel.Errorf(abi.EINVAL, "pay: narrowing request: %s: %s", field, fmt.Sprintf(format, args...))
+	}
+	child := *parent
+	child.ledger = nil
+	var widen []string
+
+	if r.Payees != nil {
+		ps, err := canonPayees(r.Payees)
+		if err != nil {
+			return nil, inval("payees", "%v", err)
+		}
+		var extra []string
+		for _, p := range ps {
+			if _, ok := slices.BinarySearch(parent.payees, p); !ok {
+				extra = append(extra, p)
+			}
+		}
+		if extra != nil {
+			widen = append(widen, fmt.Sprintf("payees %v not in %v", extra, parent.payees))
+		}
+		child.payees = ps
+	}
+	if r.Currency != nil {
+		c, err := canonCurrency(*r.Currency)
+		if err != nil {
+			return nil, inval("currency", "%v", err)
+		}
+		if c != parent.currency {
+			widen = append(widen, fmt.Sprintf("currency %s is not the capability's %s", c, parent.currency))
+		}
+	}
+	// limit narrows an amount field; parentV < 0 means the parent has no
+	// such limit, so any value narrows it.
+	limit := func(field string, m *money, parentV int64, dst *int64) error {
+		if m == nil {
+			return nil
+		}
+		v, _, err := parseMoney(string(*m), parent.currency)
+		if err != nil {
+			if strings.Contains(err.Error(), " is in ") {
+				widen = append(widen, fmt.Sprintf("%s: %v", field, err))
+				return nil
+			}
+			return inval(field, "%v", err)
+		}
+		if parentV >= 0 && v > parentV {
+			widen = append(widen, fmt.Sprintf("%s %s exceeds %s", field, formatMinor(v), formatMinor(parentV)))
+		}
+		*dst = v
+		return nil
+	}
+	if err := limit("max_amount", r.MaxAmount, parent.maxAmount, &child.maxAmount); err != nil {
+		return nil, err
+	}
+	if err := limit("budget", r.Budget, parent.budget, &child.budget); err != nil {
+		return nil, err
+	}
+	if err := limit("approve_above", r.ApproveAbove, parent.approveAbove, &child.approveAbove); err != nil {
+		return nil, err
+	}
+	if r.MaxUses != nil {
+		if *r.MaxUses < 0 {
+			return nil, inval("max_uses", "must not be negative")
+		}
+		if parent.maxUses >= 0 && *r.MaxUses > parent.maxUses {
+			widen = append(widen, fmt.Sprintf("max_uses %d exceeds %d", *r.MaxUses, parent.maxUses))
+		}
+		child.maxUses = *r.MaxUses
+	}
+	if r.Expires != nil {
+		e, err := parseExpiry(*r.Expires, k.now())
+		if err != nil {
+			return nil, inval("expires", "%v", err)
+		}
+		if !parent.expires.IsZero() && e.After(parent.expires) {
+			widen = append(widen, fmt.Sprintf("expires %s is after %s",
+				e.UTC().Format(time.RFC3339), parent.expires.UTC().Format(time.RFC3339)))
+		}
+		child.expires = e
+	}
+	if widen != nil {
+		return nil, kernel.Errorf(abi.EDENIED, "pay: narrowing would widen the capability: %s", strings.Join(widen, "; "))
+	}
+	child.payees = slices.Clone(child.payees)
+	child.ledger = newLedger(parent.ledger, child.budget, child.maxUses)
+	return &child, nil
+}
