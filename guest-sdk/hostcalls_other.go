@@ -30,3 +30,8 @@ func blobRead(h, offset uint32, buf unsafe.Pointer, bufLen uint32, out *uint32) 
 func taskInput(out *uint32) abi.Errno                                    { return abi.ENOTSUP }
 func taskResult(h uint32) abi.Errno                                      { return abi.ENOTSUP }
 func lastError(buf unsafe.Pointer, bufLen uint32, out *uint32) abi.Errno { return abi.ENOTSUP }
+func taskSpawn(h uint32, req unsafe.Pointer, reqLen uint32, out *uint32) abi.Errno {
+	return abi.ENOTSUP
+}
+func taskWait(h uint32, out *uint32) abi.Errno { return abi.ENOTSUP }
+func taskKill(h uint32) abi.Errno              { return abi.ENOTSUP }

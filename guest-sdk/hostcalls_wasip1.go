@@ -46,3 +46,12 @@ func taskResult(h uint32) abi.Errno
 
 //go:wasmimport mandate last_error
 func lastError(buf unsafe.Pointer, bufLen uint32, out *uint32) abi.Errno
+
+//go:wasmimport mandate task_spawn
+func taskSpawn(h uint32, req unsafe.Pointer, reqLen uint32, out *uint32) abi.Errno
+
+//go:wasmimport mandate task_wait
+func taskWait(h uint32, out *uint32) abi.Errno
+
+//go:wasmimport mandate task_kill
+func taskKill(h uint32) abi.Errno

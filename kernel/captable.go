@@ -15,10 +15,12 @@ const (
 	DefaultMaxHandles = 1024
 )
 
-// entry is what a handle names: a capability or a blob, never both.
+// entry is what a handle names: a capability, a blob or a child task,
+// exactly one.
 type entry struct {
 	cap  *Cap
 	blob *Blob
+	task *Task
 }
 
 type slot struct {
@@ -66,6 +68,21 @@ func (t *CapTable) Limit() int { return t.limit }
 
 // InsertCap adds c and returns its handle, or ErrLimit when full.
 func (t *CapTable) InsertCap(c *Cap) (abi.Handle, error) { return t.insert(entry{cap: c}) }
+
+// InsertTask adds a handle to child task c, or ErrLimit when full.
+func (t *CapTable) InsertTask(c *Task) (abi.Handle, error) { return t.insert(entry{task: c}) }
+
+// GetTask returns the child task h names.
+func (t *CapTable) GetTask(h abi.Handle) (*Task, error) {
+	e, ok := t.get(h)
+	switch {
+	case !ok:
+		return nil, Errorf(abi.EBADHANDLE, "handle %#x is not in this task's table", uint32(h))
+	case e.task == nil:
+		return nil, Errorf(abi.EWRONGTYPE, "handle %#x does not name a task", uint32(h))
+	}
+	return e.task, nil
+}
 
 // InsertBlob adds b and returns its handle, or ErrLimit when full.
 func (t *CapTable) InsertBlob(b *Blob) (abi.Handle, error) { return t.insert(entry{blob: b}) }
@@ -126,7 +143,7 @@ func (t *CapTable) GetCap(h abi.Handle) (*Cap, error) {
 	case !ok:
 		return nil, Errorf(abi.EBADHANDLE, "handle %#x is not in this task's table", uint32(h))
 	case e.cap == nil:
-		return nil, Errorf(abi.EWRONGTYPE, "handle %#x names a blob, not a capability", uint32(h))
+		return nil, Errorf(abi.EWRONGTYPE, "handle %#x does not name a capability", uint32(h))
 	}
 	return e.cap, nil
 }
@@ -139,7 +156,7 @@ func (t *CapTable) GetBlob(h abi.Handle) (*Blob, error) {
 	case !ok:
 		return nil, Errorf(abi.EBADHANDLE, "handle %#x is not in this task's table", uint32(h))
 	case e.blob == nil:
-		return nil, Errorf(abi.EWRONGTYPE, "handle %#x names a capability, not a blob", uint32(h))
+		return nil, Errorf(abi.EWRONGTYPE, "handle %#x does not name a blob", uint32(h))
 	}
 	return e.blob, nil
 }

@@ -29,6 +29,9 @@ func (k *Kernel) hostFuncs() []sandbox.HostFunc {
 		abi.TaskInputName:   hostTaskInput,
 		abi.TaskResultName:  hostTaskResult,
 		abi.LastErrorName:   hostLastError,
+		abi.TaskSpawnName:   hostTaskSpawn,
+		abi.TaskWaitName:    hostTaskWait,
+		abi.TaskKillName:    hostTaskKill,
 	}
 	funcs := make([]sandbox.HostFunc, 0, len(abi.HostCalls))
 	for _, hc := range abi.HostCalls {
@@ -298,4 +301,37 @@ func hostLastError(ctx context.Context, t *Task, mem sandbox.Memory, p []uint64)
 		return abi.EFAULT
 	}
 	return abi.ESUCCESS
+}
+
+// task_spawn(spawn_h, req_ptr, req_len, out_task_ptr) errno
+func hostTaskSpawn(ctx context.Context, t *Task, mem sandbox.Memory, p []uint64) abi.Errno {
+	req, e := readGuest(mem, u32(p[1]), u32(p[2]), abi.MaxArgLen)
+	if e != abi.ESUCCESS {
+		return faulted(t, abi.TaskSpawnName, e)
+	}
+	if !outOK(mem, u32(p[3])) {
+		return faulted(t, abi.TaskSpawnName, abi.EFAULT)
+	}
+	h, err := t.Spawn(ctx, abi.Handle(u32(p[0])), req)
+	if err != nil {
+		return ErrnoOf(err)
+	}
+	return putHandle(ctx, t, mem, u32(p[3]), h)
+}
+
+// task_wait(task_h, out_handle_ptr) errno
+func hostTaskWait(ctx context.Context, t *Task, mem sandbox.Memory, p []uint64) abi.Errno {
+	if !outOK(mem, u32(p[1])) {
+		return faulted(t, abi.TaskWaitName, abi.EFAULT)
+	}
+	h, err := t.WaitChild(ctx, abi.Handle(u32(p[0])))
+	if err != nil {
+		return ErrnoOf(err)
+	}
+	return putHandle(ctx, t, mem, u32(p[1]), h)
+}
+
+// task_kill(task_h) errno
+func hostTaskKill(ctx context.Context, t *Task, _ sandbox.Memory, p []uint64) abi.Errno {
+	return ErrnoOf(t.KillChild(ctx, abi.Handle(u32(p[0]))))
 }

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
@@ -41,6 +42,11 @@ type Config struct {
 	// Constraints compiles `when` and `approve_when` expressions; without
 	// it, capabilities cannot carry constraints.
 	Constraints ConstraintCompiler
+	// Modules finds the compiled module of a digest a task asks to spawn;
+	// without it, tasks cannot spawn children.
+	Modules ModuleResolver
+	// MaxTasks bounds the tasks running at once; 0 means DefaultMaxTasks.
+	MaxTasks int
 }
 
 // Kernel runs tasks and mediates every call they make.
@@ -51,6 +57,9 @@ type Kernel struct {
 	auditor  Auditor
 	approver Approver
 	compiler ConstraintCompiler
+	modules  ModuleResolver
+	maxTasks int
+	live     atomic.Int64 // running tasks
 
 	mu       sync.Mutex
 	tasks    []*Task // every task started; protected by mu
@@ -75,6 +84,11 @@ func New(cfg Config) (*Kernel, error) {
 		k.logger = hclog.NewNullLogger()
 	}
 	k.compiler = cfg.Constraints
+	k.modules = cfg.Modules
+	k.maxTasks = cfg.MaxTasks
+	if k.maxTasks <= 0 {
+		k.maxTasks = DefaultMaxTasks
+	}
 	k.approver = cfg.Approver
 	if k.approver == nil {
 		k.approver = DenyAll

@@ -98,18 +98,21 @@ type Task struct {
 	cancel    context.CancelFunc
 	done      chan struct{}
 	info      TaskInfo
+	depth     int       // 0 for a root task, parent's + 1 for a child
+	deadline  time.Time // when the task's timeout ends; set at launch
 	// resolveBlob is t.table.GetBlob, bound once so calls do not allocate
 	// a method value each time.
 	resolveBlob func(abi.Handle) (*Blob, error)
 
-	mu      sync.Mutex
-	names   map[string]*Cap // root grants by name; protected by mu
-	label   Label           // join of everything read; protected by mu
-	result  *Blob           // protected by mu
-	lastErr string          // reason of the last failed call; protected by mu
-	denials int             // protected by mu
-	state   TaskState       // protected by mu
-	err     error           // protected by mu
+	mu       sync.Mutex
+	names    map[string]*Cap // root grants by name; protected by mu
+	label    Label           // join of everything read; protected by mu
+	result   *Blob           // protected by mu
+	lastErr  string          // reason of the last failed call; protected by mu
+	denials  int             // protected by mu
+	children int             // tasks spawned by this one; protected by mu
+	state    TaskState       // protected by mu
+	err      error           // protected by mu
 }
 
 // ID is unique within the kernel, e.g. "t1".
@@ -159,41 +162,12 @@ func (t *Task) LastError() string {
 // Start creates the task's table with its grants and runs it in the
 // background. Wait for it with Wait.
 func (k *Kernel) Start(ctx context.Context, spec TaskSpec) (*Task, error) {
-	if spec.Module == nil {
-		return nil, fmt.Errorf("kernel: task has no module")
+	t, err := k.newTask(spec, nil)
+	if err != nil {
+		return nil, err
 	}
-	if len(spec.Input) > abi.MaxBlobLen {
-		return nil, fmt.Errorf("kernel: input of %d bytes exceeds %d", len(spec.Input), abi.MaxBlobLen)
-	}
-	if spec.Entry != "" && spec.Module.Kind() != sandbox.Reactor {
-		return nil, fmt.Errorf("kernel: entry %q given but the module is a %s (only reactors have entries)", spec.Entry, spec.Module.Kind())
-	}
-	limits := spec.Limits.withDefaults()
-	k.mu.Lock()
-	k.nextTask++
-	id := fmt.Sprintf("t%d", k.nextTask)
-	k.mu.Unlock()
-	t := &Task{
-		k:         k,
-		id:        id,
-		principal: spec.Principal,
-		module:    spec.Module.Digest(),
-		limits:    limits,
-		table:     NewCapTable(limits.MaxHandles),
-		names:     make(map[string]*Cap),
-		state:     TaskRunning,
-		done:      make(chan struct{}),
-	}
-	t.info = TaskInfo{ID: id, Principal: spec.Principal, Module: t.module}
-	t.resolveBlob = t.table.GetBlob
-	t.logger = k.logger.Named("task").With("task", id, "principal", spec.Principal, "module", t.module)
-	t.stdout = newOutputWriter("stdout", t.logger, limits.MaxOutput)
-	t.stderr = newOutputWriter("stderr", t.logger, limits.MaxOutput)
-	if spec.Input != nil {
-		t.input = NewBlob(spec.Input, spec.InputLabel)
-	}
-	if len(spec.Grants) > limits.MaxHandles {
-		return nil, fmt.Errorf("kernel: %d grants exceed the handle limit %d", len(spec.Grants), limits.MaxHandles)
+	if len(spec.Grants) > t.limits.MaxHandles {
+		return nil, fmt.Errorf("kernel: %d grants exceed the handle limit %d", len(spec.Grants), t.limits.MaxHandles)
 	}
 	for _, g := range spec.Grants {
 		kind, ok := k.kinds[g.Kind]
@@ -215,6 +189,59 @@ func (k *Kernel) Start(ctx context.Context, spec TaskSpec) (*Task, error) {
 		}
 		t.names[g.Name] = c
 	}
+	if err := k.admit(); err != nil {
+		return nil, err
+	}
+	t.launch(ctx, spec)
+	return t, nil
+}
+
+// newTask makes a task that is not yet running: its identity, limits,
+// table (empty), logger, output capture and input.
+func (k *Kernel) newTask(spec TaskSpec, parent *Task) (*Task, error) {
+	if spec.Module == nil {
+		return nil, fmt.Errorf("kernel: task has no module")
+	}
+	if len(spec.Input) > abi.MaxBlobLen {
+		return nil, fmt.Errorf("kernel: input of %d bytes exceeds %d", len(spec.Input), abi.MaxBlobLen)
+	}
+	if spec.Entry != "" && spec.Module.Kind() != sandbox.Reactor {
+		return nil, fmt.Errorf("kernel: entry %q given but the module is a %s (only reactors have entries)", spec.Entry, spec.Module.Kind())
+	}
+	limits := spec.Limits.withDefaults()
+	k.mu.Lock()
+	k.nextTask++
+	id := fmt.Sprintf("t%d", k.nextTask)
+	k.mu.Unlock()
+	t := &Task{
+		k:         k,
+		id:        id,
+		parent:    parent,
+		principal: spec.Principal,
+		module:    spec.Module.Digest(),
+		limits:    limits,
+		table:     NewCapTable(limits.MaxHandles),
+		names:     make(map[string]*Cap),
+		state:     TaskRunning,
+		done:      make(chan struct{}),
+	}
+	if parent != nil {
+		t.depth = parent.depth + 1
+	}
+	t.info = TaskInfo{ID: id, Principal: spec.Principal, Module: t.module}
+	t.resolveBlob = t.table.GetBlob
+	t.logger = k.logger.Named("task").With("task", id, "principal", spec.Principal, "module", t.module)
+	t.stdout = newOutputWriter("stdout", t.logger, limits.MaxOutput)
+	t.stderr = newOutputWriter("stderr", t.logger, limits.MaxOutput)
+	if spec.Input != nil {
+		t.input = NewBlob(spec.Input, spec.InputLabel)
+	}
+	return t, nil
+}
+
+// launch registers the task and runs it in the background.
+func (t *Task) launch(ctx context.Context, spec TaskSpec) {
+	k := t.k
 	k.mu.Lock()
 	k.tasks = append(k.tasks, t)
 	k.mu.Unlock()
@@ -228,14 +255,28 @@ func (k *Kernel) Start(ctx context.Context, spec TaskSpec) (*Task, error) {
 	cfg := sandbox.RunConfig{
 		Name:        name,
 		Entry:       spec.Entry,
-		MemoryLimit: limits.Memory,
-		Timeout:     limits.Timeout,
+		MemoryLimit: t.limits.Memory,
+		Timeout:     t.limits.Timeout,
 		Stdout:      t.stdout,
 		Stderr:      t.stderr,
 	}
-	t.logger.Info("task started", "grants", len(spec.Grants), "memory", limits.Memory, "timeout", limits.Timeout)
+	t.deadline = now().Add(t.limits.Timeout)
+	args := []any{"caps", t.table.Len(), "memory", t.limits.Memory, "timeout", t.limits.Timeout}
+	if t.parent != nil {
+		args = append(args, "parent", t.parent.id, "depth", t.depth)
+	}
+	t.logger.Info("task started", args...)
 	go t.run(ctx, spec.Module, cfg)
-	return t, nil
+}
+
+// admit counts a task about to run against the kernel's limit on live
+// tasks: however spawning is nested, no more than MaxTasks run at once.
+func (k *Kernel) admit() error {
+	if n := k.live.Add(1); n > int64(k.maxTasks) {
+		k.live.Add(-1)
+		return Errorf(abi.ELIMIT, "%d tasks are running (the kernel's limit is %d)", n-1, k.maxTasks)
+	}
+	return nil
 }
 
 // Run starts a task and waits for it.
@@ -280,6 +321,7 @@ func (t *Task) run(ctx context.Context, mod sandbox.Module, cfg sandbox.RunConfi
 		t.logger.Info("task ended", "state", state, "elapsed", now().Sub(start))
 	}
 	t.cancel()
+	t.k.live.Add(-1)
 	close(t.done)
 }
 
@@ -311,7 +353,11 @@ func (t *Task) Wait(ctx context.Context) error {
 func (t *Task) Done() <-chan struct{} { return t.done }
 
 // Kill stops the task; its Wait returns an error and its state is killed.
-func (t *Task) Kill() { t.cancel() }
+func (t *Task) Kill() {
+	if t.cancel != nil {
+		t.cancel()
+	}
+}
 
 // Result returns the bytes of the blob the task set as its result, and
 // whether it set one.

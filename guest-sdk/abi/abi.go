@@ -31,6 +31,9 @@ const (
 	TaskInputName   = "task_input"   // (out_handle_ptr) errno
 	TaskResultName  = "task_result"  // (h) errno
 	LastErrorName   = "last_error"   // (buf_ptr, buf_len, out_n_ptr) errno
+	TaskSpawnName   = "task_spawn"   // (spawn_h, req_ptr, req_len, out_task_ptr) errno
+	TaskWaitName    = "task_wait"    // (task_h, out_handle_ptr) errno
+	TaskKillName    = "task_kill"    // (task_h) errno
 )
 
 // HostCall describes one host function: its name and how many i32
@@ -54,6 +57,9 @@ var HostCalls = []HostCall{
 	{TaskInputName, 1},
 	{TaskResultName, 1},
 	{LastErrorName, 3},
+	{TaskSpawnName, 4},
+	{TaskWaitName, 2},
+	{TaskKillName, 1},
 }
 
 // Limits the kernel applies to what a guest hands it. A value over a limit

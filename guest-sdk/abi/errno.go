@@ -22,6 +22,7 @@ const (
 	ETIMEDOUT  Errno = 13 // the effect did not finish within its timeout
 	EWRONGTYPE Errno = 14 // the handle names a blob where a capability was expected, or the reverse
 	EINTERNAL  Errno = 15 // the kernel failed; the call was denied (fail closed)
+	ECHILD     Errno = 16 // the child task did not finish normally (failed, killed, out of limits)
 )
 
 var errnoNames = [...]string{
@@ -41,6 +42,7 @@ var errnoNames = [...]string{
 	ETIMEDOUT:  "ETIMEDOUT",
 	EWRONGTYPE: "EWRONGTYPE",
 	EINTERNAL:  "EINTERNAL",
+	ECHILD:     "ECHILD",
 }
 
 // String returns the symbolic name, e.g. "EDENIED".

@@ -230,3 +230,57 @@ func DecodeJSONNumber(b []byte, v any) error {
 	}
 	return nil
 }
+
+// SpawnRequest is the argument of task_spawn: which module to run, what to
+// pass, and within which limits. Every capability passed is derived anew
+// for the child (narrowed by Narrow when given, else identical), so the
+// parent can revoke it; blobs are passed as they are.
+type SpawnRequest struct {
+	// Module is the child's module digest ("sha256:<hex>"); the spawn
+	// capability must allow it.
+	Module string `json:"module"`
+	// Input is a blob handle that becomes the child's input (0: none).
+	Input Handle `json:"input,omitempty"`
+	// Caps are the capabilities the child gets, under the names it looks
+	// them up by.
+	Caps []SpawnCap `json:"caps,omitempty"`
+	// Memory and Timeout bound the child; absent or zero means the most
+	// the parent may give (its own limits, within the spawn capability's).
+	Memory  Size   `json:"memory,omitempty"`
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// SpawnCap is one capability passed to a child.
+type SpawnCap struct {
+	Handle Handle          `json:"handle"`
+	Name   string          `json:"name"`
+	Narrow json.RawMessage `json:"narrow,omitempty"`
+}
+
+// MaxSpawnCaps bounds the capabilities passed in one spawn.
+const MaxSpawnCaps = 64
+
+// DecodeSpawnRequest decodes and bounds-checks a task_spawn argument.
+func DecodeSpawnRequest(b []byte) (SpawnRequest, error) {
+	var r SpawnRequest
+	if err := DecodeJSON(b, &r); err != nil {
+		return SpawnRequest{}, err
+	}
+	if r.Module == "" || len(r.Module) > 128 {
+		return SpawnRequest{}, fmt.Errorf("%w: module digest", ErrMalformed)
+	}
+	if len(r.Caps) > MaxSpawnCaps {
+		return SpawnRequest{}, fmt.Errorf("%w: %d capabilities passed (max %d)", ErrTooLarge, len(r.Caps), MaxSpawnCaps)
+	}
+	seen := map[string]bool{}
+	for _, c := range r.Caps {
+		if c.Name == "" || len(c.Name) > MaxNameLen || seen[c.Name] {
+			return SpawnRequest{}, fmt.Errorf("%w: capability name %q empty, too long or repeated", ErrMalformed, c.Name)
+		}
+		seen[c.Name] = true
+	}
+	if r.Memory < 0 {
+		return SpawnRequest{}, fmt.Errorf("%w: negative memory", ErrMalformed)
+	}
+	return r, nil
+}

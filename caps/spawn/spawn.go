@@ -1,0 +1,276 @@
+// Package spawn is the spawn capability kind, Kind("spawn"): the right to
+// start child tasks from some modules, within a depth, a number of
+// children, and memory and time bounds. The kernel does the spawning
+// (task_spawn in the ABI); this package is the policy: what the scope
+// allows and how it narrows.
+//
+// A manifest grants one (modules by digest; the CLI resolves module paths):
+//
+//	cap "spawn" "children" {
+//	  modules      = ["sha256:4f1c…"]
+//	  max_depth    = 1
+//	  max_children = 4
+//	  max_memory   = "32MiB"
+//	  max_timeout  = "20s"
+//	}
+//
+// # Grant spec
+//
+//	field         type      default   meaning
+//	modules       []string  required  module digests a child may run ("sha256:<64 hex>"), at most 64
+//	max_depth     int       1         deepest a child may be (a root task is 0), at most kernel.MaxSpawnDepth
+//	max_children  int       8         children one task may spawn, at most 1024
+//	max_memory    size      0         most memory per child; 0: the parent's limit
+//	max_timeout   duration  0         most time per child; 0: the parent's time left
+//
+// A narrowing request has the same fields, all optional: fewer modules,
+// smaller numbers, smaller bounds (a bound of 0 in the parent means "the
+// parent's own limits" and may be narrowed to any positive value). Wider is
+// EDENIED; malformed is EINVAL. Whatever the scope says, the kernel never
+// gives a child more memory than its parent has or more time than its
+// parent has left, and never runs more than its MaxTasks tasks at once.
+package spawn
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel"
+)
+
+// Bounds on grants.
+const (
+	MaxModules     = 64
+	MaxChildrenCap = 1024
+)
+
+var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// Kind is the spawn kind.
+type Kind struct{}
+
+var _ kernel.Kind = (*Kind)(nil)
+
+// New returns the spawn kind.
+func New() *Kind { return &Kind{} }
+
+// Name implements kernel.Kind.
+func (*Kind) Name() string { return "spawn" }
+
+// Ops implements kernel.Kind: a spawn capability is used through
+// task_spawn, not cap_call.
+func (*Kind) Ops() []string { return nil }
+
+// Invoke implements kernel.Kind; there are no operations.
+func (*Kind) Invoke(context.Context, *kernel.Call) (*kernel.Result, error) {
+	return nil, kernel.Errorf(abi.ENOTSUP, "spawn: use task_spawn")
+}
+
+// Scope is what a spawn capability allows. Immutable.
+type Scope struct {
+	modules     []string
+	maxDepth    int
+	maxChildren int
+	maxMemory   uint64
+	maxTimeout  time.Duration
+}
+
+var _ kernel.SpawnScope = (*Scope)(nil)
+
+// AllowsModule implements kernel.SpawnScope.
+func (s *Scope) AllowsModule(d string) bool { return slices.Contains(s.modules, d) }
+
+// MaxDepth implements kernel.SpawnScope.
+func (s *Scope) MaxDepth() int { return s.maxDepth }
+
+// MaxChildren implements kernel.SpawnScope.
+func (s *Scope) MaxChildren() int { return s.maxChildren }
+
+// MaxMemory implements kernel.SpawnScope.
+func (s *Scope) MaxMemory() uint64 { return s.maxMemory }
+
+// MaxTimeout implements kernel.SpawnScope.
+func (s *Scope) MaxTimeout() time.Duration { return s.maxTimeout }
+
+// Modules returns a copy of the allowed digests.
+func (s *Scope) Modules() []string { return slices.Clone(s.modules) }
+
+type scopeJSON struct {
+	Modules     []string `json:"modules"`
+	MaxDepth    int      `json:"max_depth"`
+	MaxChildren int      `json:"max_children"`
+	MaxMemory   uint64   `json:"max_memory"`
+	MaxTimeout  string   `json:"max_timeout"`
+}
+
+// MarshalJSON implements kernel.Scope.
+func (s *Scope) MarshalJSON() ([]byte, error) {
+	t := ""
+	if s.maxTimeout > 0 {
+		t = s.maxTimeout.String()
+	}
+	return json.Marshal(scopeJSON{s.modules, s.maxDepth, s.maxChildren, s.maxMemory, t})
+}
+
+// bound reports whether child bound c is within parent bound p, where 0
+// means "no bound beyond the parent's own limits".
+func within(c, p uint64) bool { return p == 0 || (c != 0 && c <= p) }
+
+// Contains implements kernel.Scope.
+func (s *Scope) Contains(o kernel.Scope) bool {
+	t, ok := o.(*Scope)
+	if !ok {
+		return false
+	}
+	for _, m := range t.modules {
+		if !s.AllowsModule(m) {
+			return false
+		}
+	}
+	return t.maxDepth <= s.maxDepth && t.maxChildren <= s.maxChildren &&
+		within(t.maxMemory, s.maxMemory) && within(uint64(t.maxTimeout), uint64(s.maxTimeout))
+}
+
+type spec struct {
+	Modules     []string  `json:"modules"`
+	MaxDepth    *int      `json:"max_depth"`
+	MaxChildren *int      `json:"max_children"`
+	MaxMemory   *abi.Size `json:"max_memory"`
+	MaxTimeout  *string   `json:"max_timeout"`
+}
+
+func decode(b []byte) (spec, error) {
+	var s spec
+	if err := abi.DecodeJSON(b, &s); err != nil {
+		return spec{}, err
+	}
+	return s, nil
+}
+
+func canonModules(ms []string) ([]string, error) {
+	if len(ms) == 0 || len(ms) > MaxModules {
+		return nil, fmt.Errorf("must list 1 to %d module digests", MaxModules)
+	}
+	out := make([]string, 0, len(ms))
+	for _, m := range ms {
+		m = strings.ToLower(strings.TrimSpace(m))
+		if !digestRE.MatchString(m) {
+			return nil, fmt.Errorf("%q is not a module digest (sha256:<64 hex>)", m)
+		}
+		out = append(out, m)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// Grant implements kernel.Kind.
+func (*Kind) Grant(_ kernel.GrantContext, b []byte) (kernel.Scope, error) {
+	sp, err := decode(b)
+	if err != nil {
+		return nil, &kernel.FieldError{Field: "modules", Msg: err.Error()}
+	}
+	s := &Scope{maxDepth: 1, maxChildren: 8}
+	if s.modules, err = canonModules(sp.Modules); err != nil {
+		return nil, &kernel.FieldError{Field: "modules", Msg: err.Error()}
+	}
+	if sp.MaxDepth != nil {
+		if *sp.MaxDepth < 1 || *sp.MaxDepth > kernel.MaxSpawnDepth {
+			return nil, &kernel.FieldError{Field: "max_depth", Msg: fmt.Sprintf("must be 1..%d", kernel.MaxSpawnDepth)}
+		}
+		s.maxDepth = *sp.MaxDepth
+	}
+	if sp.MaxChildren != nil {
+		if *sp.MaxChildren < 1 || *sp.MaxChildren > MaxChildrenCap {
+			return nil, &kernel.FieldError{Field: "max_children", Msg: fmt.Sprintf("must be 1..%d", MaxChildrenCap)}
+		}
+		s.maxChildren = *sp.MaxChildren
+	}
+	if sp.MaxMemory != nil {
+		if *sp.MaxMemory < 0 {
+			return nil, &kernel.FieldError{Field: "max_memory", Msg: "must not be negative"}
+		}
+		s.maxMemory = uint64(*sp.MaxMemory)
+	}
+	if sp.MaxTimeout != nil {
+		d, err := time.ParseDuration(*sp.MaxTimeout)
+		if err != nil || d < 0 {
+			return nil, &kernel.FieldError{Field: "max_timeout", Msg: "must be a duration such as \"20s\""}
+		}
+		s.maxTimeout = d
+	}
+	return s, nil
+}
+
+// Narrow implements kernel.Kind.
+func (*Kind) Narrow(parent kernel.Scope, b []byte) (kernel.Scope, error) {
+	p, ok := parent.(*Scope)
+	if !ok {
+		return nil, kernel.Errorf(abi.EINTERNAL, "spawn: scope is %T", parent)
+	}
+	sp, err := decode(b)
+	if err != nil {
+		return nil, kernel.Errorf(abi.EINVAL, "spawn: narrow: %v", err)
+	}
+	c := *p
+	c.modules = slices.Clone(p.modules)
+	var widen []string
+	if sp.Modules != nil {
+		ms, err := canonModules(sp.Modules)
+		if err != nil {
+			return nil, kernel.Errorf(abi.EINVAL, "spawn: narrow: modules: %v", err)
+		}
+		for _, m := range ms {
+			if !p.AllowsModule(m) {
+				widen = append(widen, "module "+m+" not allowed")
+			}
+		}
+		c.modules = ms
+	}
+	if v := sp.MaxDepth; v != nil {
+		if *v < 1 {
+			return nil, kernel.Errorf(abi.EINVAL, "spawn: narrow: max_depth must be positive")
+		}
+		if *v > p.maxDepth {
+			widen = append(widen, fmt.Sprintf("max_depth %d exceeds %d", *v, p.maxDepth))
+		}
+		c.maxDepth = *v
+	}
+	if v := sp.MaxChildren; v != nil {
+		if *v < 1 {
+			return nil, kernel.Errorf(abi.EINVAL, "spawn: narrow: max_children must be positive")
+		}
+		if *v > p.maxChildren {
+			widen = append(widen, fmt.Sprintf("max_children %d exceeds %d", *v, p.maxChildren))
+		}
+		c.maxChildren = *v
+	}
+	if v := sp.MaxMemory; v != nil {
+		if *v <= 0 {
+			return nil, kernel.Errorf(abi.EINVAL, "spawn: narrow: max_memory must be positive")
+		}
+		if !within(uint64(*v), p.maxMemory) {
+			widen = append(widen, fmt.Sprintf("max_memory %d exceeds %d", *v, p.maxMemory))
+		}
+		c.maxMemory = uint64(*v)
+	}
+	if v := sp.MaxTimeout; v != nil {
+		d, err := time.ParseDuration(*v)
+		if err != nil || d <= 0 {
+			return nil, kernel.Errorf(abi.EINVAL, "spawn: narrow: max_timeout must be a positive duration")
+		}
+		if !within(uint64(d), uint64(p.maxTimeout)) {
+			widen = append(widen, fmt.Sprintf("max_timeout %s exceeds %s", d, p.maxTimeout))
+		}
+		c.maxTimeout = d
+	}
+	if len(widen) > 0 {
+		return nil, kernel.Errorf(abi.EDENIED, "spawn: narrowing would widen the capability: %s", strings.Join(widen, "; "))
+	}
+	return &c, nil
+}
