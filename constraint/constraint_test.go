@@ -53,9 +53,9 @@ func TestEval(t *testing.T) {
 func TestCompileErrors(t *testing.T) {
 	c := New()
 	for _, src := range []string{
-		`offer.stops <=`,        // syntax
-		`unknown_var == 1`,      // undeclared variable
-		`1 + 2`,                 // not a bool
+		`offer.stops <=`,   // syntax
+		`unknown_var == 1`, // undeclared variable
+		`1 + 2`,            // not a bool
 		strings.Repeat("a", MaxSourceLen+1),
 	} {
 		if _, err := c.Compile(src, []string{"offer"}); err == nil {

@@ -768,3 +768,9 @@ func topField(f string) string {
 	}
 	return f
 }
+
+// Error positions an error about this cap block: a *kernel.FieldError at
+// that attribute's value, anything else at the block.
+func (c *Cap) Error(err error) error {
+	return &Error{hcl.Diagnostics{c.grantDiag(err)}}
+}

@@ -1,14 +1,31 @@
 package cli
 
 import (
+	"errors"
+
+	"github.com/mandatevm/mandate/caps/data"
 	"github.com/mandatevm/mandate/caps/net"
+	"github.com/mandatevm/mandate/caps/pay"
+	"github.com/mandatevm/mandate/caps/spawn"
 	"github.com/mandatevm/mandate/kernel"
 )
 
-// kinds returns the capability kinds a run's kernel registers: one line per
-// kind. A manifest's cap "KIND" blocks must name one of these.
-func kinds() []kernel.Kind {
+// kindsFor returns the capability kinds a run's kernel registers: one line per
+// kind. A manifest's cap "KIND" blocks must name one of these. state is
+// the state directory: the data kind opens STATE/data.db on its first use
+// (a run that uses no data capability creates no database). close
+// releases what the kinds opened; call it when the run ends.
+func kindsFor(state string) (ks []kernel.Kind, close func() error) {
+	d := data.NewLazy(func() (*data.Store, error) {
+		if state == "" {
+			return nil, errors.New("data: no state directory, so no data store")
+		}
+		return data.Open(dataStorePath(state))
+	})
 	return []kernel.Kind{
 		net.New(),
-	}
+		d,
+		pay.New(),
+		spawn.New(),
+	}, d.Close
 }

@@ -224,13 +224,21 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 	if err != nil {
 		return e.usageError(lookupCommand("run"), "%v", err)
 	}
+	modules := newModuleSet()
+	defer modules.close(context.Background())
+	ks, closeKinds := kindsFor(o.state)
+	defer closeKinds()
 	k, err := kernel.New(kernel.Config{
-		Engine: eng, Kinds: kinds(), Logger: logger,
-		Approver: approver, Constraints: constraint.New(),
+		Engine: eng, Kinds: ks, Logger: logger,
+		Approver: approver, Constraints: constraint.New(), Modules: modules,
 	})
 	if err != nil {
 		e.errorf("%v", err)
 		return exitUsage
+	}
+	// Modules compile only once the kernel has registered its host calls.
+	if err := e.resolveSpawnModules(ctx, m, eng, o.cache, modules, digest); err != nil {
+		return e.manifestError(err)
 	}
 	grants, err := m.Grants(k)
 	if err != nil {
@@ -241,6 +249,7 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 		return e.manifestError(m.ModuleError(err))
 	}
 	defer mod.Close(context.Background())
+	modules.setRoot(mod)
 
 	started := time.Now()
 	t, err := k.Start(ctx, kernel.TaskSpec{

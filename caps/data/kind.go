@@ -1,0 +1,584 @@
+package data
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel"
+)
+
+// KindName is the name the kind registers under.
+const KindName = "data"
+
+// Query limits.
+const (
+	DefaultQueryLimit = 100
+	MaxQueryLimit     = 1000
+	// MaxWhere bounds the conditions of one query.
+	MaxWhere = 32
+)
+
+// Kind is the data capability kind. It is safe for concurrent use.
+type Kind struct {
+	mu     sync.Mutex
+	store  *Store
+	err    error
+	open   func() (*Store, error)
+	opened bool // the kind opened store itself, and Close closes it
+}
+
+var _ kernel.Kind = (*Kind)(nil)
+
+// Option configures a Kind.
+type Option func(*Kind)
+
+// New returns the data kind over store. Close does not close store: its
+// opener does.
+func New(store *Store, opts ...Option) *Kind {
+	k := &Kind{store: store}
+	for _, o := range opts {
+		o(k)
+	}
+	return k
+}
+
+// NewLazy returns the data kind over the store open returns, called on
+// the first operation (not on Grant or Narrow), so that a run that never
+// uses data opens no database. Close closes that store.
+func NewLazy(open func() (*Store, error), opts ...Option) *Kind {
+	k := &Kind{open: open}
+	for _, o := range opts {
+		o(k)
+	}
+	return k
+}
+
+// Close closes the store the kind opened itself (NewLazy); it is a no-op
+// otherwise.
+func (k *Kind) Close() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.opened && k.store != nil {
+		err := k.store.Close()
+		k.store, k.opened = nil, false
+		k.err = errors.New("data: the store is closed")
+		return err
+	}
+	return nil
+}
+
+func (k *Kind) getStore() (*Store, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.store != nil {
+		return k.store, nil
+	}
+	if k.err != nil {
+		return nil, k.err
+	}
+	if k.open == nil {
+		k.err = errors.New("data: no store")
+		return nil, k.err
+	}
+	s, err := k.open()
+	if err != nil {
+		k.err = err
+		return nil, err
+	}
+	k.store, k.opened = s, true
+	return s, nil
+}
+
+// Name returns "data".
+func (k *Kind) Name() string { return KindName }
+
+// Ops returns ["query", "read", "write"].
+func (k *Kind) Ops() []string { return slices.Clone(allOps) }
+
+// Grant mints a root scope from a cap "data" block; errors are
+// *kernel.FieldError when they concern one field.
+func (k *Kind) Grant(_ kernel.GrantContext, spec []byte) (kernel.Scope, error) {
+	s, err := grant(spec)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Narrow returns the scope req asks for within parent: EINVAL for a
+// malformed request, EDENIED for any widening (never clamped).
+func (k *Kind) Narrow(parent kernel.Scope, req []byte) (kernel.Scope, error) {
+	p, ok := parent.(*Scope)
+	if !ok || p == nil {
+		return nil, kernel.Errorf(abi.EINTERNAL, "data: parent scope is %T, not *data.Scope", parent)
+	}
+	s, err := narrow(p, req)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Operation arguments.
+type readArgs struct {
+	ID     *string  `json:"id"`
+	Owner  *string  `json:"owner"`
+	Fields []string `json:"fields"`
+}
+
+type queryArgs struct {
+	Where  map[string]json.RawMessage `json:"where"`
+	Limit  *int                       `json:"limit"`
+	Fields []string                   `json:"fields"`
+}
+
+type writeArgs struct {
+	ID     string                     `json:"id"`
+	Fields map[string]json.RawMessage `json:"fields"`
+}
+
+// resultRecord is a record as a guest sees it: only the projected fields.
+type resultRecord struct {
+	ID     string                     `json:"id"`
+	Owner  string                     `json:"owner"`
+	Fields map[string]json.RawMessage `json:"fields"`
+}
+
+// errOutside is the one error for a record that is outside the slice or
+// does not exist: the two are indistinguishable to the guest.
+func errOutside(what string) error {
+	return kernel.Errorf(abi.EDENIED, "data: %s is not in this capability's records (or does not exist)", what)
+}
+
+// Invoke performs read, query or write.
+func (k *Kind) Invoke(ctx context.Context, call *kernel.Call) (*kernel.Result, error) {
+	s, ok := call.Scope.(*Scope)
+	if !ok || s == nil {
+		return nil, kernel.Errorf(abi.EINTERNAL, "data: scope is %T, not *data.Scope", call.Scope)
+	}
+	if !s.AllowsOp(call.Op) {
+		if !slices.Contains(allOps, call.Op) {
+			return nil, kernel.Errorf(abi.ENOTSUP, "data: no operation %q", trunc(call.Op))
+		}
+		return nil, kernel.Errorf(abi.EDENIED, "data: operation %s not allowed (ops %v)", call.Op, s.ops)
+	}
+	switch call.Op {
+	case OpRead:
+		var a readArgs
+		if err := decodeArgs(call.Args, &a); err != nil {
+			return nil, err
+		}
+		return k.read(ctx, s, call.Task.Principal, a)
+	case OpQuery:
+		var a queryArgs
+		if err := decodeArgs(call.Args, &a); err != nil {
+			return nil, err
+		}
+		return k.query(ctx, s, call.Task.Principal, a)
+	case OpWrite:
+		var a writeArgs
+		if err := decodeArgs(call.Args, &a); err != nil {
+			return nil, err
+		}
+		return nil, k.write(ctx, s, call.Task.Principal, a)
+	}
+	return nil, kernel.Errorf(abi.ENOTSUP, "data: no operation %q", trunc(call.Op))
+}
+
+func decodeArgs(b []byte, v any) error {
+	if err := abi.DecodeJSON(b, v); err != nil {
+		if errors.Is(err, abi.ErrTooLarge) {
+			return kernel.Errorf(abi.ELIMIT, "data: arguments: %v", err)
+		}
+		return kernel.Errorf(abi.EINVAL, "data: arguments: %v", err)
+	}
+	return nil
+}
+
+// projection returns the fields a call asks for: those named (each must be
+// in the slice, else EDENIED), or nil for every field of the slice.
+func projection(s *Scope, fields []string) ([]string, error) {
+	if fields == nil {
+		return nil, nil
+	}
+	if len(fields) == 0 || len(fields) > MaxListLen {
+		return nil, kernel.Errorf(abi.EINVAL, "data: fields: want 1..%d names", MaxListLen)
+	}
+	var outside []string
+	for _, f := range fields {
+		if !s.AllowsField(f) {
+			outside = append(outside, trunc(f))
+		}
+	}
+	if outside != nil {
+		return nil, kernel.Errorf(abi.EDENIED, "data: fields %v are not in this capability's slice %v", outside, s.Fields())
+	}
+	return fields, nil
+}
+
+// checker decides whether records are within a scope's rules for one
+// principal, caching relation lookups.
+type checker struct {
+	ctx       context.Context
+	q         querier
+	s         *Scope
+	principal string
+	rel       map[string]map[string]bool // relation -> objects
+}
+
+func (c *checker) allows(r Record) (bool, error) {
+	for _, ru := range c.s.rules {
+		switch ru.kind {
+		case ruleOwn:
+			if c.principal == "" || r.Owner != c.principal {
+				return false, nil
+			}
+		case ruleRelation:
+			objs, err := c.related(ru.relation)
+			if err != nil {
+				return false, err
+			}
+			if !objs[r.Owner] {
+				return false, nil
+			}
+		case ruleOwners:
+			if _, ok := slices.BinarySearch(ru.list, r.Owner); !ok {
+				return false, nil
+			}
+		case ruleIDs:
+			if _, ok := slices.BinarySearch(ru.list, r.ID); !ok {
+				return false, nil
+			}
+		default:
+			return false, fmt.Errorf("data: unknown rule %q", ru.kind)
+		}
+	}
+	return true, nil
+}
+
+func (c *checker) related(relation string) (map[string]bool, error) {
+	if m, ok := c.rel[relation]; ok {
+		return m, nil
+	}
+	m := map[string]bool{}
+	if c.principal != "" {
+		objs, err := related(c.ctx, c.q, c.principal, relation)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			m[o] = true
+		}
+	}
+	if c.rel == nil {
+		c.rel = map[string]map[string]bool{}
+	}
+	c.rel[relation] = m
+	return m, nil
+}
+
+// candidates returns the records that may be within the scope, sorted by
+// id: a superset of what the rules allow, drawn by the most selective
+// rule. The caller filters them with checker.allows.
+func (c *checker) candidates() ([]Record, error) {
+	col := c.s.collection
+	var ids, owners []string
+	haveIDs, haveOwners := false, false
+	for _, ru := range c.s.rules {
+		switch ru.kind {
+		case ruleIDs:
+			ids, haveIDs = intersect(ids, ru.list, haveIDs), true
+		case ruleOwners:
+			owners, haveOwners = intersect(owners, ru.list, haveOwners), true
+		case ruleOwn:
+			owners, haveOwners = intersect(owners, []string{c.principal}, haveOwners), true
+		}
+	}
+	if !haveIDs && !haveOwners {
+		// Only relation rules: the owners are the related principals.
+		for _, ru := range c.s.rules {
+			if ru.kind == ruleRelation {
+				m, err := c.related(ru.relation)
+				if err != nil {
+					return nil, err
+				}
+				l := make([]string, 0, len(m))
+				for o := range m {
+					l = append(l, o)
+				}
+				sort.Strings(l)
+				owners, haveOwners = intersect(owners, l, haveOwners), true
+			}
+		}
+	}
+	var out []Record
+	switch {
+	case haveIDs:
+		for _, id := range ids {
+			r, ok, err := getRecord(c.ctx, c.q, col, id)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, r)
+			}
+		}
+	case haveOwners:
+		for _, o := range owners {
+			rs, err := selectRecords(c.ctx, c.q, `SELECT id, owner, fields, labels FROM records WHERE collection = ? AND owner = ? ORDER BY id`, col, o)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rs...)
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	default:
+		return nil, errors.New("data: a scope without a record rule")
+	}
+	return out, nil
+}
+
+// intersect intersects two sorted lists; when have is false, a is unset
+// and b is returned.
+func intersect(a, b []string, have bool) []string {
+	if !have {
+		return slices.Clone(b)
+	}
+	var out []string
+	for _, v := range a {
+		if _, ok := slices.BinarySearch(b, v); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// project returns r with only the fields the scope (and the request, when
+// want is not nil) allows, and the union of their labels.
+func project(s *Scope, r Record, want []string) (resultRecord, []string) {
+	out := resultRecord{ID: r.ID, Owner: r.Owner, Fields: map[string]json.RawMessage{}}
+	var conf []string
+	for f, v := range r.Fields {
+		if !s.AllowsField(f) || (want != nil && !slices.Contains(want, f)) {
+			continue
+		}
+		out.Fields[f] = v
+		conf = append(conf, r.Labels[f]...)
+	}
+	return out, conf
+}
+
+func (k *Kind) read(ctx context.Context, s *Scope, principal string, a readArgs) (*kernel.Result, error) {
+	if (a.ID == nil) == (a.Owner == nil) {
+		return nil, kernel.Errorf(abi.EINVAL, `data: read: set exactly one of "id" and "owner"`)
+	}
+	want, err := projection(s, a.Fields)
+	if err != nil {
+		return nil, err
+	}
+	st, err := k.getStore()
+	if err != nil {
+		return nil, err
+	}
+	c := &checker{ctx: ctx, q: st.db, s: s, principal: principal}
+	var found *Record
+	if a.ID != nil {
+		r, ok, err := getRecord(ctx, st.db, s.collection, *a.ID)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			if allowed, err := c.allows(r); err != nil {
+				return nil, err
+			} else if allowed {
+				found = &r
+			}
+		}
+		if found == nil {
+			return nil, errOutside(fmt.Sprintf("record %q", trunc(*a.ID)))
+		}
+	} else {
+		rs, err := selectRecords(ctx, st.db, `SELECT id, owner, fields, labels FROM records WHERE collection = ? AND owner = ? ORDER BY id`, s.collection, *a.Owner)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rs {
+			allowed, err := c.allows(r)
+			if err != nil {
+				return nil, err
+			}
+			if allowed {
+				found = &r
+				break
+			}
+		}
+		if found == nil {
+			return nil, errOutside(fmt.Sprintf("a record of owner %q", trunc(*a.Owner)))
+		}
+	}
+	rec, conf := project(s, *found, want)
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	return &kernel.Result{Data: b, Label: kernel.NewLabel(conf, []string{"data:" + s.collection})}, nil
+}
+
+func (k *Kind) query(ctx context.Context, s *Scope, principal string, a queryArgs) (*kernel.Result, error) {
+	limit := DefaultQueryLimit
+	if a.Limit != nil {
+		if *a.Limit < 1 || *a.Limit > MaxQueryLimit {
+			return nil, kernel.Errorf(abi.EINVAL, "data: query: limit must be 1..%d", MaxQueryLimit)
+		}
+		limit = *a.Limit
+	}
+	if len(a.Where) > MaxWhere {
+		return nil, kernel.Errorf(abi.EINVAL, "data: query: %d conditions (max %d)", len(a.Where), MaxWhere)
+	}
+	// A condition on a field outside the slice would be an oracle for its
+	// value: refused like reading it.
+	where := make(map[string]string, len(a.Where))
+	var outside []string
+	for f, v := range a.Where {
+		if !s.AllowsField(f) {
+			outside = append(outside, trunc(f))
+			continue
+		}
+		c, err := canonValue(v)
+		if err != nil {
+			return nil, kernel.Errorf(abi.EINVAL, "data: query: where %s: %v", trunc(f), err)
+		}
+		where[f] = string(c)
+	}
+	if outside != nil {
+		sort.Strings(outside)
+		return nil, kernel.Errorf(abi.EDENIED, "data: query: fields %v are not in this capability's slice %v", outside, s.Fields())
+	}
+	want, err := projection(s, a.Fields)
+	if err != nil {
+		return nil, err
+	}
+	st, err := k.getStore()
+	if err != nil {
+		return nil, err
+	}
+	c := &checker{ctx: ctx, q: st.db, s: s, principal: principal}
+	cands, err := c.candidates()
+	if err != nil {
+		return nil, err
+	}
+	out := struct {
+		Records   []resultRecord `json:"records"`
+		Truncated bool           `json:"truncated"`
+	}{Records: []resultRecord{}}
+	var conf []string
+	for _, r := range cands {
+		allowed, err := c.allows(r)
+		if err != nil {
+			return nil, err
+		}
+		if !allowed {
+			continue
+		}
+		// Whether a record matches reveals something about its where
+		// fields, returned or not (an empty result too): the result
+		// carries their labels for every record examined.
+		for f := range where {
+			conf = append(conf, r.Labels[f]...)
+		}
+		if !matches(r, where) {
+			continue
+		}
+		if len(out.Records) == limit {
+			out.Truncated = true
+			break
+		}
+		pr, pc := project(s, r, want)
+		out.Records = append(out.Records, pr)
+		conf = append(conf, pc...)
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	return &kernel.Result{Data: b, Label: kernel.NewLabel(conf, []string{"data:" + s.collection})}, nil
+}
+
+func matches(r Record, where map[string]string) bool {
+	for f, v := range where {
+		if got, ok := r.Fields[f]; !ok || string(got) != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (k *Kind) write(ctx context.Context, s *Scope, principal string, a writeArgs) error {
+	if a.ID == "" {
+		return kernel.Errorf(abi.EINVAL, `data: write: "id" is required`)
+	}
+	if len(a.Fields) == 0 || len(a.Fields) > MaxFieldsPerRec {
+		return kernel.Errorf(abi.EINVAL, "data: write: want 1..%d fields", MaxFieldsPerRec)
+	}
+	var outside []string
+	vals := make(map[string]json.RawMessage, len(a.Fields))
+	for f, v := range a.Fields {
+		if !s.AllowsField(f) {
+			outside = append(outside, trunc(f))
+			continue
+		}
+		c, err := canonValue(v)
+		if err != nil {
+			return kernel.Errorf(abi.EINVAL, "data: write: field %s: %v", trunc(f), err)
+		}
+		vals[f] = c
+	}
+	if outside != nil {
+		sort.Strings(outside)
+		return kernel.Errorf(abi.EDENIED, "data: write: fields %v are not in this capability's slice %v", outside, s.Fields())
+	}
+	st, err := k.getStore()
+	if err != nil {
+		return err
+	}
+	return st.update(ctx, s.collection, a.ID, func(q querier, r *Record, ok bool) error {
+		if ok {
+			c := &checker{ctx: ctx, q: q, s: s, principal: principal}
+			allowed, err := c.allows(*r)
+			if err != nil {
+				return err
+			}
+			ok = allowed
+		}
+		if !ok {
+			return errOutside(fmt.Sprintf("record %q", trunc(a.ID)))
+		}
+		var missing []string
+		for f := range vals {
+			if _, has := r.Fields[f]; !has {
+				missing = append(missing, f)
+			}
+		}
+		if missing != nil {
+			sort.Strings(missing)
+			return kernel.Errorf(abi.EDENIED, "data: write: record %q has no fields %v (a write only updates existing fields)", trunc(a.ID), missing)
+		}
+		size := 0
+		for f, v := range vals {
+			r.Fields[f] = v
+		}
+		for f, v := range r.Fields {
+			size += len(f) + len(v)
+		}
+		if size > MaxRecordBytes {
+			return kernel.Errorf(abi.ELIMIT, "data: write: the record would be %d bytes (max %d)", size, MaxRecordBytes)
+		}
+		return nil
+	})
+}

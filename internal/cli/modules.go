@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/manifest"
+	"github.com/mandatevm/mandate/sandbox"
+)
+
+var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// moduleSet is the run's kernel.ModuleResolver: the modules its spawn
+// capabilities name, built and compiled before the run starts, by digest.
+type moduleSet struct {
+	mods map[string]sandbox.Module
+	root sandbox.Module
+}
+
+var _ kernel.ModuleResolver = (*moduleSet)(nil)
+
+// Module implements kernel.ModuleResolver.
+func (s *moduleSet) Module(_ context.Context, digest string) (sandbox.Module, error) {
+	m, ok := s.mods[digest]
+	if !ok {
+		return nil, fmt.Errorf("module %s is not one this run's manifest names", digest)
+	}
+	return m, nil
+}
+
+func newModuleSet() *moduleSet { return &moduleSet{mods: map[string]sandbox.Module{}} }
+
+// setRoot adds the root task's module, so a task may spawn its own kind.
+func (s *moduleSet) setRoot(m sandbox.Module) {
+	s.root = m
+	if _, ok := s.mods[m.Digest()]; !ok {
+		s.mods[m.Digest()] = m
+	}
+}
+
+// close releases the modules the set compiled (not the root's, which the
+// run closes).
+func (s *moduleSet) close(ctx context.Context) {
+	for _, m := range s.mods {
+		if m != s.root {
+			m.Close(ctx)
+		}
+	}
+}
+
+// resolveSpawnModules rewrites the modules of every cap "spawn" block:
+// an entry that is a path (relative to the manifest) of a .wasm file or a
+// Go guest directory is built or read, compiled, and replaced by its
+// digest, so the kind sees digests only. An entry that is already a digest
+// must be the digest of a module named elsewhere in the manifest (the root
+// task's or another entry), since the run can run nothing else.
+func (e *env) resolveSpawnModules(ctx context.Context, m *manifest.Manifest, eng sandbox.Engine, cache string, set *moduleSet, rootDigest string) error {
+	for i := range m.Caps {
+		c := &m.Caps[i]
+		if c.Kind != "spawn" {
+			continue
+		}
+		var spec map[string]any
+		if err := json.Unmarshal(c.Spec, &spec); err != nil {
+			return c.Error(err)
+		}
+		list, _ := spec["modules"].([]any)
+		var digests []any
+		var pinned []string
+		for _, v := range list {
+			s, _ := v.(string)
+			if digestRE.MatchString(strings.ToLower(s)) {
+				pinned = append(pinned, strings.ToLower(s))
+				digests = append(digests, strings.ToLower(s))
+				continue
+			}
+			if s == "" {
+				return c.Error(&kernel.FieldError{Field: "modules", Msg: "an entry is not a string"})
+			}
+			path := s
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(m.Dir, path)
+			}
+			var wasm []byte
+			fi, err := os.Stat(path)
+			if err == nil && fi.IsDir() {
+				wasm, err = buildGuest(ctx, path, false, cache)
+			} else if err == nil {
+				wasm, err = os.ReadFile(path)
+			}
+			if err != nil {
+				return c.Error(&kernel.FieldError{Field: "modules", Msg: fmt.Sprintf("module %s: %v", s, err)})
+			}
+			mod, err := eng.Compile(ctx, wasm)
+			if err != nil {
+				return c.Error(&kernel.FieldError{Field: "modules", Msg: fmt.Sprintf("module %s: %v", s, err)})
+			}
+			set.mods[mod.Digest()] = mod
+			digests = append(digests, mod.Digest())
+		}
+		for _, d := range pinned {
+			if _, ok := set.mods[d]; !ok && d != rootDigest {
+				return c.Error(&kernel.FieldError{Field: "modules", Msg: fmt.Sprintf("%s is not the digest of a module this manifest names; name the module's path instead", d)})
+			}
+		}
+		if list != nil {
+			spec["modules"] = digests
+		}
+		b, err := json.Marshal(spec)
+		if err != nil {
+			return c.Error(err)
+		}
+		c.Spec = b
+	}
+	return nil
+}
