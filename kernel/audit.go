@@ -49,10 +49,13 @@ func (a logAuditor) Record(_ context.Context, ev AuditEvent) error {
 	if ev.Reason != "" {
 		args = append(args, "reason", ev.Reason)
 	}
-	if ev.Decision == Deny {
-		a.logger.Debug("audit: deny", args...)
-	} else {
-		a.logger.Trace("audit: "+string(ev.Decision), args...)
+	switch ev.Decision {
+	case Deny:
+		a.logger.Debug("audit: deny", args...) // the task's logger already warns
+	case Allow:
+		a.logger.Info("audit: allow", args...) // only audited capabilities reach here
+	default:
+		a.logger.Debug("audit: "+string(ev.Decision), args...)
 	}
 	return nil
 }

@@ -100,6 +100,8 @@ type Manifest struct {
 	Entry string
 	// Caps are the cap blocks, in file order.
 	Caps []Cap
+	// Seeds are the records the run imports into the data store first.
+	Seeds []Seed
 
 	limits      kernel.Limits
 	moduleRange hcl.Range
@@ -183,7 +185,33 @@ var taskSchema = &hcl.BodySchema{
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "limits"},
 		{Type: "cap", LabelNames: []string{"kind", "name"}},
+		{Type: "seed", LabelNames: []string{"collection"}},
 	},
+}
+
+var seedSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "file", Required: true}, {Name: "relations"}},
+}
+
+// Seed is a seed block: records the run imports into the data store
+// before it starts (replacing records with the same ids), so an example
+// carries its data with it:
+//
+//	seed "benefits" {
+//	  file      = "data/benefits.json"          # .json or .csv, relative to the manifest
+//	  relations = { manager = "manager_of" }    # optional: FIELD = RELATION edges to derive
+//	}
+type Seed struct {
+	Collection string
+	File       string // absolute
+	Relations  map[string]string
+
+	rng hcl.Range
+}
+
+// Error positions an error about this seed block.
+func (s *Seed) Error(err error) error {
+	return &Error{hcl.Diagnostics{diagErr(s.rng, "seed %q: %v", s.Collection, err)}}
 }
 
 var limitsSchema = &hcl.BodySchema{
@@ -335,11 +363,59 @@ func (p *parser) task(b *hcl.Block) {
 			}
 			seen[name] = blk.LabelRanges[1]
 			p.cap(blk)
+		case "seed":
+			p.seed(blk)
 		}
 	}
 }
 
 var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+func (p *parser) seed(b *hcl.Block) {
+	s := Seed{Collection: b.Labels[0], rng: b.DefRange}
+	if s.Collection == "" {
+		p.add(diagErr(b.LabelRanges[0], "seed collection must not be empty"))
+		return
+	}
+	content, diags := b.Body.Content(seedSchema)
+	p.add(diags...)
+	if diags.HasErrors() {
+		return
+	}
+	a := content.Attributes["file"]
+	f, ok := p.str(a, true)
+	if !ok {
+		return
+	}
+	if !filepath.IsAbs(f) {
+		f = filepath.Join(p.m.Dir, f)
+	}
+	if _, err := os.Stat(f); err != nil {
+		p.add(diagErr(a.Expr.Range(), "seed file: %v", err))
+		return
+	}
+	s.File = f
+	if a, ok := content.Attributes["relations"]; ok {
+		v, vok := p.eval(a.Expr)
+		if !vok {
+			return
+		}
+		if v.IsNull() || !(v.Type().IsObjectType() || v.Type().IsMapType()) {
+			p.add(diagErr(a.Expr.Range(), "relations must be an object of FIELD = \"relation\""))
+			return
+		}
+		s.Relations = map[string]string{}
+		for it := v.ElementIterator(); it.Next(); {
+			k, e := it.Element()
+			if e.IsNull() || e.Type() != cty.String || e.AsString() == "" {
+				p.add(diagErr(a.Expr.Range(), "relation for field %s must be a non-empty string", k.AsString()))
+				return
+			}
+			s.Relations[k.AsString()] = e.AsString()
+		}
+	}
+	p.m.Seeds = append(p.m.Seeds, s)
+}
 
 func (p *parser) module(a *hcl.Attribute, s string) {
 	path := s

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/mandatevm/mandate/caps/data"
+	"github.com/mandatevm/mandate/manifest"
 )
 
 const dataHelp = `Usage: mandate data import FILE.json|FILE.csv --collection NAME [--relation FIELD=RELATION]... [--store PATH]
@@ -132,24 +133,12 @@ func runData(e *env, args []string) int {
 		return e.usageError(c, "unexpected argument %q", pos[1])
 	}
 	file := pos[0]
-	var parse func(*os.File) ([]data.Record, error)
-	switch strings.ToLower(filepath.Ext(file)) {
-	case ".json":
-		parse = func(f *os.File) ([]data.Record, error) { return data.ParseJSON(f) }
-	case ".csv":
-		parse = func(f *os.File) ([]data.Record, error) { return data.ParseCSV(f) }
-	default:
+	if !importable(file) {
 		return e.usageError(c, "%s: want a .json or .csv file", file)
 	}
-	f, err := os.Open(file)
+	recs, err := readRecords(file)
 	if err != nil {
 		e.errorf("%v", err)
-		return exitUsage
-	}
-	recs, err := parse(f)
-	f.Close()
-	if err != nil {
-		e.errorf("%s: %v (nothing imported)", file, err)
 		return exitUsage
 	}
 	st, err := data.Open(path)
@@ -167,6 +156,58 @@ func runData(e *env, args []string) int {
 	}
 	fmt.Fprintf(e.stdout, "imported %d records into %s (%s)\n", n, *collection, path)
 	return exitOK
+}
+
+// importable reports whether file has an extension readRecords reads.
+func importable(file string) bool {
+	ext := strings.ToLower(filepath.Ext(file))
+	return ext == ".json" || ext == ".csv"
+}
+
+// readRecords parses a .json or .csv import file.
+func readRecords(file string) ([]data.Record, error) {
+	parse := data.ParseJSON
+	switch strings.ToLower(filepath.Ext(file)) {
+	case ".json":
+	case ".csv":
+		parse = data.ParseCSV
+	default:
+		return nil, fmt.Errorf("%s: want a .json or .csv file", file)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	recs, err := parse(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v (nothing imported)", file, err)
+	}
+	return recs, nil
+}
+
+// seedStore imports a manifest's seed blocks into the run's data store,
+// each in one transaction, before anything runs.
+func (e *env) seedStore(ctx context.Context, m *manifest.Manifest, state string) error {
+	if len(m.Seeds) == 0 {
+		return nil
+	}
+	st, err := data.Open(dataStorePath(state))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for i := range m.Seeds {
+		s := &m.Seeds[i]
+		recs, err := readRecords(s.File)
+		if err != nil {
+			return s.Error(err)
+		}
+		if _, err := st.Import(ctx, s.Collection, recs, data.ImportOptions{Relations: s.Relations}); err != nil {
+			return s.Error(err)
+		}
+	}
+	return nil
 }
 
 // dataExport prints collection's records as a JSON array.

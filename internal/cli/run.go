@@ -240,6 +240,9 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 	if err := e.resolveSpawnModules(ctx, m, eng, o.cache, modules, digest); err != nil {
 		return e.manifestError(err)
 	}
+	if err := e.seedStore(ctx, m, o.state); err != nil {
+		return e.manifestError(err)
+	}
 	grants, err := m.Grants(k)
 	if err != nil {
 		return e.manifestError(err)

@@ -1,0 +1,17 @@
+# The benefits desk, run for alice: the cap grants "the principal's own
+# benefits record", so the same tool reads alice's record and nobody else's.
+task "benefits-alice" {
+  module    = "guest"
+  principal = "alice"
+
+  seed "benefits" {
+    file = "data/benefits.json"
+  }
+
+  cap "data" "benefits" {
+    collection = "benefits"
+    records    = "own"
+    fields     = ["plan", "dental", "vision", "deductible_left"]
+    ops        = ["read", "query"]
+  }
+}
