@@ -39,6 +39,7 @@ type sites struct {
 	bookings []string // bodies the airline received
 	flights  *httptest.Server
 	airline  *httptest.Server
+	hotels   *httptest.Server
 	pay      *paytest.Provider
 }
 
@@ -63,12 +64,15 @@ func startSites() *sites {
 		s.mu.Unlock()
 		fmt.Fprintf(w, "confirmed %s, PNR ZX81QK\n", r.URL.Query().Get("offer"))
 	}))
+	s.hotels = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "Casa do Largo, %s, 120 USD/night\n", r.URL.Query().Get("city"))
+	}))
 	s.pay = paytest.NewProvider()
 	s.pay.RequireInstrument(cardToken)
 	return s
 }
 
-func (s *sites) close() { s.flights.Close(); s.airline.Close(); s.pay.Close() }
+func (s *sites) close() { s.flights.Close(); s.airline.Close(); s.hotels.Close(); s.pay.Close() }
 
 func main() {
 	stateDir := flag.String("state-dir", "", "where to record the run and keep the data store (default: mandate's state dir)")
@@ -89,7 +93,7 @@ func plan(ctx context.Context, stdout, stderr io.Writer, stateDir string) error 
 	os.Setenv("TRIP_CARD_TOKEN", cardToken)
 
 	args := []string{"run", filepath.Join(dir, "planner.hcl"),
-		"--var", "flights=" + s.flights.URL, "--var", "airline=" + s.airline.URL, "--var", "pay=" + s.pay.URL,
+		"--var", "flights=" + s.flights.URL, "--var", "airline=" + s.airline.URL, "--var", "hotels=" + s.hotels.URL, "--var", "pay=" + s.pay.URL,
 		"--approve", "yes", "--log-level", "warn"}
 	if stateDir != "" {
 		args = append(args, "--state-dir", stateDir)
@@ -114,6 +118,8 @@ func plan(ctx context.Context, stdout, stderr io.Writer, stateDir string) error 
 		"charge F2 (609.00 USD, 37h, 3 stops): refused: EDENIED",
 		"charge F1 (612.00 USD, 11.5h, 1 stops): paid",
 		"booked F1: 200 confirmed F1",
+		"hotel suggestion: Casa do Largo, LIS",
+		"charge hotel.example 120.00 USD: refused: EDENIED",
 	} {
 		if !strings.Contains(out, want) {
 			return fmt.Errorf("the planner's report lacks %q", want)

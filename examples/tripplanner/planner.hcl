@@ -29,6 +29,12 @@ task "trip-planner" {
     paths         = ["/book"]
     allow_private = true
   }
+  cap "net" "hotels" {
+    origin        = var.hotels
+    methods       = ["GET"]
+    paths         = ["/hotels"]
+    allow_private = true
+  }
   cap "pay" "card" {
     provider      = var.pay
     allow_private = true

@@ -100,7 +100,16 @@ func main() {
 		Header: map[string][]string{"Content-Type": {"application/json"}}}))
 	say("booked %s: %d %s", chosen.ID, resp.Status, strings.TrimSpace(string(resp.Body)))
 
-	// 6. The search site cannot receive the passport: the planner has no
-	// way to send it there but through flights, which it does not try.
+	// 6. A hotel to suggest: the token pays airline.example only, so the
+	// planner can look but not pay.
+	hotels := must(mandate.Lookup("hotels"))
+	h := must(mnet.Fetch(hotels, abi.HTTPRequest{Method: "GET", URL: "/hotels?city=LIS"}))
+	say("hotel suggestion: %s", strings.TrimSpace(string(h.Body)))
+	args, _ := json.Marshal(map[string]any{"payee": "hotel.example", "amount": "120.00", "currency": "USD",
+		"offer": map[string]any{"duration_hours": 0, "stops": 0}})
+	if _, err := card.Call("charge", args); err != nil {
+		say("charge hotel.example 120.00 USD: refused: %s", mandate.ErrnoOf(err))
+	}
+
 	mandate.SetResult([]byte(report.String()))
 }
