@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 
@@ -301,39 +300,11 @@ func trunc(s string) string {
 	return s
 }
 
-// decodeStrict decodes one JSON object into v: unknown fields and trailing
-// data are errors, and so is a document over abi.MaxArgLen.
-func decodeStrict(b []byte, v any) error {
-	if len(b) > abi.MaxArgLen {
-		return fmt.Errorf("document of %d bytes exceeds %d", len(b), abi.MaxArgLen)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data after the JSON object")
-	}
-	return nil
-}
-
-func fieldErrorOf(err error) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Field != "" {
-		return &kernel.FieldError{Field: te.Field, Msg: "wrong type: want " + te.Type.String() + ", got " + te.Value}
-	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return &kernel.FieldError{Field: strings.Trim(name, `"`), Msg: "unknown field"}
-	}
-	return fmt.Errorf("data: grant spec: %w", err)
-}
-
 // grant mints a root scope from a spec.
 func grant(spec []byte) (*Scope, error) {
 	var sp grantSpec
-	if err := decodeStrict(spec, &sp); err != nil {
-		return nil, fieldErrorOf(err)
+	if err := kernel.DecodeSpec("data", spec, &sp); err != nil {
+		return nil, err
 	}
 	fe := func(field, format string, args ...any) error {
 		return &kernel.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}

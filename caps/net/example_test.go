@@ -11,7 +11,7 @@ import (
 func Example() {
 	k := net.New()
 	gc := kernel.GrantContext{LookupEnv: func(name string) (string, bool) {
-		return "tok-123456789", name == "FLIGHTS_TOKEN" // the host's secret
+		return "tok-123456789", name == "FLIGHTS_TOKEN" // the host's kernel.Secret
 	}}
 	root, err := k.Grant(gc, []byte(`{
 		"origin": "HTTPS://Flights.Example:443",

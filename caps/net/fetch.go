@@ -229,7 +229,7 @@ func (k *Kind) do(ctx context.Context, s *Scope, method string, u *url.URL, gues
 		req.URL = u // exactly the canonical URL that was checked
 		req.Header = guestHdr.Clone()
 		for _, h := range s.headers {
-			req.Header[h.name] = []string{h.value.get()}
+			req.Header[h.name] = []string{h.value.Value()}
 		}
 		if body.n > 0 {
 			req.ContentLength = body.n
@@ -251,7 +251,7 @@ func (k *Kind) do(ctx context.Context, s *Scope, method string, u *url.URL, gues
 			return abi.HTTPResponse{}, kernel.Errorf(abi.ELIMIT, "net: fetch: more than max_redirects (%d) redirects", s.maxRedirects)
 		}
 		for _, inj := range s.headers {
-			if inj.probe.appearsInString(loc) {
+			if appearsInString(inj.probe, loc) {
 				return abi.HTTPResponse{}, kernel.Errorf(abi.EDENIED, "net: fetch: redirect Location echoes the injected header %s; refused", inj.name)
 			}
 		}
@@ -335,7 +335,7 @@ func (s *Scope) readResponse(ctx context.Context, resp *http.Response) (abi.HTTP
 	n, size := 0, 0
 	for name, vs := range h {
 		for _, inj := range s.headers {
-			if inj.probe.appearsInFold(name) {
+			if appearsInFold(inj.probe, name) {
 				return abi.HTTPResponse{}, kernel.Errorf(abi.EDENIED, "net: fetch: a response header name echoes the injected header %s; refused", inj.name)
 			}
 		}
@@ -343,7 +343,7 @@ func (s *Scope) readResponse(ctx context.Context, resp *http.Response) (abi.HTTP
 			n++
 			size += len(name) + len(v)
 			for _, inj := range s.headers {
-				if inj.probe.appearsInString(v) {
+				if appearsInString(inj.probe, v) {
 					return abi.HTTPResponse{}, kernel.Errorf(abi.EDENIED, "net: fetch: response header %s echoes the injected header %s; refused", name, inj.name)
 				}
 			}
@@ -353,7 +353,7 @@ func (s *Scope) readResponse(ctx context.Context, resp *http.Response) (abi.HTTP
 		return abi.HTTPResponse{}, kernel.Errorf(abi.ELIMIT, "net: fetch: response has %d header values, %d bytes (max %d, %d)", n, size, abi.MaxHeaders, abi.MaxHeaderBytes)
 	}
 	for _, inj := range s.headers {
-		if inj.probe.appearsIn(data) {
+		if appearsIn(inj.probe, data) {
 			return abi.HTTPResponse{}, kernel.Errorf(abi.EDENIED, "net: fetch: response body echoes the injected header %s; refused", inj.name)
 		}
 	}

@@ -713,7 +713,7 @@ func TestGuestAttacks(t *testing.T) {
 	t.Logf("%d results, %d requests reached the granted server; guest run %v, test %v", len(got), len(granted.all()), runTime, time.Since(start))
 }
 
-// redactSecret replaces every case-insensitive occurrence of the secret,
+// redactSecret replaces every case-insensitive occurrence of the kernel.Secret,
 // so a failure message does not spread it.
 func redactSecret(s string) string {
 	low, sec := strings.ToLower(s), strings.ToLower(attackerSecret)

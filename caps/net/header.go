@@ -2,64 +2,41 @@ package net
 
 import (
 	"bytes"
-	"crypto/subtle"
-	"fmt"
 	"net/textproto"
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/mandatevm/mandate/kernel"
 )
 
-// secret holds an injected header's value. The value sits behind a
-// pointer, so printing a scope reflectively (fmt's %+v of the struct) shows
-// an address, not the value; secret itself formats as "[redacted]" under
-// every fmt verb and in JSON.
-type secret struct{ p *string }
-
-func newSecret(v string) secret { return secret{&v} }
-
-func (s secret) get() string {
-	if s.p == nil {
-		return ""
-	}
-	return *s.p
-}
-
-func (secret) String() string               { return "[redacted]" }
-func (secret) GoString() string             { return "[redacted]" }
-func (secret) Format(f fmt.State, _ rune)   { _, _ = f.Write([]byte("[redacted]")) }
-func (secret) MarshalJSON() ([]byte, error) { return []byte(`"[redacted]"`), nil }
-
-func (s secret) equal(o secret) bool {
-	return subtle.ConstantTimeCompare([]byte(s.get()), []byte(o.get())) == 1
-}
-
-func (s secret) appearsIn(b []byte) bool {
-	v := s.get()
+// appearsIn reports whether the secret occurs in b.
+func appearsIn(s kernel.Secret, b []byte) bool {
+	v := s.Value()
 	return v != "" && bytes.Contains(b, []byte(v))
 }
 
 // appearsInFold is appearsInString ignoring case, for header names, which
 // canonicalisation re-cases.
-func (s secret) appearsInFold(t string) bool {
-	v := s.get()
+func appearsInFold(s kernel.Secret, t string) bool {
+	v := s.Value()
 	return v != "" && strings.Contains(strings.ToLower(t), strings.ToLower(v))
 }
 
-func (s secret) appearsInString(t string) bool {
-	v := s.get()
+func appearsInString(s kernel.Secret, t string) bool {
+	v := s.Value()
 	return v != "" && strings.Contains(t, v)
 }
 
 // injected is a header the kernel adds to every request of a scope.
 type injected struct {
-	name  string // canonical MIME form, e.g. "X-Api-Key"
-	value secret // the whole value, prefix included
+	name  string        // canonical MIME form, e.g. "X-Api-Key"
+	value kernel.Secret // the whole value, prefix included
 	// probe is what a response must not contain: the raw secret (without
 	// the prefix) when it is at least minProbeLen bytes, else the whole
 	// value when that is, else nothing (too short to search for without
 	// false alarms).
-	probe secret
+	probe kernel.Secret
 }
 
 // minProbeLen is the shortest secret the response check looks for.
@@ -73,7 +50,7 @@ var methodOverride = map[string]bool{
 }
 
 // rangeHeaders let a guest fetch a response in slices; with an injected
-// secret, slices of an echo would each pass the echo check.
+// kernel.Secret, slices of an echo would each pass the echo check.
 var rangeHeaders = map[string]bool{"Range": true, "If-Range": true}
 
 // hopHeaders are hop-by-hop or framing headers: the transport owns them.

@@ -62,10 +62,10 @@ func TestGrantFull(t *testing.T) {
 	if string(got) != want {
 		t.Errorf("scope JSON\n got %s\nwant %s", got, want)
 	}
-	if v := s.headers[0].value.get(); v != "Bearer "+testSecret {
+	if v := s.headers[0].value.Value(); v != "Bearer "+testSecret {
 		t.Errorf("Authorization value is wrong (len %d)", len(v))
 	}
-	if v := s.headers[1].value.get(); v != "file-"+testSecret {
+	if v := s.headers[1].value.Value(); v != "file-"+testSecret {
 		t.Errorf("X-Api-Key value is wrong (len %d)", len(v))
 	}
 	// The secret shows under no formatting.

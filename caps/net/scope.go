@@ -162,7 +162,7 @@ func (s *Scope) Contains(o kernel.Scope) bool {
 		return false
 	}
 	for _, h := range other.headers {
-		if !slices.ContainsFunc(s.headers, func(p injected) bool { return p.name == h.name && p.value.equal(h.value) }) {
+		if !slices.ContainsFunc(s.headers, func(p injected) bool { return p.name == h.name && p.value.Equal(h.value) }) {
 			return false
 		}
 	}

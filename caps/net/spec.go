@@ -1,11 +1,8 @@
 package net
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"time"
@@ -79,36 +76,6 @@ type narrowReq struct {
 	DropHeaders      []string  `json:"drop_headers"`
 }
 
-// decodeStrict decodes one JSON object into v: unknown fields and trailing
-// data are errors, and so is a document over abi.MaxArgLen.
-func decodeStrict(b []byte, v any) error {
-	if len(b) > abi.MaxArgLen {
-		return fmt.Errorf("document of %d bytes exceeds %d", len(b), abi.MaxArgLen)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data after the JSON object")
-	}
-	return nil
-}
-
-// fieldErrorOf turns a JSON decoding error into a *kernel.FieldError when
-// it concerns one field.
-func fieldErrorOf(err error) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Field != "" {
-		return &kernel.FieldError{Field: te.Field, Msg: "wrong type: want " + te.Type.String() + ", got " + te.Value}
-	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return &kernel.FieldError{Field: strings.Trim(name, `"`), Msg: "unknown field"}
-	}
-	return fmt.Errorf("net: grant spec: %w", err)
-}
-
 // canonMethod validates a method (an RFC 7230 token) and returns it in
 // upper case. CONNECT and TRACE are never allowed: CONNECT is not a fetch,
 // and TRACE echoes the request, injected credentials included, back to
@@ -180,8 +147,8 @@ func parseTimeout(s string) (time.Duration, error) {
 // grant mints a root scope from a spec.
 func grant(g kernel.GrantContext, spec []byte, defTimeout time.Duration) (*Scope, error) {
 	var sp grantSpec
-	if err := decodeStrict(spec, &sp); err != nil {
-		return nil, fieldErrorOf(err)
+	if err := kernel.DecodeSpec("net", spec, &sp); err != nil {
+		return nil, err
 	}
 	fe := func(field, format string, args ...any) error {
 		return &kernel.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
@@ -307,12 +274,12 @@ func readHeader(g kernel.GrantContext, field string, h headerSpec) (injected, er
 		// Say what is wrong without quoting the value.
 		return injected{}, fe(sourceField(h), "the value of header %s has a control character or newline", name)
 	}
-	inj := injected{name: name, value: newSecret(value)}
+	inj := injected{name: name, value: kernel.NewSecret(value)}
 	switch {
 	case len(raw) >= minProbeLen:
-		inj.probe = newSecret(raw)
+		inj.probe = kernel.NewSecret(raw)
 	case len(value) >= minProbeLen:
-		inj.probe = newSecret(value)
+		inj.probe = kernel.NewSecret(value)
 	}
 	return inj, nil
 }

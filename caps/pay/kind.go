@@ -186,7 +186,7 @@ func (k *Kind) Invoke(ctx context.Context, call *kernel.Call) (*kernel.Result, e
 	}
 	// 1. Decode.
 	var a chargeArgs
-	if err := decodeStrict(call.Args, &a); err != nil {
+	if err := abi.DecodeJSON(call.Args, &a); err != nil {
 		if errors.Is(err, abi.ErrTooLarge) {
 			return nil, kernel.Errorf(abi.ELIMIT, "pay: charge: %v", err)
 		}
@@ -289,7 +289,7 @@ func (k *Kind) Invoke(ctx context.Context, call *kernel.Call) (*kernel.Result, e
 
 	// 9. The provider.
 	pr := ProviderRequest{
-		AmountMinor: amount, Currency: currency, Payee: payee, Instrument: s.instrument.get(),
+		AmountMinor: amount, Currency: currency, Payee: payee, Instrument: s.instrument.Value(),
 		IdempotencyKey: "mandate-" + s.ledger.tree.id + "-" + key, Description: a.Description,
 	}
 	if offer != nil {
@@ -357,7 +357,7 @@ func (k *Kind) post(ctx context.Context, s *Scope, pr ProviderRequest) (Provider
 	if err := json.Unmarshal(b, &pr2); err != nil {
 		return ProviderResponse{}, kernel.Errorf(abi.EIO, "pay: the provider's answer is not JSON (HTTP %d)", resp.StatusCode)
 	}
-	inst := s.instrument.get()
+	inst := s.instrument.Value()
 	if pr2.ID == "" || len(pr2.ID) > 255 || strings.Contains(pr2.ID, inst) || strings.Contains(pr2.Status, inst) {
 		return ProviderResponse{}, kernel.Errorf(abi.EIO, "pay: the provider's answer has no usable charge id")
 	}
@@ -372,8 +372,8 @@ func isTimeout(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
-func redact(s string, sec secret) string {
-	if v := sec.get(); v != "" {
+func redact(s string, sec kernel.Secret) string {
+	if v := sec.Value(); v != "" {
 		s = strings.ReplaceAll(s, v, "[redacted]")
 	}
 	return s

@@ -1,36 +1,12 @@
 package pay
 
 import (
-	"crypto/subtle"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"time"
 
 	"github.com/mandatevm/mandate/kernel"
 )
-
-// secret holds the instrument (a card or account token). It formats as
-// "[redacted]" under every fmt verb and in JSON.
-type secret struct{ p *string }
-
-func newSecret(v string) secret { return secret{&v} }
-
-func (s secret) get() string {
-	if s.p == nil {
-		return ""
-	}
-	return *s.p
-}
-
-func (secret) String() string               { return "[redacted]" }
-func (secret) GoString() string             { return "[redacted]" }
-func (secret) Format(f fmt.State, _ rune)   { _, _ = f.Write([]byte("[redacted]")) }
-func (secret) MarshalJSON() ([]byte, error) { return []byte(`"[redacted]"`), nil }
-
-func (s secret) equal(o secret) bool {
-	return subtle.ConstantTimeCompare([]byte(s.get()), []byte(o.get())) == 1
-}
 
 // Scope is what a pay capability allows: charges in one currency to some
 // payees through one provider with one instrument, each at most
@@ -42,7 +18,7 @@ func (s secret) equal(o secret) bool {
 type Scope struct {
 	provider     string // canonical URL, no trailing slash
 	allowPrivate bool
-	instrument   secret
+	instrument   kernel.Secret
 	source       string // where the instrument was read: "env:NAME" or "file:PATH"
 	timeout      time.Duration
 
@@ -165,7 +141,7 @@ func (s *Scope) Contains(o kernel.Scope) bool {
 	if !ok || s == nil || other == nil {
 		return false
 	}
-	if other.provider != s.provider || !other.instrument.equal(s.instrument) ||
+	if other.provider != s.provider || !other.instrument.Equal(s.instrument) ||
 		(other.allowPrivate && !s.allowPrivate) || other.timeout > s.timeout {
 		return false
 	}

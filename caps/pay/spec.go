@@ -1,11 +1,9 @@
 package pay
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"reflect"
 	"slices"
@@ -80,36 +78,6 @@ type narrowReq struct {
 	ApproveAbove *money   `json:"approve_above"`
 }
 
-// decodeStrict decodes one JSON object: unknown fields and trailing data
-// are errors, and so is a document over abi.MaxArgLen.
-func decodeStrict(b []byte, v any) error {
-	if len(b) > abi.MaxArgLen {
-		return fmt.Errorf("%w: document of %d bytes exceeds %d", abi.ErrTooLarge, len(b), abi.MaxArgLen)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data after the JSON object")
-	}
-	return nil
-}
-
-// fieldErrorOf turns a JSON decoding error into a *kernel.FieldError when
-// it concerns one field.
-func fieldErrorOf(err error) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Field != "" {
-		return &kernel.FieldError{Field: te.Field, Msg: "wrong type: got " + te.Value}
-	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return &kernel.FieldError{Field: strings.Trim(name, `"`), Msg: "unknown field"}
-	}
-	return fmt.Errorf("pay: grant spec: %w", err)
-}
-
 // parseProvider validates the provider's base URL: http or https, a host,
 // no userinfo, query or fragment. The path, if any, is kept without a
 // trailing slash; charges go to <provider>/charges.
@@ -173,8 +141,8 @@ func canonPayees(ps []string) ([]string, error) {
 // grant mints a root scope.
 func (k *Kind) grant(g kernel.GrantContext, spec []byte) (*Scope, error) {
 	var sp grantSpec
-	if err := decodeStrict(spec, &sp); err != nil {
-		return nil, fieldErrorOf(err)
+	if err := kernel.DecodeSpec("pay", spec, &sp); err != nil {
+		return nil, err
 	}
 	fe := func(field, format string, args ...any) error {
 		return &kernel.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
@@ -260,46 +228,46 @@ func (k *Kind) grant(g kernel.GrantContext, spec []byte) (*Scope, error) {
 
 // readInstrument reads the instrument token. Errors name the variable or
 // file, never the value.
-func readInstrument(g kernel.GrantContext, src source) (secret, string, error) {
+func readInstrument(g kernel.GrantContext, src source) (kernel.Secret, string, error) {
 	fe := func(sub, format string, args ...any) error {
 		return &kernel.FieldError{Field: "instrument" + sub, Msg: fmt.Sprintf(format, args...)}
 	}
 	var raw, where string
 	switch {
 	case src.Env != "" && src.File != "":
-		return secret{}, "", fe("", "set one of env and file, not both")
+		return kernel.Secret{}, "", fe("", "set one of env and file, not both")
 	case src.Env != "":
 		v, ok := g.Getenv(src.Env)
 		if !ok {
-			return secret{}, "", fe(".env", "environment variable %s is not set", src.Env)
+			return kernel.Secret{}, "", fe(".env", "environment variable %s is not set", src.Env)
 		}
 		raw, where = v, "env:"+src.Env
 	case src.File != "":
 		b, err := g.ReadFile(src.File)
 		if err != nil {
-			return secret{}, "", fe(".file", "cannot read %s: %v", src.File, err)
+			return kernel.Secret{}, "", fe(".file", "cannot read %s: %v", src.File, err)
 		}
 		raw = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
 		where = "file:" + src.File
 	default:
-		return secret{}, "", fe("", "set env or file: where the instrument token is read from")
+		return kernel.Secret{}, "", fe("", "set env or file: where the instrument token is read from")
 	}
 	field := ".env"
 	if src.Env == "" {
 		field = ".file"
 	}
 	if raw == "" {
-		return secret{}, "", fe(field, "the instrument is empty")
+		return kernel.Secret{}, "", fe(field, "the instrument is empty")
 	}
 	if len(raw) > MaxInstrumentLen {
-		return secret{}, "", fe(field, "the instrument is longer than %d bytes", MaxInstrumentLen)
+		return kernel.Secret{}, "", fe(field, "the instrument is longer than %d bytes", MaxInstrumentLen)
 	}
 	for _, c := range []byte(raw) {
 		if c < 0x20 || c == 0x7f {
-			return secret{}, "", fe(field, "the instrument has a control character")
+			return kernel.Secret{}, "", fe(field, "the instrument has a control character")
 		}
 	}
-	return newSecret(raw), where, nil
+	return kernel.NewSecret(raw), where, nil
 }
 
 // narrow returns the scope req asks for within parent: EINVAL for a
@@ -308,7 +276,7 @@ func readInstrument(g kernel.GrantContext, src source) (secret, string, error) {
 // charges also counts against the parent (and its ancestors).
 func (k *Kind) narrow(parent *Scope, req []byte) (*Scope, error) {
 	var r narrowReq
-	if err := decodeStrict(req, &r); err != nil {
+	if err := abi.DecodeJSON(req, &r); err != nil {
 		if errors.Is(err, abi.ErrTooLarge) {
 			return nil, kernel.Errorf(abi.ELIMIT, "pay: narrowing request: %v", err)
 		}

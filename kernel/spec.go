@@ -1,0 +1,29 @@
+package kernel
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/mandatevm/mandate/guest-sdk/abi"
+)
+
+// DecodeSpec decodes a grant spec (a cap block as JSON) strictly into v:
+// unknown fields, trailing data and documents over abi.MaxArgLen are
+// errors. An error about one field is a *FieldError naming it, so the
+// manifest can point at that attribute; kind prefixes other errors.
+func DecodeSpec(kind string, spec []byte, v any) error {
+	err := abi.DecodeJSON(spec, v)
+	if err == nil {
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return &FieldError{Field: te.Field, Msg: "wrong type: got " + te.Value}
+	}
+	if _, after, ok := strings.Cut(err.Error(), "json: unknown field "); ok {
+		return &FieldError{Field: strings.Trim(after, `"`), Msg: "unknown field"}
+	}
+	return fmt.Errorf("%s: grant spec: %w", kind, err)
+}
