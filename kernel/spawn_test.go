@@ -82,8 +82,9 @@ func TestSpawnChildGetsOnlyWhatIsPassed(t *testing.T) {
 		t.Fatalf("spawn/wait: %v", got)
 	}
 	// The child saw its input, a level-2 test capability (narrowed from
-	// the parent's 5), and no spawn capability: it was not passed.
-	if want := "input=hello level=2 spawner=ENOTFOUND"; got["result"] != want {
+	// the parent's 5), and no spawn capability: it was not passed. Asking
+	// for the parent's level back was refused.
+	if want := "input=hello level=2 spawner=ENOTFOUND widen=EDENIED"; got["result"] != want {
 		t.Fatalf("child result %q, want %q", got["result"], want)
 	}
 	if got["wait_again"] != "ESUCCESS" {

@@ -11,8 +11,11 @@ import (
 
 func main() {
 	in, _ := mandate.InputBytes()
-	level := "none"
+	level, widen := "none", "none"
 	if c, err := mandate.Lookup("test"); err == nil {
+		// Asking for more than it was given: level 5 is the parent's.
+		_, err := c.Derive(map[string]any{"level": 5})
+		widen = mandate.ErrnoOf(err).String()
 		if b, err := c.Call("level", nil); err == nil {
 			v, _ := b.Bytes()
 			level = string(v)
@@ -21,5 +24,5 @@ func main() {
 		}
 	}
 	_, err := mandate.Lookup("spawner")
-	mandate.SetResult([]byte(fmt.Sprintf("input=%s level=%s spawner=%s", in, level, mandate.ErrnoOf(err))))
+	mandate.SetResult([]byte(fmt.Sprintf("input=%s level=%s spawner=%s widen=%s", in, level, mandate.ErrnoOf(err), widen)))
 }
