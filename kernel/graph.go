@@ -21,8 +21,10 @@ type GraphTask struct {
 	Module    string    `json:"module"`
 	State     TaskState `json:"state"`
 	Label     Label     `json:"label"`
-	Denials   int       `json:"denials"`
-	Error     string    `json:"error,omitempty"`
+	// Clearance is the most the task may hold; null when unbounded.
+	Clearance *Label `json:"clearance"`
+	Denials   int    `json:"denials"`
+	Error     string `json:"error,omitempty"`
 }
 
 // GraphCap is a capability node.
@@ -53,7 +55,7 @@ func (k *Kernel) Graph() Graph {
 		t.mu.Lock()
 		gt := GraphTask{
 			ID: t.id, Principal: t.principal, Module: t.module,
-			State: t.state, Label: t.label, Denials: t.denials,
+			State: t.state, Label: t.label, Denials: t.denials, Clearance: t.clearance,
 		}
 		if t.parent != nil {
 			gt.Parent = t.parent.id

@@ -116,6 +116,9 @@ func (c *Call) Blob(h abi.Handle) (*Blob, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkSpliced(c.cap, b); err != nil {
+		return nil, err
+	}
 	c.spliced = append(c.spliced, b)
 	return b, nil
 }

@@ -113,7 +113,10 @@ func (t *Task) invoke(ctx context.Context, h abi.Handle, op []byte, args []byte)
 		cap:    c,
 	}
 	var res *Result
-	err = t.constrain(ctx, c, call)
+	err = t.checkSink(c)
+	if err == nil {
+		err = t.constrain(ctx, c, call)
+	}
 	if err == nil {
 		res, err = invokeGuarded(ctx, c.kind, call)
 	}
@@ -137,7 +140,7 @@ func (t *Task) invoke(ctx context.Context, h abi.Handle, op []byte, args []byte)
 		return 0, t.fail("call:"+kop, Errorf(abi.ELIMIT, "result of %d bytes exceeds %d", len(res.Data), abi.MaxBlobLen))
 	}
 	b := newBlobOwned(res.Data, res.Label.Join(t.Label()))
-	bh, err := t.table.InsertBlob(b)
+	bh, err := t.hold(b)
 	if err != nil {
 		return 0, t.deny(ctx, c, "call:"+kop, err)
 	}
@@ -295,6 +298,9 @@ func (t *Task) ReadBlob(ctx context.Context, h abi.Handle, offset uint32, p []by
 	if err != nil {
 		return 0, t.deny(ctx, nil, "blob_read", err)
 	}
+	if err := t.mayHold(b.label); err != nil {
+		return 0, t.deny(ctx, nil, "blob_read", err)
+	}
 	if int64(offset) > int64(b.Len()) {
 		return 0, t.fail("blob_read", Errorf(abi.EINVAL, "offset %d past the blob's %d bytes", offset, b.Len()))
 	}
@@ -333,7 +339,7 @@ func (t *Task) InputHandle(ctx context.Context) (abi.Handle, error) {
 	if t.input == nil {
 		return 0, t.fail("task_input", Errorf(abi.ENOTFOUND, "the task has no input"))
 	}
-	h, err := t.table.InsertBlob(t.input)
+	h, err := t.hold(t.input)
 	if err != nil {
 		return 0, t.fail("task_input", err)
 	}

@@ -61,7 +61,7 @@ func (t *Task) Spawn(ctx context.Context, h abi.Handle, req []byte) (abi.Handle,
 	}
 	child, err := t.spawn(ctx, sc, scope, req)
 	if err != nil {
-		if e := ErrnoOf(err); e == abi.EDENIED || e == abi.EREVOKED || e == abi.EBADHANDLE || e == abi.EWRONGTYPE || e == abi.EAPPROVAL || e == abi.ELIMIT {
+		if e := ErrnoOf(err); e == abi.EDENIED || e == abi.EREVOKED || e == abi.EBADHANDLE || e == abi.EWRONGTYPE || e == abi.EAPPROVAL || e == abi.ELIMIT || e == abi.EFLOW {
 			return 0, t.deny(ctx, sc, op, err)
 		}
 		return 0, t.fail(op, err)
@@ -137,9 +137,23 @@ func (t *Task) spawn(ctx context.Context, sc *Cap, scope SpawnScope, raw []byte)
 		return nil, err
 	}
 	child.label = t.Label()
+	child.clearance = t.clearance
+	if r.Clearance != nil {
+		want := NewLabel(*r.Clearance, nil)
+		if pc, bounded := t.Clearance(); bounded && !want.CanFlowTo(pc) {
+			return nil, flowErr("the child's clearance", want, pc, "its parent's clearance")
+		}
+		child.clearance = &want
+	}
+	if err := child.mayHold(child.label); err != nil {
+		return nil, Errorf(abi.EFLOW, "spawn: the child would start at its parent's label, above its clearance: %v", err)
+	}
 	if r.Input != 0 {
 		in, err := t.table.GetBlob(r.Input)
 		if err != nil {
+			return nil, err
+		}
+		if err := child.mayHold(in.label); err != nil {
 			return nil, err
 		}
 		child.input = in
@@ -238,7 +252,7 @@ func (t *Task) WaitChild(ctx context.Context, th abi.Handle) (abi.Handle, error)
 		return 0, nil
 	}
 	b := newBlobOwned(res.data, res.label.Join(child.Label()))
-	h, err := t.table.InsertBlob(b)
+	h, err := t.hold(b)
 	if err != nil {
 		return 0, t.fail(op, err)
 	}

@@ -80,6 +80,8 @@ type TaskSpec struct {
 	Input     []byte
 	// InputLabel labels the input blob.
 	InputLabel Label
+	// Clearance bounds what the task may ever hold; nil means unbounded.
+	Clearance *Label
 }
 
 // Task is one WebAssembly instance with its own capability table.
@@ -104,15 +106,17 @@ type Task struct {
 	// a method value each time.
 	resolveBlob func(abi.Handle) (*Blob, error)
 
-	mu       sync.Mutex
-	names    map[string]*Cap // root grants by name; protected by mu
-	label    Label           // join of everything read; protected by mu
-	result   *Blob           // protected by mu
-	lastErr  string          // reason of the last failed call; protected by mu
-	denials  int             // protected by mu
-	children int             // tasks spawned by this one; protected by mu
-	state    TaskState       // protected by mu
-	err      error           // protected by mu
+	mu      sync.Mutex
+	names   map[string]*Cap // root grants by name; protected by mu
+	label   Label           // join of everything read; protected by mu
+	result  *Blob           // protected by mu
+	lastErr string          // reason of the last failed call; protected by mu
+	denials int             // protected by mu
+	// clearance bounds the label; nil: unbounded. Immutable after start.
+	clearance *Label
+	children  int       // tasks spawned by this one; protected by mu
+	state     TaskState // protected by mu
+	err       error     // protected by mu
 }
 
 // ID is unique within the kernel, e.g. "t1".
@@ -233,8 +237,15 @@ func (k *Kernel) newTask(spec TaskSpec, parent *Task) (*Task, error) {
 	t.logger = k.logger.Named("task").With("task", id, "principal", spec.Principal, "module", t.module)
 	t.stdout = newOutputWriter("stdout", t.logger, limits.MaxOutput)
 	t.stderr = newOutputWriter("stderr", t.logger, limits.MaxOutput)
+	if spec.Clearance != nil {
+		c := *spec.Clearance
+		t.clearance = &c
+	}
 	if spec.Input != nil {
 		t.input = NewBlob(spec.Input, spec.InputLabel)
+		if err := t.mayHold(t.input.label); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }

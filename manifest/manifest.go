@@ -102,6 +102,8 @@ type Manifest struct {
 	Caps []Cap
 	// Seeds are the records the run imports into the data store first.
 	Seeds []Seed
+	// Clearance bounds what the task may ever hold; nil: unbounded.
+	Clearance *kernel.Label
 
 	limits      kernel.Limits
 	moduleRange hcl.Range
@@ -168,7 +170,7 @@ func diagErr(rng hcl.Range, format string, args ...any) *hcl.Diagnostic {
 // implemented, so a manifest that relies on them never runs without them.
 var (
 	kernelAttrs   = map[string]bool{"audit": true}
-	reservedAttrs = map[string]bool{"label": true, "clearance": true}
+	reservedAttrs = map[string]bool{"label": true}
 )
 
 var rootSchema = &hcl.BodySchema{
@@ -181,6 +183,7 @@ var taskSchema = &hcl.BodySchema{
 		{Name: "digest"},
 		{Name: "principal", Required: true},
 		{Name: "entry"},
+		{Name: "clearance"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "limits"},
@@ -341,6 +344,17 @@ func (p *parser) task(b *hcl.Block) {
 	if a, ok := content.Attributes["entry"]; ok {
 		if s, ok := p.str(a, true); ok {
 			m.Entry = s
+		}
+	}
+	if a, ok := content.Attributes["clearance"]; ok {
+		if v, ok := p.eval(a.Expr); ok {
+			tags, err := stringOrList(v)
+			if err != nil && !(v.Type().IsTupleType() && v.LengthInt() == 0) {
+				p.add(diagErr(a.Expr.Range(), "clearance must be a list of confidentiality tags, e.g. [\"pii:alice\"]"))
+			} else {
+				l := kernel.NewLabel(tags, nil)
+				m.Clearance = &l
+			}
 		}
 	}
 

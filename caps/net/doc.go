@@ -40,6 +40,9 @@
 //	timeout             duration  "30s"       whole fetch, redirects and body (<= 1h)
 //	max_redirects       int       5           in-scope redirects followed (<= 20)
 //	allow_private       bool      false       may dial loopback/private/link-local...
+//	clearance           []string  []          confidentiality tags that may be sent here (a sink):
+//	                                          the calling task's label and every spliced blob must
+//	                                          flow to it, else EFLOW; [] is public data only
 //	headers             []object  []          injected headers (<= 16), below
 //
 // A size is a number of bytes or a string such as "64KiB" or "10MB"

@@ -24,7 +24,8 @@ type Scope struct {
 	timeout      time.Duration
 	maxRedirects int
 	allowPrivate bool
-	headers      []injected // sorted by name
+	clearance    kernel.Label // what may be sent: confidentiality tags only
+	headers      []injected   // sorted by name
 	// reserved are the header names a guest may not set: every header
 	// injected here or by an ancestor (a header dropped by narrowing stays
 	// reserved, so dropping it never lets the guest supply its own).
@@ -54,6 +55,10 @@ func (s *Scope) Timeout() time.Duration { return s.timeout }
 
 // MaxRedirects is how many in-scope redirects a fetch follows.
 func (s *Scope) MaxRedirects() int { return s.maxRedirects }
+
+// SinkClearance implements kernel.Sink: the confidentiality tags that may
+// flow to this origin (none by default: public data only).
+func (s *Scope) SinkClearance() (kernel.Label, bool) { return s.clearance, true }
 
 // AllowPrivate reports whether private, loopback and link-local addresses
 // may be dialed.
@@ -89,6 +94,7 @@ type scopeJSON struct {
 	AllowPrivate     bool     `json:"allow_private"`
 	Headers          []string `json:"headers"`
 	ReservedHeaders  []string `json:"reserved_headers"`
+	Clearance        []string `json:"clearance"`
 }
 
 // MarshalJSON renders the scope without secrets:
@@ -109,6 +115,7 @@ func (s *Scope) MarshalJSON() ([]byte, error) {
 		AllowPrivate:     s.allowPrivate,
 		Headers:          nonNil(s.HeaderNames()),
 		ReservedHeaders:  nonNil(s.ReservedHeaders()),
+		Clearance:        nonNil(s.clearance.Conf()),
 	})
 }
 
@@ -159,6 +166,9 @@ func (s *Scope) Contains(o kernel.Scope) bool {
 		return false
 	}
 	if other.allowPrivate && !s.allowPrivate {
+		return false
+	}
+	if !other.clearance.CanFlowTo(s.clearance) {
 		return false
 	}
 	for _, h := range other.headers {

@@ -48,6 +48,7 @@ type grantSpec struct {
 	Timeout          *string      `json:"timeout"`
 	MaxRedirects     *int         `json:"max_redirects"`
 	AllowPrivate     *bool        `json:"allow_private"`
+	Clearance        []string     `json:"clearance"`
 	Headers          []headerSpec `json:"headers"`
 }
 
@@ -73,6 +74,7 @@ type narrowReq struct {
 	Timeout          *string   `json:"timeout"`
 	MaxRedirects     *int      `json:"max_redirects"`
 	AllowPrivate     *bool     `json:"allow_private"`
+	Clearance        []string  `json:"clearance"`
 	DropHeaders      []string  `json:"drop_headers"`
 }
 
@@ -171,6 +173,9 @@ func grant(g kernel.GrantContext, spec []byte, defTimeout time.Duration) (*Scope
 	s.origin = o
 	if sp.AllowPrivate != nil {
 		s.allowPrivate = *sp.AllowPrivate
+	}
+	if sp.Clearance != nil {
+		s.clearance = kernel.NewLabel(sp.Clearance, nil)
 	}
 	if !s.allowPrivate {
 		if why := privateHost(o); why != "" {
@@ -392,6 +397,13 @@ func narrow(parent *Scope, req []byte) (*Scope, error) {
 			widen = append(widen, "allow_private true but the capability forbids private addresses")
 		}
 		child.allowPrivate = *r.AllowPrivate
+	}
+	if r.Clearance != nil {
+		c := kernel.NewLabel(r.Clearance, nil)
+		if !c.CanFlowTo(parent.clearance) {
+			widen = append(widen, fmt.Sprintf("clearance %v exceeds %v", c.Conf(), parent.clearance.Conf()))
+		}
+		child.clearance = c
 	}
 	if r.DropHeaders != nil {
 		drop := make([]string, 0, len(r.DropHeaders))

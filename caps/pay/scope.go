@@ -28,7 +28,8 @@ type Scope struct {
 	budget       int64    // minor units; -1: none
 	maxUses      int64    // -1: none
 	expires      time.Time
-	approveAbove int64 // minor units; -1: never ask
+	approveAbove int64        // minor units; -1: never ask
+	clearance    kernel.Label // confidentiality a charge may carry to the provider
 
 	ledger *ledger
 }
@@ -58,6 +59,11 @@ func (s *Scope) MaxUses() int64 { return s.maxUses }
 // Expires returns when the capability expires; the zero time for never.
 func (s *Scope) Expires() time.Time { return s.expires }
 
+// SinkClearance implements kernel.Sink: a charge sends its details to the
+// provider, so the charging task's label must flow to this (public data
+// only unless the grant says otherwise).
+func (s *Scope) SinkClearance() (kernel.Label, bool) { return s.clearance, true }
+
 // ApproveAbove returns the amount above which a charge needs approval, in
 // minor units, or -1 for never.
 func (s *Scope) ApproveAbove() int64 { return s.approveAbove }
@@ -79,6 +85,7 @@ type scopeJSON struct {
 	MaxUses      *int64   `json:"max_uses"`
 	Expires      *string  `json:"expires"`
 	ApproveAbove *string  `json:"approve_above"`
+	Clearance    []string `json:"clearance"`
 }
 
 // MarshalJSON renders the scope without the instrument (only where it was
@@ -102,6 +109,10 @@ func (s *Scope) MarshalJSON() ([]byte, error) {
 		Provider: s.provider, AllowPrivate: s.allowPrivate, Instrument: s.source,
 		Timeout: s.timeout.String(), Payees: slices.Clone(s.payees), Currency: s.currency,
 		MaxAmount: *money(s.maxAmount), Budget: money(s.budget), ApproveAbove: money(s.approveAbove),
+		Clearance: s.clearance.Conf(),
+	}
+	if j.Clearance == nil {
+		j.Clearance = []string{}
 	}
 	if j.Payees == nil {
 		j.Payees = []string{}
@@ -158,6 +169,9 @@ func (s *Scope) Contains(o kernel.Scope) bool {
 		return false
 	}
 	if !s.expires.IsZero() && (other.expires.IsZero() || other.expires.After(s.expires)) {
+		return false
+	}
+	if !other.clearance.CanFlowTo(s.clearance) {
 		return false
 	}
 	return other.ledger != nil && s.ledger != nil && other.ledger.within(s.ledger)

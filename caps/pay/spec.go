@@ -65,6 +65,7 @@ type grantSpec struct {
 	MaxUses      *int64   `json:"max_uses"`
 	Expires      *string  `json:"expires"`
 	ApproveAbove *money   `json:"approve_above"`
+	Clearance    []string `json:"clearance"`
 }
 
 // narrowReq is a cap_derive request; absent fields keep the parent's.
@@ -76,6 +77,7 @@ type narrowReq struct {
 	MaxUses      *int64   `json:"max_uses"`
 	Expires      *string  `json:"expires"`
 	ApproveAbove *money   `json:"approve_above"`
+	Clearance    []string `json:"clearance"`
 }
 
 // parseProvider validates the provider's base URL: http or https, a host,
@@ -211,6 +213,9 @@ func (k *Kind) grant(g kernel.GrantContext, spec []byte) (*Scope, error) {
 	if err := amt("approve_above", sp.ApproveAbove, &s.approveAbove); err != nil {
 		return nil, err
 	}
+	if sp.Clearance != nil {
+		s.clearance = kernel.NewLabel(sp.Clearance, nil)
+	}
 	if sp.MaxUses != nil {
 		if *sp.MaxUses < 0 {
 			return nil, fe("max_uses", "must not be negative")
@@ -342,6 +347,13 @@ func (k *Kind) narrow(parent *Scope, req []byte) (*Scope, error) {
 	}
 	if err := limit("approve_above", r.ApproveAbove, parent.approveAbove, &child.approveAbove); err != nil {
 		return nil, err
+	}
+	if r.Clearance != nil {
+		c := kernel.NewLabel(r.Clearance, nil)
+		if !c.CanFlowTo(parent.clearance) {
+			widen = append(widen, fmt.Sprintf("clearance %v exceeds %v", c.Conf(), parent.clearance.Conf()))
+		}
+		child.clearance = c
 	}
 	if r.MaxUses != nil {
 		if *r.MaxUses < 0 {

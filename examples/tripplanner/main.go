@@ -108,8 +108,13 @@ func plan(ctx context.Context, stdout, stderr io.Writer, stateDir string) error 
 		graphArgs = append(graphArgs, "--state-dir", stateDir)
 	}
 	fmt.Fprintf(stdout, "\n== mandate graph\n")
-	if code := cli.Main(graphArgs, nil, stdout, stderr); code != 0 {
+	var graph bytes.Buffer
+	if code := cli.Main(graphArgs, nil, io.MultiWriter(stdout, &graph), stderr); code != 0 {
 		return fmt.Errorf("mandate graph exited %d", code)
+	}
+	// The graph shows the finder cleared for public data only.
+	if !strings.Contains(graph.String(), "    t2  principal=alice") || !strings.Contains(graph.String(), "clearance={}") {
+		return fmt.Errorf("the graph does not show the finder's public clearance")
 	}
 
 	// Check the story.

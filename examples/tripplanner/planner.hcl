@@ -27,6 +27,7 @@ task "trip-planner" {
     origin        = var.airline
     methods       = ["POST"]
     paths         = ["/book"]
+    clearance     = ["pii:alice"] # the one sink the passport may reach
     allow_private = true
   }
   cap "net" "hotels" {

@@ -248,6 +248,11 @@ type SpawnRequest struct {
 	// the parent may give (its own limits, within the spawn capability's).
 	Memory  Size   `json:"memory,omitempty"`
 	Timeout string `json:"timeout,omitempty"`
+	// Clearance is the confidentiality tags the child may ever hold; nil
+	// means the parent's clearance, an empty list public data only. It
+	// must be within the parent's, and the parent's current label must
+	// flow to it (a child starts at its parent's label).
+	Clearance *[]string `json:"clearance,omitempty"`
 }
 
 // SpawnCap is one capability passed to a child.

@@ -168,6 +168,9 @@ func renderText(w io.Writer, r *Record) error {
 		if !x.Label.IsZero() {
 			fmt.Fprintf(&b, "  label=%s", x.Label)
 		}
+		if x.Clearance != nil {
+			fmt.Fprintf(&b, "  clearance={%s}", strings.Join(x.Clearance.Conf(), ","))
+		}
 		b.WriteString("\n")
 		if x.Error != "" {
 			fmt.Fprintf(&b, "%s  error: %s\n", indent(depth), oneLine(x.Error))

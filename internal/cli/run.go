@@ -260,6 +260,7 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 		Principal: m.Principal,
 		Name:      m.Name,
 		Entry:     m.Entry,
+		Clearance: m.Clearance,
 		Limits:    m.Limits(),
 		Grants:    grants,
 		Input:     input,

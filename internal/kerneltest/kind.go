@@ -23,9 +23,12 @@ const (
 	OpEcho  = "echo"  // returns its arguments as a blob
 	OpLevel = "level" // returns the scope's level as a decimal blob
 	OpPanic = "panic" // panics inside the kind (the kernel must deny, not crash)
+	// OpSplice returns the bytes of the blob named by {"blob": handle},
+	// resolved through Call.Blob as a kind splicing data into a request.
+	OpSplice = "splice"
 )
 
-var allOps = []string{OpNoop, OpEcho, OpLevel, OpPanic}
+var allOps = []string{OpNoop, OpEcho, OpLevel, OpPanic, OpSplice}
 
 // Kind is the test kind. Calls counts successful invocations.
 type Kind struct {
@@ -39,15 +42,25 @@ func New() *Kind { return &Kind{} }
 
 // Scope is a level and the ops allowed.
 type Scope struct {
-	level int
-	ops   []string
+	level     int
+	ops       []string
+	clearance *kernel.Label // nil: not a sink
+}
+
+// SinkClearance makes a scope granted with "clearance" a sink.
+func (s *Scope) SinkClearance() (kernel.Label, bool) {
+	if s.clearance == nil {
+		return kernel.Label{}, false
+	}
+	return *s.clearance, true
 }
 
 var _ kernel.Scope = (*Scope)(nil)
 
 type scopeJSON struct {
-	Level *int     `json:"level"`
-	Ops   []string `json:"ops,omitempty"`
+	Level     *int     `json:"level"`
+	Ops       []string `json:"ops,omitempty"`
+	Clearance []string `json:"clearance,omitempty"`
 }
 
 // MarshalJSON implements kernel.Scope.
@@ -60,6 +73,9 @@ func (s *Scope) MarshalJSON() ([]byte, error) {
 func (s *Scope) Contains(o kernel.Scope) bool {
 	t, ok := o.(*Scope)
 	if !ok || t.level > s.level {
+		return false
+	}
+	if s.clearance != nil && (t.clearance == nil || !t.clearance.CanFlowTo(*s.clearance)) {
 		return false
 	}
 	for _, op := range t.ops {
@@ -94,6 +110,10 @@ func (k *Kind) Grant(_ kernel.GrantContext, spec []byte) (kernel.Scope, error) {
 		}
 		s.ops = slices.Clone(v.Ops)
 	}
+	if v.Clearance != nil {
+		c := kernel.NewLabel(v.Clearance, nil)
+		s.clearance = &c
+	}
 	return s, nil
 }
 
@@ -104,7 +124,14 @@ func (k *Kind) Narrow(parent kernel.Scope, req []byte) (kernel.Scope, error) {
 	if err := abi.DecodeJSON(req, &v); err != nil {
 		return nil, kernel.Errorf(abi.EINVAL, "narrow: %v", err)
 	}
-	s := &Scope{level: p.level, ops: slices.Clone(p.ops)}
+	s := &Scope{level: p.level, ops: slices.Clone(p.ops), clearance: p.clearance}
+	if v.Clearance != nil {
+		c := kernel.NewLabel(v.Clearance, nil)
+		if p.clearance == nil || !c.CanFlowTo(*p.clearance) {
+			return nil, kernel.Errorf(abi.EDENIED, "widening: clearance %v", v.Clearance)
+		}
+		s.clearance = &c
+	}
 	if v.Level != nil {
 		if *v.Level > p.level {
 			return nil, kernel.Errorf(abi.EDENIED, "widening: level %d above %d", *v.Level, p.level)
@@ -140,6 +167,19 @@ func (k *Kind) Invoke(_ context.Context, call *kernel.Call) (*kernel.Result, err
 		return &kernel.Result{Data: []byte(fmt.Sprint(s.level))}, nil
 	case OpPanic:
 		panic("kerneltest: panic op")
+	case OpSplice:
+		var a struct {
+			Blob abi.Handle `json:"blob"`
+		}
+		if err := abi.DecodeJSON(call.Args, &a); err != nil {
+			return nil, kernel.Errorf(abi.EINVAL, "splice: %v", err)
+		}
+		b, err := call.Blob(a.Blob)
+		if err != nil {
+			return nil, err
+		}
+		k.Calls.Add(1)
+		return &kernel.Result{Data: b.Bytes()}, nil
 	}
 	return nil, kernel.Errorf(abi.ENOTSUP, "no op %q", call.Op)
 }

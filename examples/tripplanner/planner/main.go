@@ -64,6 +64,9 @@ func main() {
 		Caps: []abi.SpawnCap{{Handle: flights.Handle(), Name: "search",
 			Narrow: json.RawMessage(`{"methods":["GET"],"paths":["/search"]}`)}},
 		Timeout: "20s",
+		// Public data only: the finder can never hold the passport, not
+		// even by handle, and the graph shows its clearance.
+		Clearance: &[]string{},
 	}))
 	res := must(finder.Wait())
 	var offers []offer

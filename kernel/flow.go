@@ -1,0 +1,94 @@
+package kernel
+
+import (
+	"strings"
+
+	"github.com/mandatevm/mandate/guest-sdk/abi"
+)
+
+// Flow control (laws 6 and 7). A task's label floats up as it reads; its
+// clearance is the highest label it may ever hold; every sink has a
+// clearance that everything sent to it must flow to.
+
+// Sink is implemented by the scope of a capability that sends data out (a
+// network origin, a payment provider). Every use requires the calling
+// task's label, and every blob spliced into the request, to flow to the
+// sink's clearance; otherwise the call is EFLOW and nothing is sent.
+type Sink interface {
+	// SinkClearance returns the sink's clearance, and false when this
+	// particular scope sends nothing out.
+	SinkClearance() (Label, bool)
+}
+
+// Clearance returns the task's clearance and whether it is bounded: a root
+// task without one in its manifest may hold anything; a child's is never
+// above its parent's.
+func (t *Task) Clearance() (Label, bool) {
+	if t.clearance == nil {
+		return Label{}, false
+	}
+	return *t.clearance, true
+}
+
+// flowErr describes a refused flow, naming the tags that blocked it.
+func flowErr(what string, l, to Label, where string) error {
+	var blocked []string
+	for _, tag := range l.Conf() {
+		if !(Label{conf: tag}).CanFlowTo(to) {
+			blocked = append(blocked, tag)
+		}
+	}
+	return Errorf(abi.EFLOW, "%s labelled {%s} may not flow to %s (cleared for {%s})",
+		what, strings.Join(blocked, ","), where, strings.Join(to.Conf(), ","))
+}
+
+// mayHold checks that a blob labelled l may enter the task's table: it
+// must flow to the task's clearance. A task cleared without pii:alice can
+// never hold the passport, not even unread.
+func (t *Task) mayHold(l Label) error {
+	c, bounded := t.Clearance()
+	if !bounded || l.CanFlowTo(c) {
+		return nil
+	}
+	return flowErr("data", l, c, "task "+t.id)
+}
+
+// hold inserts b into the task's table if its label may enter it.
+func (t *Task) hold(b *Blob) (abi.Handle, error) {
+	if err := t.mayHold(b.label); err != nil {
+		return 0, err
+	}
+	return t.table.InsertBlob(b)
+}
+
+// checkSink checks that the task's label may flow to the sink c is, before
+// the kind acts.
+func (t *Task) checkSink(c *Cap) error {
+	s, ok := c.scope.(Sink)
+	if !ok {
+		return nil
+	}
+	to, sink := s.SinkClearance()
+	if !sink {
+		return nil
+	}
+	if l := t.Label(); !l.CanFlowTo(to) {
+		return flowErr("task "+t.id, l, to, c.kind.Name()+" "+c.displayName())
+	}
+	return nil
+}
+
+// checkSpliced checks a blob a kind splices into a request to sink c.
+func checkSpliced(c *Cap, b *Blob) error {
+	if c == nil {
+		return nil
+	}
+	s, ok := c.scope.(Sink)
+	if !ok {
+		return nil
+	}
+	if to, sink := s.SinkClearance(); sink && !b.label.CanFlowTo(to) {
+		return flowErr("a spliced blob", b.label, to, c.kind.Name()+" "+c.displayName())
+	}
+	return nil
+}
