@@ -28,6 +28,7 @@ fuzz:            ## every fuzz target for FUZZTIME each
 	$(GO) test ./caps/net -run '^$$' -fuzz FuzzPathMatch -fuzztime $(FUZZTIME)
 	$(GO) test ./caps/net -run '^$$' -fuzz FuzzNarrow -fuzztime $(FUZZTIME)
 	$(GO) test ./caps/net -run '^$$' -fuzz FuzzGrant -fuzztime $(FUZZTIME)
+	$(GO) test ./caps/net -run '^$$' -fuzz FuzzSubstitute -fuzztime $(FUZZTIME)
 	$(GO) test ./sandbox/wazero -run '^$$' -fuzz FuzzParseAndCoalesce -fuzztime $(FUZZTIME)
 
 bench:           ## the benchmarks in BENCHMARKS.md

@@ -20,6 +20,23 @@ type Sink interface {
 	SinkClearance() (Label, bool)
 }
 
+// TrustedSink is a sink that may refuse senders tainted by untrusted
+// sources (a network capability with accepts_untrusted = false): a task
+// whose label carries any integrity taint, or a spliced blob that does,
+// may not send to it.
+type TrustedSink interface {
+	RefusesTainted() bool
+}
+
+func refusesTainted(s Scope) bool {
+	ts, ok := s.(TrustedSink)
+	return ok && ts.RefusesTainted()
+}
+
+func taintErr(what string, l Label, where string) error {
+	return Errorf(abi.EFLOW, "%s is tainted by {%s}; %s accepts no untrusted data", what, strings.Join(l.Integ(), ","), where)
+}
+
 // Clearance returns the task's clearance and whether it is bounded: a root
 // task without one in its manifest may hold anything; a child's is never
 // above its parent's.
@@ -72,8 +89,12 @@ func (t *Task) checkSink(c *Cap) error {
 	if !sink {
 		return nil
 	}
-	if l := t.Label(); !l.CanFlowTo(to) {
+	l := t.Label()
+	if !l.CanFlowTo(to) {
 		return flowErr("task "+t.id, l, to, c.kind.Name()+" "+c.displayName())
+	}
+	if len(l.Integ()) > 0 && refusesTainted(c.scope) {
+		return taintErr("task "+t.id, l, c.kind.Name()+" "+c.displayName())
 	}
 	return nil
 }
@@ -87,8 +108,15 @@ func checkSpliced(c *Cap, b *Blob) error {
 	if !ok {
 		return nil
 	}
-	if to, sink := s.SinkClearance(); sink && !b.label.CanFlowTo(to) {
+	to, sink := s.SinkClearance()
+	if !sink {
+		return nil
+	}
+	if !b.label.CanFlowTo(to) {
 		return flowErr("a spliced blob", b.label, to, c.kind.Name()+" "+c.displayName())
+	}
+	if len(b.label.Integ()) > 0 && refusesTainted(c.scope) {
+		return taintErr("a spliced blob", b.label, c.kind.Name()+" "+c.displayName())
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package kernel
 
 import (
 	"encoding/json"
+	"math/rand"
+	"slices"
 	"testing"
 )
 
@@ -28,5 +30,54 @@ func TestLabel(t *testing.T) {
 	c[0] = "mutated"
 	if j.Conf()[0] == "mutated" {
 		t.Fatal("Conf exposes internals")
+	}
+}
+
+// The lattice laws, as properties over random labels: join is
+// commutative, associative and idempotent with the public label as unit;
+// flows-to is reflexive, antisymmetric and transitive, and the join is
+// the least upper bound.
+func TestLabelLatticeLaws(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	tags := []string{"pii:alice", "pii:bob", "financial:alice", "hr", "web:a", "web:b"}
+	random := func() Label {
+		var c, i []string
+		for _, tag := range tags {
+			if rng.Intn(3) == 0 {
+				c = append(c, tag)
+			}
+			if rng.Intn(4) == 0 {
+				i = append(i, tag)
+			}
+		}
+		return NewLabel(c, i)
+	}
+	for n := 0; n < 2000; n++ {
+		a, b, c := random(), random(), random()
+		if a.Join(b) != b.Join(a) {
+			t.Fatalf("join not commutative: %v %v", a, b)
+		}
+		if a.Join(b).Join(c) != a.Join(b.Join(c)) {
+			t.Fatalf("join not associative: %v %v %v", a, b, c)
+		}
+		if a.Join(a) != a || a.Join(Label{}) != a {
+			t.Fatalf("join not idempotent or public not its unit: %v", a)
+		}
+		if !a.CanFlowTo(a) {
+			t.Fatalf("flows-to not reflexive: %v", a)
+		}
+		if a.CanFlowTo(b) && b.CanFlowTo(a) && !slices.Equal(a.Conf(), b.Conf()) {
+			t.Fatalf("flows-to not antisymmetric on confidentiality: %v %v", a, b)
+		}
+		if a.CanFlowTo(b) && b.CanFlowTo(c) && !a.CanFlowTo(c) {
+			t.Fatalf("flows-to not transitive: %v %v %v", a, b, c)
+		}
+		j := a.Join(b)
+		if !a.CanFlowTo(j) || !b.CanFlowTo(j) {
+			t.Fatalf("join is not an upper bound: %v %v", a, b)
+		}
+		if a.CanFlowTo(c) && b.CanFlowTo(c) && !j.CanFlowTo(c) {
+			t.Fatalf("join is not the least upper bound: %v %v %v", a, b, c)
+		}
 	}
 }

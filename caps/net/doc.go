@@ -43,6 +43,8 @@
 //	clearance           []string  []          confidentiality tags that may be sent here (a sink):
 //	                                          the calling task's label and every spliced blob must
 //	                                          flow to it, else EFLOW; [] is public data only
+//	accepts_untrusted   bool      true        false: refuse a task or spliced blob tainted by any source
+//	labels              []string  []          confidentiality tags every response carries
 //	headers             []object  []          injected headers (<= 16), below
 //
 // A size is a number of bytes or a string such as "64KiB" or "10MB"

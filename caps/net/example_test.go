@@ -35,7 +35,7 @@ func Example() {
 	_, err = k.Narrow(child, []byte(`{"methods":["POST"]}`))
 	fmt.Println(errors.Is(err, kernel.ErrDenied), err)
 	// Output:
-	// {"origin":"https://flights.example","methods":["GET"],"paths":["/search"],"max_request_bytes":1048576,"max_response_bytes":10485760,"timeout":"30s","max_redirects":5,"allow_private":false,"headers":["Authorization"],"reserved_headers":["Authorization"],"clearance":[]}
-	// {"origin":"https://flights.example","methods":["GET"],"paths":["/search/economy"],"max_request_bytes":1048576,"max_response_bytes":10485760,"timeout":"5s","max_redirects":5,"allow_private":false,"headers":[],"reserved_headers":["Authorization"],"clearance":[]}
+	// {"origin":"https://flights.example","methods":["GET"],"paths":["/search"],"max_request_bytes":1048576,"max_response_bytes":10485760,"timeout":"30s","max_redirects":5,"allow_private":false,"headers":["Authorization"],"reserved_headers":["Authorization"],"clearance":[],"accepts_untrusted":true,"labels":[]}
+	// {"origin":"https://flights.example","methods":["GET"],"paths":["/search/economy"],"max_request_bytes":1048576,"max_response_bytes":10485760,"timeout":"5s","max_redirects":5,"allow_private":false,"headers":[],"reserved_headers":["Authorization"],"clearance":[],"accepts_untrusted":true,"labels":[]}
 	// true net: narrowing would widen the capability: methods [POST] not in [GET]
 }

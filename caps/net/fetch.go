@@ -39,6 +39,9 @@ func (k *Kind) Invoke(ctx context.Context, call *kernel.Call) (*kernel.Result, e
 		}
 		return nil, kernel.Errorf(abi.EINVAL, "net: fetch: %v", err)
 	}
+	if err := spliceRequest(call, &r, s.maxRequest); err != nil {
+		return nil, err
+	}
 	method, err := s.checkMethod(r.Method)
 	if err != nil {
 		return nil, err

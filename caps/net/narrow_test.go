@@ -42,7 +42,7 @@ func mustGrant(t *testing.T, k *Kind, spec string) *Scope {
 func TestGrantDefaults(t *testing.T) {
 	s := mustGrant(t, New(), `{"origin":"https://flights.example"}`)
 	got, _ := json.Marshal(s)
-	want := `{"origin":"https://flights.example","methods":["GET"],"paths":["/"],"max_request_bytes":1048576,"max_response_bytes":10485760,"timeout":"30s","max_redirects":5,"allow_private":false,"headers":[],"reserved_headers":[],"clearance":[]}`
+	want := `{"origin":"https://flights.example","methods":["GET"],"paths":["/"],"max_request_bytes":1048576,"max_response_bytes":10485760,"timeout":"30s","max_redirects":5,"allow_private":false,"headers":[],"reserved_headers":[],"clearance":[],"accepts_untrusted":true,"labels":[]}`
 	if string(got) != want {
 		t.Errorf("scope JSON\n got %s\nwant %s", got, want)
 	}
@@ -58,7 +58,7 @@ func TestGrantFull(t *testing.T) {
 	  "headers":[{"name":"authorization","env":"FLIGHTS_TOKEN","prefix":"Bearer "},{"name":"X-Api-Key","file":"secrets/key.txt"}]}`
 	s := mustGrant(t, New(), spec)
 	got, _ := json.Marshal(s)
-	want := `{"origin":"https://flights.example","methods":["GET","POST"],"paths":["/book","/search/","/~book"],"max_request_bytes":100,"max_response_bytes":200,"timeout":"1.5s","max_redirects":2,"allow_private":false,"headers":["Authorization","X-Api-Key"],"reserved_headers":["Authorization","X-Api-Key"],"clearance":[]}`
+	want := `{"origin":"https://flights.example","methods":["GET","POST"],"paths":["/book","/search/","/~book"],"max_request_bytes":100,"max_response_bytes":200,"timeout":"1.5s","max_redirects":2,"allow_private":false,"headers":["Authorization","X-Api-Key"],"reserved_headers":["Authorization","X-Api-Key"],"clearance":[],"accepts_untrusted":true,"labels":[]}`
 	if string(got) != want {
 		t.Errorf("scope JSON\n got %s\nwant %s", got, want)
 	}
@@ -157,10 +157,10 @@ func TestNarrow(t *testing.T) {
 		req  string
 		want string // the child's JSON, or an errno name
 	}{
-		{`{}`, `{"origin":"https://flights.example","methods":["GET","POST"],"paths":["/book/","/search"],"max_request_bytes":1000,"max_response_bytes":2000,"timeout":"10s","max_redirects":3,"allow_private":false,"headers":["Authorization","X-Api-Key"],"reserved_headers":["Authorization","X-Api-Key"],"clearance":[]}`},
+		{`{}`, `{"origin":"https://flights.example","methods":["GET","POST"],"paths":["/book/","/search"],"max_request_bytes":1000,"max_response_bytes":2000,"timeout":"10s","max_redirects":3,"allow_private":false,"headers":["Authorization","X-Api-Key"],"reserved_headers":["Authorization","X-Api-Key"],"clearance":[],"accepts_untrusted":true,"labels":[]}`},
 		{`{"methods":["get"],"paths":["/search/economy","/book/x/"],"max_request_bytes":0,"max_response_bytes":5,"timeout":"1s","max_redirects":0,"allow_private":false,"drop_headers":["authorization"]}`,
-			`{"origin":"https://flights.example","methods":["GET"],"paths":["/book/x/","/search/economy"],"max_request_bytes":0,"max_response_bytes":5,"timeout":"1s","max_redirects":0,"allow_private":false,"headers":["X-Api-Key"],"reserved_headers":["Authorization","X-Api-Key"],"clearance":[]}`},
-		{`{"origin":"HTTPS://FLIGHTS.EXAMPLE:443","paths":["/search"]}`, `{"origin":"https://flights.example","methods":["GET","POST"],"paths":["/search"],"max_request_bytes":1000,"max_response_bytes":2000,"timeout":"10s","max_redirects":3,"allow_private":false,"headers":["Authorization","X-Api-Key"],"reserved_headers":["Authorization","X-Api-Key"],"clearance":[]}`},
+			`{"origin":"https://flights.example","methods":["GET"],"paths":["/book/x/","/search/economy"],"max_request_bytes":0,"max_response_bytes":5,"timeout":"1s","max_redirects":0,"allow_private":false,"headers":["X-Api-Key"],"reserved_headers":["Authorization","X-Api-Key"],"clearance":[],"accepts_untrusted":true,"labels":[]}`},
+		{`{"origin":"HTTPS://FLIGHTS.EXAMPLE:443","paths":["/search"]}`, `{"origin":"https://flights.example","methods":["GET","POST"],"paths":["/search"],"max_request_bytes":1000,"max_response_bytes":2000,"timeout":"10s","max_redirects":3,"allow_private":false,"headers":["Authorization","X-Api-Key"],"reserved_headers":["Authorization","X-Api-Key"],"clearance":[],"accepts_untrusted":true,"labels":[]}`},
 
 		{`{"origin":"https://evil.example"}`, "EDENIED"},
 		{`{"origin":"http://flights.example"}`, "EDENIED"},

@@ -25,6 +25,8 @@ type Scope struct {
 	maxRedirects int
 	allowPrivate bool
 	clearance    kernel.Label // what may be sent: confidentiality tags only
+	refuseTaint  bool         // accepts_untrusted = false
+	respLabels   []string     // confidentiality every response carries (sorted)
 	headers      []injected   // sorted by name
 	// reserved are the header names a guest may not set: every header
 	// injected here or by an ancestor (a header dropped by narrowing stays
@@ -80,8 +82,11 @@ func (s *Scope) ReservedHeaders() []string { return slices.Clone(s.reserved) }
 // Label returns the integrity taint of what this scope fetches:
 // {web:<origin>}.
 func (s *Scope) Label() kernel.Label {
-	return kernel.NewLabel(nil, []string{"web:" + s.origin.String()})
+	return kernel.NewLabel(s.respLabels, []string{"web:" + s.origin.String()})
 }
+
+// RefusesTainted implements kernel.TrustedSink: accepts_untrusted = false.
+func (s *Scope) RefusesTainted() bool { return s.refuseTaint }
 
 type scopeJSON struct {
 	Origin           string   `json:"origin"`
@@ -95,6 +100,8 @@ type scopeJSON struct {
 	Headers          []string `json:"headers"`
 	ReservedHeaders  []string `json:"reserved_headers"`
 	Clearance        []string `json:"clearance"`
+	AcceptsUntrusted bool     `json:"accepts_untrusted"`
+	Labels           []string `json:"labels"`
 }
 
 // MarshalJSON renders the scope without secrets:
@@ -116,6 +123,8 @@ func (s *Scope) MarshalJSON() ([]byte, error) {
 		Headers:          nonNil(s.HeaderNames()),
 		ReservedHeaders:  nonNil(s.ReservedHeaders()),
 		Clearance:        nonNil(s.clearance.Conf()),
+		AcceptsUntrusted: !s.refuseTaint,
+		Labels:           nonNil(slices.Clone(s.respLabels)),
 	})
 }
 
@@ -170,6 +179,14 @@ func (s *Scope) Contains(o kernel.Scope) bool {
 	}
 	if !other.clearance.CanFlowTo(s.clearance) {
 		return false
+	}
+	if s.refuseTaint && !other.refuseTaint {
+		return false
+	}
+	for _, l := range s.respLabels {
+		if !slices.Contains(other.respLabels, l) {
+			return false
+		}
 	}
 	for _, h := range other.headers {
 		if !slices.ContainsFunc(s.headers, func(p injected) bool { return p.name == h.name && p.value.Equal(h.value) }) {

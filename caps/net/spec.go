@@ -49,6 +49,8 @@ type grantSpec struct {
 	MaxRedirects     *int         `json:"max_redirects"`
 	AllowPrivate     *bool        `json:"allow_private"`
 	Clearance        []string     `json:"clearance"`
+	AcceptsUntrusted *bool        `json:"accepts_untrusted"`
+	Labels           []string     `json:"labels"`
 	Headers          []headerSpec `json:"headers"`
 }
 
@@ -75,6 +77,8 @@ type narrowReq struct {
 	MaxRedirects     *int      `json:"max_redirects"`
 	AllowPrivate     *bool     `json:"allow_private"`
 	Clearance        []string  `json:"clearance"`
+	AcceptsUntrusted *bool     `json:"accepts_untrusted"`
+	Labels           []string  `json:"labels"`
 	DropHeaders      []string  `json:"drop_headers"`
 }
 
@@ -176,6 +180,12 @@ func grant(g kernel.GrantContext, spec []byte, defTimeout time.Duration) (*Scope
 	}
 	if sp.Clearance != nil {
 		s.clearance = kernel.NewLabel(sp.Clearance, nil)
+	}
+	if sp.AcceptsUntrusted != nil {
+		s.refuseTaint = !*sp.AcceptsUntrusted
+	}
+	if sp.Labels != nil {
+		s.respLabels = kernel.NewLabel(sp.Labels, nil).Conf()
 	}
 	if !s.allowPrivate {
 		if why := privateHost(o); why != "" {
@@ -404,6 +414,23 @@ func narrow(parent *Scope, req []byte) (*Scope, error) {
 			widen = append(widen, fmt.Sprintf("clearance %v exceeds %v", c.Conf(), parent.clearance.Conf()))
 		}
 		child.clearance = c
+	}
+	if r.AcceptsUntrusted != nil {
+		if *r.AcceptsUntrusted && parent.refuseTaint {
+			widen = append(widen, "accepts_untrusted true but the capability refuses untrusted data")
+		}
+		child.refuseTaint = !*r.AcceptsUntrusted
+	}
+	if r.Labels != nil {
+		// More labels on responses is narrower: what the child reads is
+		// more restricted. Dropping one would widen.
+		ls := kernel.NewLabel(r.Labels, nil).Conf()
+		for _, l := range parent.respLabels {
+			if !slices.Contains(ls, l) {
+				widen = append(widen, "labels drop "+l)
+			}
+		}
+		child.respLabels = ls
 	}
 	if r.DropHeaders != nil {
 		drop := make([]string, 0, len(r.DropHeaders))

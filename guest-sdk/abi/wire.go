@@ -33,13 +33,26 @@ const NetFetchOp = "fetch"
 // At most one of Body and BodyBlob is set; BodyBlob names a blob handle in
 // the caller's table whose bytes become the body without passing through the
 // guest.
+//
+// Splice names blobs to substitute into URL, header values and Body where
+// the placeholder SplicePlaceholder(i) stands (in the URL, query-escaped):
+// the kernel splices them in without the guest reading them, after
+// checking each one may flow to the capability's sink.
 type HTTPRequest struct {
 	Method   string              `json:"method"`
 	URL      string              `json:"url"`
 	Header   map[string][]string `json:"header,omitempty"`
 	Body     []byte              `json:"body,omitempty"`
 	BodyBlob Handle              `json:"body_blob,omitempty"`
+	Splice   []Handle            `json:"splice,omitempty"`
 }
+
+// MaxSplice bounds the blobs one request splices.
+const MaxSplice = 16
+
+// SplicePlaceholder is the placeholder for the i-th spliced blob:
+// "{{mandate:splice:i}}".
+func SplicePlaceholder(i int) string { return "{{mandate:splice:" + itoa(uint32(i)) + "}}" }
 
 // Errors returned by the decoders.
 var (
@@ -81,6 +94,9 @@ func DecodeHTTPRequest(b []byte) (HTTPRequest, error) {
 	}
 	if err := checkHeader(r.Header); err != nil {
 		return HTTPRequest{}, err
+	}
+	if len(r.Splice) > MaxSplice {
+		return HTTPRequest{}, fmt.Errorf("%w: %d spliced blobs (max %d)", ErrTooLarge, len(r.Splice), MaxSplice)
 	}
 	return r, nil
 }
