@@ -31,6 +31,10 @@ var badDeps = map[string]map[string]string{
 		"github.com/mandatevm/mandate/cmd/":     "dependencies point inward",
 		"github.com/mandatevm/mandate/caps/net": "kinds are independent of each other",
 	},
+	"github.com/mandatevm/mandate/caps/declassify": {
+		"github.com/mandatevm/mandate/sandbox/": "a kind never sees an engine",
+		"github.com/mandatevm/mandate/caps/net": "kinds are independent of each other",
+	},
 	"github.com/mandatevm/mandate/constraint": {
 		"github.com/mandatevm/mandate/sandbox/": "constraints are policy, not execution",
 		"github.com/mandatevm/mandate/caps/":    "the compiler knows no kind; kinds declare their variables",

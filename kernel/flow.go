@@ -37,6 +37,14 @@ func taintErr(what string, l Label, where string) error {
 	return Errorf(abi.EFLOW, "%s is tainted by {%s}; %s accepts no untrusted data", what, strings.Join(l.Integ(), ","), where)
 }
 
+// Declassifier is implemented by the one kind allowed to lower labels
+// (caps/declassify). For its results the kernel uses the label the kind
+// computes as it is, instead of joining the caller's label into it, and it
+// audits every use, whatever the manifest says. It is the only way down.
+type Declassifier interface {
+	Declassifies()
+}
+
 // Clearance returns the task's clearance and whether it is bounded: a root
 // task without one in its manifest may hold anything; a child's is never
 // above its parent's.

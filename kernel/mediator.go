@@ -96,7 +96,9 @@ func (t *Task) invoke(ctx context.Context, h abi.Handle, op []byte, args []byte)
 		return 0, t.deny(ctx, c, "call:"+kop, Errorf(abi.ELIMIT, "arguments of %d bytes exceed %d", len(args), abi.MaxArgLen))
 	}
 	// Constraints, flow checks and approvals hook in here (later kinds).
-	if c.audit {
+	_, declassify := c.kind.(Declassifier)
+	audited := c.audit || declassify
+	if audited {
 		if err := t.k.audit(ctx, t, c, "call:"+kop, Allow, nil); err != nil {
 			return 0, t.fail("call:"+kop, err)
 		}
@@ -122,7 +124,7 @@ func (t *Task) invoke(ctx context.Context, h abi.Handle, op []byte, args []byte)
 	}
 	*call = Call{}
 	callPool.Put(call)
-	if c.audit {
+	if audited {
 		if aerr := t.k.audit(ctx, t, c, "call:"+kop, Outcome, err); aerr != nil && err == nil {
 			err = aerr
 		}
@@ -139,7 +141,11 @@ func (t *Task) invoke(ctx context.Context, h abi.Handle, op []byte, args []byte)
 	if len(res.Data) > abi.MaxBlobLen {
 		return 0, t.fail("call:"+kop, Errorf(abi.ELIMIT, "result of %d bytes exceeds %d", len(res.Data), abi.MaxBlobLen))
 	}
-	b := newBlobOwned(res.Data, res.Label.Join(t.Label()))
+	label := res.Label.Join(t.Label())
+	if declassify {
+		label = res.Label
+	}
+	b := newBlobOwned(res.Data, label)
 	bh, err := t.hold(b)
 	if err != nil {
 		return 0, t.deny(ctx, c, "call:"+kop, err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/mandatevm/mandate/caps/data"
+	"github.com/mandatevm/mandate/caps/declassify"
 	"github.com/mandatevm/mandate/caps/net"
 	"github.com/mandatevm/mandate/caps/pay"
 	"github.com/mandatevm/mandate/caps/spawn"
@@ -27,5 +28,6 @@ func kindsFor(state string) (ks []kernel.Kind, close func() error) {
 		d,
 		pay.New(),
 		spawn.New(),
+		declassify.New(),
 	}, d.Close
 }

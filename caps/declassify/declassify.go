@@ -1,0 +1,235 @@
+// Package declassify is the declassify capability kind, Kind("declassify"):
+// the only way a label goes down. A declassify capability lowers the label
+// of a blob by a rule declared in the manifest: drop these confidentiality
+// tags, optionally after projecting a JSON document onto these fields. The
+// kernel audits every use, whatever the manifest says, and the task's own
+// label never goes down: a task that read the passport stays tainted; what
+// it can do is hand a declassified blob it never read to where it may go.
+//
+//	cap "declassify" "nationality" {
+//	  drop    = ["pii:alice"]                 # tags it may remove
+//	  project = ["fields.nationality"]        # keep only these (dotted) paths of a JSON object
+//	}
+//
+// Operation "declassify", arguments {"blob": HANDLE}: returns a new blob,
+// the projection of the blob (when project is set; the blob must then be a
+// JSON object, else EINVAL) labelled with the blob's label minus the drop
+// tags, plus the integrity taint "declassified:<tag>,..." naming what was
+// dropped. Narrowing: fewer drop tags; a project list that is a subset of
+// the parent's (or a first one where the parent had none). Wider is
+// EDENIED, malformed EINVAL.
+package declassify
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel"
+)
+
+// Op is the kind's only operation.
+const Op = "declassify"
+
+// Kind is the declassify kind.
+type Kind struct{}
+
+var (
+	_ kernel.Kind         = (*Kind)(nil)
+	_ kernel.Declassifier = (*Kind)(nil)
+)
+
+// New returns the kind.
+func New() *Kind { return &Kind{} }
+
+// Declassifies implements kernel.Declassifier.
+func (*Kind) Declassifies() {}
+
+// Name implements kernel.Kind.
+func (*Kind) Name() string { return "declassify" }
+
+// Ops implements kernel.Kind.
+func (*Kind) Ops() []string { return []string{Op} }
+
+// Scope is what a declassify capability may remove. Immutable.
+type Scope struct {
+	drop    []string // sorted
+	project []string // sorted dotted paths; nil: the whole blob
+}
+
+type spec struct {
+	Drop    []string `json:"drop"`
+	Project []string `json:"project"`
+}
+
+// MarshalJSON implements kernel.Scope.
+func (s *Scope) MarshalJSON() ([]byte, error) {
+	p := s.project
+	if p == nil {
+		p = []string{}
+	}
+	return json.Marshal(spec{Drop: s.drop, Project: p})
+}
+
+// Contains implements kernel.Scope.
+func (s *Scope) Contains(o kernel.Scope) bool {
+	t, ok := o.(*Scope)
+	if !ok {
+		return false
+	}
+	for _, d := range t.drop {
+		if !slices.Contains(s.drop, d) {
+			return false
+		}
+	}
+	if s.project == nil {
+		return true
+	}
+	if t.project == nil {
+		return false
+	}
+	for _, p := range t.project {
+		if !slices.Contains(s.project, p) {
+			return false
+		}
+	}
+	return true
+}
+
+func canon(xs []string, what string) ([]string, error) {
+	out := make([]string, 0, len(xs))
+	for _, x := range xs {
+		x = strings.TrimSpace(x)
+		if x == "" || len(x) > 256 {
+			return nil, fmt.Errorf("%s entry %q is empty or too long", what, x)
+		}
+		out = append(out, x)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// Grant implements kernel.Kind.
+func (*Kind) Grant(_ kernel.GrantContext, b []byte) (kernel.Scope, error) {
+	var sp spec
+	if err := kernel.DecodeSpec("declassify", b, &sp); err != nil {
+		return nil, err
+	}
+	if len(sp.Drop) == 0 {
+		return nil, &kernel.FieldError{Field: "drop", Msg: "name the tags this capability may remove"}
+	}
+	d, err := canon(sp.Drop, "drop")
+	if err != nil {
+		return nil, &kernel.FieldError{Field: "drop", Msg: err.Error()}
+	}
+	s := &Scope{drop: d}
+	if sp.Project != nil {
+		if s.project, err = canon(sp.Project, "project"); err != nil || len(s.project) == 0 {
+			return nil, &kernel.FieldError{Field: "project", Msg: "must list at least one dotted path"}
+		}
+	}
+	return s, nil
+}
+
+// Narrow implements kernel.Kind.
+func (*Kind) Narrow(parent kernel.Scope, b []byte) (kernel.Scope, error) {
+	p := parent.(*Scope)
+	var sp spec
+	if err := abi.DecodeJSON(b, &sp); err != nil {
+		return nil, kernel.Errorf(abi.EINVAL, "declassify: narrow: %v", err)
+	}
+	c := &Scope{drop: p.drop, project: p.project}
+	if sp.Drop != nil {
+		d, err := canon(sp.Drop, "drop")
+		if err != nil {
+			return nil, kernel.Errorf(abi.EINVAL, "declassify: narrow: %v", err)
+		}
+		c.drop = d
+	}
+	if sp.Project != nil {
+		pr, err := canon(sp.Project, "project")
+		if err != nil || len(pr) == 0 {
+			return nil, kernel.Errorf(abi.EINVAL, "declassify: narrow: project must list at least one path")
+		}
+		c.project = pr
+	}
+	if !p.Contains(c) {
+		return nil, kernel.Errorf(abi.EDENIED, "declassify: narrowing would widen the capability (drop %v project %v within drop %v project %v)", c.drop, c.project, p.drop, p.project)
+	}
+	return c, nil
+}
+
+// Invoke implements kernel.Kind.
+func (*Kind) Invoke(_ context.Context, call *kernel.Call) (*kernel.Result, error) {
+	s := call.Scope.(*Scope)
+	var a struct {
+		Blob abi.Handle `json:"blob"`
+	}
+	if err := abi.DecodeJSON(call.Args, &a); err != nil {
+		return nil, kernel.Errorf(abi.EINVAL, "declassify: %v", err)
+	}
+	b, err := call.Blob(a.Blob)
+	if err != nil {
+		return nil, err
+	}
+	data := b.Bytes()
+	if s.project != nil {
+		if data, err = project(data, s.project); err != nil {
+			return nil, kernel.Errorf(abi.EINVAL, "declassify: %v", err)
+		}
+	}
+	var keep, dropped []string
+	for _, tag := range b.Label().Conf() {
+		if slices.Contains(s.drop, tag) {
+			dropped = append(dropped, tag)
+		} else {
+			keep = append(keep, tag)
+		}
+	}
+	integ := b.Label().Integ()
+	if len(dropped) > 0 {
+		integ = append(integ, "declassified:"+strings.Join(dropped, ","))
+	}
+	return &kernel.Result{Data: data, Label: kernel.NewLabel(keep, integ)}, nil
+}
+
+// project keeps only the dotted paths of a JSON object.
+func project(data []byte, paths []string) ([]byte, error) {
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("blob is not a JSON object: %v", err)
+	}
+	out := map[string]any{}
+	for _, p := range paths {
+		parts := strings.Split(p, ".")
+		var cur any = doc
+		ok := true
+		for _, k := range parts {
+			m, isMap := cur.(map[string]any)
+			if !isMap {
+				ok = false
+				break
+			}
+			if cur, ok = m[k]; !ok {
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		dst := out
+		for _, k := range parts[:len(parts)-1] {
+			next, _ := dst[k].(map[string]any)
+			if next == nil {
+				next = map[string]any{}
+				dst[k] = next
+			}
+			dst = next
+		}
+		dst[parts[len(parts)-1]] = cur
+	}
+	return json.Marshal(out)
+}
