@@ -1,18 +1,17 @@
 package data
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/internal/guestbuild"
+	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/sandbox"
 	"github.com/mandatevm/mandate/sandbox/wazero"
@@ -65,23 +64,6 @@ var hostileWant = map[string]string{
 	"describe":                  "ESUCCESS",
 }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestGuestHostile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a guest")
@@ -95,7 +77,7 @@ func TestGuestHostile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("building data-hostile: %v", err)
 	}
-	logs := &syncBuf{}
+	logs := &kerneltest.Buffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Debug})
 	eng, err := wazero.New(ctx, sandbox.Config{CacheDir: filepath.Join(os.TempDir(), "mandate-test-wazero-cache")})
 	if err != nil {

@@ -1,13 +1,11 @@
 package pay_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,28 +13,11 @@ import (
 	"github.com/mandatevm/mandate/caps/pay"
 	"github.com/mandatevm/mandate/caps/pay/paytest"
 	"github.com/mandatevm/mandate/internal/guestbuild"
+	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/sandbox"
 	"github.com/mandatevm/mandate/sandbox/wazero"
 )
-
-// syncBuf is a concurrency-safe log sink.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *syncBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestGuestHostile runs testdata/guests/pay-hostile under the kernel and
 // checks each attack's errno and what reached the provider.
@@ -56,7 +37,7 @@ func TestGuestHostile(t *testing.T) {
 	kind := pay.New(pay.WithClock(clk.now))
 	defer kind.CloseIdleConnections()
 
-	logs := &syncBuf{}
+	logs := &kerneltest.Buffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace})
 	eng, err := wazero.New(ctx, sandbox.Config{CacheDir: filepath.Join(os.TempDir(), "mandate-test-wazero-cache")})
 	if err != nil {

@@ -25,11 +25,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 
 	"github.com/mandatevm/mandate/internal/cli"
+	"github.com/mandatevm/mandate/internal/exampledir"
 )
 
 // token is the flights site's API key. The kernel reads it from the host
@@ -46,7 +46,7 @@ func main() {
 }
 
 func quickstart(ctx context.Context, stdout, stderr io.Writer, stateDir string) error {
-	dir, err := exampleDir()
+	dir, err := exampledir.Find("quickstart.hcl", "examples/quickstart")
 	if err != nil {
 		return err
 	}
@@ -116,25 +116,4 @@ func quickstart(ctx context.Context, stdout, stderr io.Writer, stateDir string) 
 	fmt.Fprintf(stdout, "\n== the evil origin received %d requests; the guest never saw the API key\n", stolen.Load())
 	fmt.Fprintln(stdout, "== next: `go run ./cmd/mandate graph --format dot`, or read examples/quickstart/README.md")
 	return nil
-}
-
-// exampleDir finds this example's directory: from the source location
-// when available, else relative to the working directory.
-func exampleDir() (string, error) {
-	if _, file, _, ok := runtime.Caller(0); ok {
-		if d := filepath.Dir(file); fileExists(filepath.Join(d, "quickstart.hcl")) {
-			return d, nil
-		}
-	}
-	for _, d := range []string{".", filepath.Join("examples", "quickstart")} {
-		if fileExists(filepath.Join(d, "quickstart.hcl")) {
-			return filepath.Abs(d)
-		}
-	}
-	return "", fmt.Errorf("cannot find quickstart.hcl: run from the repository root")
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }

@@ -22,12 +22,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 
 	"github.com/mandatevm/mandate/caps/pay/paytest"
 	"github.com/mandatevm/mandate/internal/cli"
+	"github.com/mandatevm/mandate/internal/exampledir"
 )
 
 const cardToken = "tok_visa_alice_4242"
@@ -84,7 +84,7 @@ func main() {
 }
 
 func plan(ctx context.Context, stdout, stderr io.Writer, stateDir string) error {
-	dir, err := exampleDir()
+	dir, err := exampledir.Find("planner.hcl", "examples/tripplanner")
 	if err != nil {
 		return err
 	}
@@ -150,19 +150,3 @@ func plan(ctx context.Context, stdout, stderr io.Writer, stateDir string) error 
 	fmt.Fprintf(stdout, "\n== one charge of 612.00 USD; the passport reached the airline only; the 37-hour offer was refused by the token\n")
 	return nil
 }
-
-func exampleDir() (string, error) {
-	if _, file, _, ok := runtime.Caller(0); ok {
-		if d := filepath.Dir(file); fileExists(filepath.Join(d, "planner.hcl")) {
-			return d, nil
-		}
-	}
-	for _, d := range []string{".", filepath.Join("examples", "tripplanner")} {
-		if fileExists(filepath.Join(d, "planner.hcl")) {
-			return filepath.Abs(d)
-		}
-	}
-	return "", fmt.Errorf("cannot find planner.hcl: run from the repository root")
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
