@@ -350,6 +350,12 @@ func renderDOT(w io.Writer, r *Record) error {
 		if t.Denials > 0 {
 			lines = append(lines, fmt.Sprintf("%d denials", t.Denials))
 		}
+		if !t.Label.IsZero() {
+			lines = append(lines, "label "+t.Label.String())
+		}
+		if t.Clearance != nil {
+			lines = append(lines, "clearance {"+strings.Join(t.Clearance.Conf(), ",")+"}")
+		}
 		fmt.Fprintf(&b, "  %s [shape=box, label=%s];\n", taskNode(t.ID), dotLabel(lines...))
 	}
 	for _, c := range r.Caps {
