@@ -167,6 +167,11 @@ func TestReviewInjection(t *testing.T) {
 	for _, gt := range k.Graph().Tasks {
 		if gt.Parent == task.ID() {
 			child = gt.ID
+			// Spawning never launders: the child started at its parent's
+			// label, which already carried pii:alice.
+			if c := gt.Label.Conf(); len(c) != 1 || c[0] != "pii:alice" {
+				t.Errorf("child label %v, want it to start at the parent's {pii:alice}", c)
+			}
 		}
 	}
 	if flows[child] != 1 {
