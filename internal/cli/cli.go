@@ -47,6 +47,7 @@ func init() {
 		{"build", "build a Go guest to WebAssembly", buildHelp, runBuild},
 		{"run", "run a task described by a manifest", runHelp, runRun},
 		{"graph", "show the capability graph of a recorded run", graphHelp, runGraph},
+		{"audit", "show or verify the tamper-evident audit log", auditHelp, runAudit},
 		{"check", "report what a manifest's tasks could hold and where it could go", checkHelp, runCheck},
 		{"data", "import records into the embedded data store", dataHelp, runData},
 		{"version", "print mandate's version", versionHelp, runVersion},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/mandatevm/mandate/audit"
 	"github.com/mandatevm/mandate/constraint"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/kernel"
@@ -226,11 +227,26 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 	}
 	modules := newModuleSet()
 	defer modules.close(context.Background())
+	// The audit log is written before every audited effect and every
+	// denial; a run that cannot record its decisions does not start.
+	if err := os.MkdirAll(o.state, 0o700); err != nil {
+		e.errorf("state dir: %v", err)
+		return exitUsage
+	}
+	alog, err := audit.Open(auditPath(o.state))
+	if err != nil {
+		e.errorf("audit log: %v", err)
+		return exitUsage
+	}
+	defer alog.Close()
+	started := time.Now()
+	runID := newRunID(started)
 	ks, closeKinds := kindsFor(o.state)
 	defer closeKinds()
 	k, err := kernel.New(kernel.Config{
 		Engine: eng, Kinds: ks, Logger: logger,
 		Approver: approver, Constraints: constraint.New(), Modules: modules,
+		Auditor: runAuditor{log: alog.ForRun(runID), logger: logger.Named("audit")},
 	})
 	if err != nil {
 		e.errorf("%v", err)
@@ -254,7 +270,6 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 	defer mod.Close(context.Background())
 	modules.setRoot(mod)
 
-	started := time.Now()
 	t, err := k.Start(ctx, kernel.TaskSpec{
 		Module:    mod,
 		Principal: m.Principal,
@@ -313,11 +328,16 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 		}
 	}
 
+	// Sign the log's head: a later "mandate audit verify" detects any
+	// edit of this run's entries.
+	if _, err := alog.Checkpoint(); err != nil {
+		e.errorf("audit checkpoint: %v", err)
+	}
 	abs, _ := filepath.Abs(o.manifest)
 	rec := &Record{
 		Version: recordVersion,
 		Run: RunInfo{
-			ID:        newRunID(started),
+			ID:        runID,
 			Manifest:  abs,
 			Task:      m.Name,
 			Module:    m.ModulePath,

@@ -1,0 +1,159 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/mandatevm/mandate/audit"
+	"github.com/mandatevm/mandate/kernel"
+)
+
+const auditHelp = `Usage: mandate audit [--run ID | --all] [--task T] [--denied] [--format text|json] [--state-dir DIR]
+       mandate audit verify [--state-dir DIR]
+
+Shows the audit log: every decision on an audited capability (written before
+its effect) and every denial, for the last run (or run ID, or --all runs).
+The log is an RFC 6962 Merkle log in STATE_DIR/audit.db with checkpoints
+signed by STATE_DIR/audit.key (Ed25519, created on first use, mode 0600).
+
+"mandate audit verify" recomputes the whole tree from the entries, checks it
+against the stored hashes and the signed checkpoints, and names the first
+entry that was changed, deleted, reordered or inserted behind the log's back.
+It exits 0 when the log verifies and 1 when it does not.
+
+Flags:
+
+	--run ID          the run to show (default: the last run)
+	--all             every run
+	--task T          only entries of task T (e.g. t2)
+	--denied          only denials
+	--format FORMAT   text (default) or json (an array of entries)
+	--state-dir DIR   where runs are recorded (default $MANDATE_STATE_DIR,
+	                  else $XDG_STATE_HOME/mandate, else ~/.local/state/mandate)
+
+Examples:
+
+	mandate audit --denied
+	mandate audit --run 20261129T153000Z-ab12cd --format json
+	mandate audit verify
+`
+
+func auditPath(state string) string { return filepath.Join(state, "audit.db") }
+
+// runAuditor records to the audit log and mirrors allowed decisions on
+// audited capabilities into the run's log, as the kernel's default
+// auditor does (denials are already logged by the task).
+type runAuditor struct {
+	log    kernel.Auditor
+	logger hclog.Logger
+}
+
+func (a runAuditor) Record(ctx context.Context, ev kernel.AuditEvent) error {
+	if err := a.log.Record(ctx, ev); err != nil {
+		return err
+	}
+	if ev.Decision == kernel.Allow {
+		a.logger.Info("audit: allow", "task", ev.Task, "cap", ev.Cap, "kind", ev.Kind, "op", ev.Op)
+	}
+	return nil
+}
+
+func runAudit(e *env, args []string) int {
+	c := lookupCommand("audit")
+	fs := flagSet("audit")
+	runID := fs.String("run", "", "")
+	all := fs.Bool("all", false, "")
+	task := fs.String("task", "", "")
+	denied := fs.Bool("denied", false, "")
+	format := fs.String("format", "text", "")
+	stateFlag := fs.String("state-dir", "", "")
+	pos, code, ok := e.parse(c, fs, args)
+	if !ok {
+		return code
+	}
+	verify := false
+	switch {
+	case len(pos) == 1 && pos[0] == "verify":
+		verify = true
+	case len(pos) > 0:
+		return e.usageError(c, "unexpected argument %q", pos[0])
+	}
+	if *format != "text" && *format != "json" {
+		return e.usageError(c, "unknown format %q (formats: text, json)", *format)
+	}
+	dir, err := e.stateDir(*stateFlag)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "mandate audit: %v\n", err)
+		return exitUsage
+	}
+	if _, err := os.Stat(auditPath(dir)); err != nil {
+		fmt.Fprintf(e.stderr, "mandate audit: no audit log yet in %s\n", dir)
+		return exitUsage
+	}
+	log, err := audit.Open(auditPath(dir))
+	if err != nil {
+		fmt.Fprintf(e.stderr, "mandate audit: %v\n", err)
+		return exitUsage
+	}
+	defer log.Close()
+	ctx := context.Background()
+	if verify {
+		rep, err := log.Verify(ctx)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "mandate audit verify: %s: %v\n", auditPath(dir), err)
+			if errors.Is(err, audit.ErrTampered) {
+				return exitTaskFailed
+			}
+			return exitUsage
+		}
+		fmt.Fprintf(e.stdout, "audit log %s verifies: %d entries, %d signed checkpoints (key %s)\n",
+			auditPath(dir), rep.Entries, rep.Checkpoints, log.VerifierKey())
+		return exitOK
+	}
+	f := audit.Filter{Task: *task, Denied: *denied}
+	if !*all {
+		f.Run = *runID
+		if f.Run == "" {
+			r, _, err := readRecord(dir, "")
+			if err != nil {
+				fmt.Fprintf(e.stderr, "mandate audit: %v\n", err)
+				return exitUsage
+			}
+			f.Run = r.Run.ID
+		}
+	}
+	entries, err := log.Entries(ctx, f)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "mandate audit: %v\n", err)
+		return exitUsage
+	}
+	if *format == "json" {
+		if entries == nil {
+			entries = []audit.Entry{}
+		}
+		b, _ := json.MarshalIndent(entries, "", "  ")
+		fmt.Fprintf(e.stdout, "%s\n", b)
+		return exitOK
+	}
+	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "SEQ\tTIME\tTASK\tPRINCIPAL\tCAP\tOP\tDECISION\tREASON")
+	for _, en := range entries {
+		tm := en.Time
+		if len(tm) >= 23 {
+			tm = tm[11:23] // the time of day, to the millisecond
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", en.Seq, tm, en.Task, en.Principal,
+			en.Cap+" "+en.Kind, en.Op, en.Decision+" "+en.Errno, truncate(oneLine(en.Reason), 100))
+	}
+	w.Flush()
+	if len(entries) == 0 {
+		fmt.Fprintln(e.stdout, "(no entries)")
+	}
+	return exitOK
+}
