@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -375,4 +376,29 @@ func BenchmarkRecordParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+func TestReceipt(t *testing.T) {
+	l, _ := open(t)
+	cp, err := l.Checkpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed, err := l.SignReceipt(Receipt{Run: "r1", Module: "sha256:00", Principal: "alice",
+		Grants:     []ReceiptGrant{{Name: "web", Kind: "net", Scope: json.RawMessage(`{"origin":"https://a.example"}`)}},
+		Checkpoint: string(cp)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenReceipt(signed, l.VerifierKey())
+	if err != nil || r.Principal != "alice" || len(r.Grants) != 1 {
+		t.Fatalf("OpenReceipt = %+v, %v", r, err)
+	}
+	for i := range signed {
+		bad := append([]byte(nil), signed...)
+		bad[i] ^= 1
+		if _, err := OpenReceipt(bad, l.VerifierKey()); err == nil {
+			t.Fatalf("a receipt with byte %d changed verified", i)
+		}
+	}
 }

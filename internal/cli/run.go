@@ -44,6 +44,10 @@ Flags:
 	                   else the user cache directory + /mandate
 	--state-dir DIR    where the run is recorded; default $MANDATE_STATE_DIR,
 	                   else $XDG_STATE_HOME/mandate, else ~/.local/state/mandate
+	--receipt FILE     write a signed receipt of what the run could do (module,
+	                   manifest, principal, every capability granted, final
+	                   labels, the audit checkpoint); check it with
+	                   "mandate verify FILE"
 	--approve MODE     uses that need a person's yes (a payment above its
 	                   approve_above, a call matching approve_when): prompt
 	                   (default) asks on the terminal and denies when there
@@ -126,6 +130,7 @@ func validVarName(s string) bool {
 // runOptions are the parsed flags of mandate run.
 type runOptions struct {
 	approve  string
+	receipt  string
 	manifest string
 	input    string
 	vars     varFlag
@@ -146,6 +151,7 @@ func runRun(e *env, args []string) int {
 	cacheFlag := fs.String("cache-dir", "", "")
 	stateFlag := fs.String("state-dir", "", "")
 	fs.StringVar(&o.approve, "approve", approvePrompt, "")
+	fs.StringVar(&o.receipt, "receipt", "", "")
 	pos, code, ok := e.parse(c, fs, args)
 	if !ok {
 		return code
@@ -330,8 +336,25 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 
 	// Sign the log's head: a later "mandate audit verify" detects any
 	// edit of this run's entries.
-	if _, err := alog.Checkpoint(); err != nil {
+	checkpoint, err := alog.Checkpoint()
+	if err != nil {
 		e.errorf("audit checkpoint: %v", err)
+	}
+	if o.receipt != "" {
+		abs, _ := filepath.Abs(o.manifest)
+		r := buildReceipt(runID, abs, digest, m.Principal, k.Graph(), t.ID(), checkpoint)
+		signed, err := alog.SignReceipt(r)
+		if err == nil {
+			err = writeFileAtomic(o.receipt, signed, 0o644)
+		}
+		if err != nil {
+			e.errorf("receipt: %v", err)
+			if exit == exitOK {
+				exit = exitUsage
+			}
+		} else {
+			logger.Info("receipt written", "path", o.receipt)
+		}
 	}
 	abs, _ := filepath.Abs(o.manifest)
 	rec := &Record{

@@ -1,0 +1,102 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"golang.org/x/mod/sumdb/note"
+)
+
+// A receipt is a signed statement of what a run was allowed to do: the
+// module it ran, the manifest, the principal, every capability granted
+// (scope, constraints), the tasks' final labels and clearances, and the
+// audit log's signed checkpoint after the run. It is signed with the same
+// key as the log's checkpoints, so anyone with the verifier key can check
+// it offline (OpenReceipt); one changed byte fails.
+type Receipt struct {
+	Version        int             `json:"version"`
+	Run            string          `json:"run"`
+	Manifest       string          `json:"manifest"`
+	ManifestDigest string          `json:"manifest_digest"`
+	Module         string          `json:"module"`
+	Principal      string          `json:"principal"`
+	Grants         []ReceiptGrant  `json:"grants"`
+	Tasks          []ReceiptTask   `json:"tasks"`
+	Checkpoint     string          `json:"checkpoint"` // the signed note, as text
+	Extra          json.RawMessage `json:"extra,omitempty"`
+}
+
+// ReceiptGrant is one capability granted to the root task.
+type ReceiptGrant struct {
+	Name        string          `json:"name"`
+	Kind        string          `json:"kind"`
+	Scope       json.RawMessage `json:"scope"`
+	When        []string        `json:"when,omitempty"`
+	ApproveWhen []string        `json:"approve_when,omitempty"`
+	Audited     bool            `json:"audited"`
+}
+
+// ReceiptTask is one task of the run as it ended.
+type ReceiptTask struct {
+	ID        string          `json:"id"`
+	Parent    string          `json:"parent,omitempty"`
+	Module    string          `json:"module"`
+	State     string          `json:"state"`
+	Label     json.RawMessage `json:"label"`
+	Clearance json.RawMessage `json:"clearance"`
+}
+
+// ReceiptVersion is the version SignReceipt writes.
+const ReceiptVersion = 1
+
+// SignReceipt signs r with the log's key. The result is a note: the
+// receipt's JSON, then the signature line.
+func (l *Log) SignReceipt(r Receipt) ([]byte, error) {
+	r.Version = ReceiptVersion
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return note.Sign(&note.Note{Text: string(b) + "\n"}, l.signer)
+}
+
+// OpenReceipt checks a signed receipt with the verifier key vkey (and the
+// checkpoint it carries), byte for byte, and returns it.
+func OpenReceipt(signed []byte, vkey string) (Receipt, error) {
+	v, err := note.NewVerifier(vkey)
+	if err != nil {
+		return Receipt{}, fmt.Errorf("receipt: verifier key: %w", err)
+	}
+	n, err := note.Open(signed, note.VerifierList(v))
+	if err != nil {
+		return Receipt{}, fmt.Errorf("receipt: %w", err)
+	}
+	canon := n.Text + "\n"
+	for _, s := range append(n.Sigs, n.UnverifiedSigs...) {
+		if _, err := base64.StdEncoding.Strict().DecodeString(s.Base64); err != nil {
+			return Receipt{}, errors.New("receipt: non-canonical signature encoding")
+		}
+		canon += "— " + s.Name + " " + s.Base64 + "\n"
+	}
+	if canon != string(signed) {
+		return Receipt{}, errors.New("receipt: non-canonical note")
+	}
+	var r Receipt
+	dec := json.NewDecoder(bytes.NewReader([]byte(n.Text)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return Receipt{}, fmt.Errorf("receipt: %w", err)
+	}
+	if r.Version != ReceiptVersion {
+		return Receipt{}, fmt.Errorf("receipt: unknown version %d", r.Version)
+	}
+	if r.Checkpoint != "" {
+		if _, err := openCheckpoint([]byte(r.Checkpoint), v); err != nil {
+			return Receipt{}, fmt.Errorf("receipt: its %w", err)
+		}
+	}
+	return r, nil
+}
