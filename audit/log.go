@@ -77,11 +77,14 @@ CREATE TABLE entries (
 	principal TEXT NOT NULL,
 	module    TEXT NOT NULL,
 	cap       TEXT NOT NULL,
+	ancestry  TEXT NOT NULL,       -- the cap's derivation chain, root first
 	kind      TEXT NOT NULL,
 	op        TEXT NOT NULL,
+	args      TEXT NOT NULL,       -- SHA-256 of the call's arguments, or ""
 	decision  TEXT NOT NULL,
 	errno     TEXT NOT NULL,
-	reason    TEXT NOT NULL
+	reason    TEXT NOT NULL,
+	label     TEXT NOT NULL        -- the task's label at the decision
 );
 CREATE INDEX entries_run_task ON entries (run, task);
 CREATE TABLE hashes (
@@ -112,11 +115,14 @@ type Entry struct {
 	Principal string `json:"principal"`
 	Module    string `json:"module"`
 	Cap       string `json:"cap"`
+	Ancestry  string `json:"ancestry"` // the cap's derivation chain, root first: "c1,c4"
 	Kind      string `json:"kind"`
 	Op        string `json:"op"`
+	Args      string `json:"args"` // SHA-256 of the call's arguments (never the arguments), or ""
 	Decision  string `json:"decision"`
 	Errno     string `json:"errno"`
 	Reason    string `json:"reason"`
+	Label     string `json:"label"` // the task's label at the decision
 }
 
 // canonical returns the entry's record bytes.
@@ -282,6 +288,9 @@ func (l *Log) record(ctx context.Context, run string, ev kernel.AuditEvent) erro
 		Principal: clean(ev.Principal),
 		Module:    clean(ev.Module),
 		Cap:       clean(ev.Cap),
+		Ancestry:  clean(strings.Join(ev.Ancestry, ",")),
+		Args:      ev.ArgsDigest,
+		Label:     clean(ev.Label.String()),
 		Kind:      clean(ev.Kind),
 		Op:        clean(ev.Op),
 		Decision:  clean(string(ev.Decision)),
@@ -329,7 +338,7 @@ func (l *Log) append(batch []*pending) (err error) {
 	if err := tx.QueryRowContext(ctx, "SELECT size FROM tree WHERE id = 0").Scan(&n); err != nil {
 		return err
 	}
-	insE, err := tx.PrepareContext(ctx, `INSERT INTO entries (idx, time, run, task, principal, module, cap, kind, op, decision, errno, reason) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`)
+	insE, err := tx.PrepareContext(ctx, `INSERT INTO entries (idx, time, run, task, principal, module, cap, ancestry, kind, op, args, decision, errno, reason, label) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
 	if err != nil {
 		return err
 	}
@@ -368,7 +377,7 @@ func (l *Log) append(batch []*pending) (err error) {
 	for _, p := range batch {
 		p.e.Seq = n
 		e := &p.e
-		if _, err := insE.ExecContext(ctx, e.Seq, e.Time, e.Run, e.Task, e.Principal, e.Module, e.Cap, e.Kind, e.Op, e.Decision, e.Errno, e.Reason); err != nil {
+		if _, err := insE.ExecContext(ctx, e.Seq, e.Time, e.Run, e.Task, e.Principal, e.Module, e.Cap, e.Ancestry, e.Kind, e.Op, e.Args, e.Decision, e.Errno, e.Reason, e.Label); err != nil {
 			return err
 		}
 		hs, err := tlog.StoredHashes(n, e.canonical(), reader)
@@ -399,7 +408,7 @@ type Filter struct {
 
 // Entries returns the entries matching f, in log order.
 func (l *Log) Entries(ctx context.Context, f Filter) ([]Entry, error) {
-	q := `SELECT idx, time, run, task, principal, module, cap, kind, op, decision, errno, reason FROM entries WHERE 1=1`
+	q := `SELECT idx, time, run, task, principal, module, cap, ancestry, kind, op, args, decision, errno, reason, label FROM entries WHERE 1=1`
 	var args []any
 	if f.Run != "" {
 		q += " AND run = ?"
@@ -434,5 +443,5 @@ func (l *Log) Entries(ctx context.Context, f Filter) ([]Entry, error) {
 }
 
 func scanEntry(rows *sql.Rows, e *Entry) error {
-	return rows.Scan(&e.Seq, &e.Time, &e.Run, &e.Task, &e.Principal, &e.Module, &e.Cap, &e.Kind, &e.Op, &e.Decision, &e.Errno, &e.Reason)
+	return rows.Scan(&e.Seq, &e.Time, &e.Run, &e.Task, &e.Principal, &e.Module, &e.Cap, &e.Ancestry, &e.Kind, &e.Op, &e.Args, &e.Decision, &e.Errno, &e.Reason, &e.Label)
 }

@@ -185,8 +185,8 @@ func TestTamperSwap(t *testing.T) {
 
 func TestTamperInsert(t *testing.T) {
 	l, path := fill(t, 10)
-	exec(t, raw(t, path), `INSERT INTO entries (idx, time, run, task, principal, module, cap, kind, op, decision, errno, reason)
-		SELECT 10, time, run, task, principal, module, cap, kind, op, 'allow', errno, 'forged' FROM entries WHERE idx = 0`)
+	exec(t, raw(t, path), `INSERT INTO entries (idx, time, run, task, principal, module, cap, ancestry, kind, op, args, decision, errno, reason, label)
+		SELECT 10, time, run, task, principal, module, cap, ancestry, kind, op, args, 'allow', errno, 'forged', label FROM entries WHERE idx = 0`)
 	wantBad(t, l, 10, "inserted")
 }
 
@@ -196,8 +196,8 @@ func TestTamperInsertMiddle(t *testing.T) {
 	// Shift entries 5.. up by one and forge an entry 5.
 	exec(t, db, "UPDATE entries SET idx = idx + 100 WHERE idx >= 5")
 	exec(t, db, "UPDATE entries SET idx = idx - 99 WHERE idx >= 100")
-	exec(t, db, `INSERT INTO entries (idx, time, run, task, principal, module, cap, kind, op, decision, errno, reason)
-		SELECT 5, time, run, task, principal, module, cap, kind, op, 'allow', errno, 'forged' FROM entries WHERE idx = 0`)
+	exec(t, db, `INSERT INTO entries (idx, time, run, task, principal, module, cap, ancestry, kind, op, args, decision, errno, reason, label)
+		SELECT 5, time, run, task, principal, module, cap, ancestry, kind, op, args, 'allow', errno, 'forged', label FROM entries WHERE idx = 0`)
 	wantBad(t, l, 5, "entry 5")
 }
 
@@ -230,8 +230,8 @@ func TestTamperRehash(t *testing.T) {
 	}
 	exec(t, db, "DELETE FROM entries")
 	for _, e := range rows {
-		exec(t, db, `INSERT INTO entries (idx, time, run, task, principal, module, cap, kind, op, decision, errno, reason) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`,
-			e.Seq, e.Time, e.Run, e.Task, e.Principal, e.Module, e.Cap, e.Kind, e.Op, e.Decision, e.Errno, e.Reason)
+		exec(t, db, `INSERT INTO entries (idx, time, run, task, principal, module, cap, ancestry, kind, op, args, decision, errno, reason, label) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+			e.Seq, e.Time, e.Run, e.Task, e.Principal, e.Module, e.Cap, e.Ancestry, e.Kind, e.Op, e.Args, e.Decision, e.Errno, e.Reason, e.Label)
 	}
 	// Recompute the hashes table with the library's own append path on a
 	// scratch log, then copy it over.

@@ -230,7 +230,7 @@ func (l *Log) verify(ctx context.Context, extra []byte) (*VerifyReport, error) {
 		}
 		return out, nil
 	})
-	rows, err := tx.QueryContext(ctx, `SELECT idx, time, run, task, principal, module, cap, kind, op, decision, errno, reason FROM entries ORDER BY idx`)
+	rows, err := tx.QueryContext(ctx, `SELECT idx, time, run, task, principal, module, cap, ancestry, kind, op, args, decision, errno, reason, label FROM entries ORDER BY idx`)
 	if err != nil {
 		return nil, fmt.Errorf("audit verify: %w", err)
 	}

@@ -25,12 +25,19 @@ type AuditEvent struct {
 	Task      string
 	Principal string
 	Module    string
-	Cap       string // capability id, "" when the handle did not resolve
+	Cap       string   // capability id, "" when the handle did not resolve
+	Ancestry  []string // the capability's derivation chain, root first
 	Kind      string
 	Op        string // "call:fetch", "derive", "revoke", "drop", "lookup", ...
 	Decision  Decision
 	Errno     abi.Errno
 	Reason    string
+	// ArgsDigest is the hex SHA-256 of the call's argument document for
+	// the decisions on audited calls (never the arguments themselves:
+	// they may hold secrets); "" otherwise.
+	ArgsDigest string
+	// Label is the task's label at the decision.
+	Label Label
 }
 
 // Auditor receives audit events. Record is called before the effect of an

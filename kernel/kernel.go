@@ -139,6 +139,11 @@ func (k *Kernel) Grant(kind string, g GrantContext, spec []byte) (Scope, error) 
 // audit records ev, filling in the task's identity. A failure to record
 // is an internal error: the caller denies.
 func (k *Kernel) audit(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error) error {
+	return k.auditCall(ctx, t, c, op, d, err, "")
+}
+
+// auditCall is audit with the digest of the call's arguments.
+func (k *Kernel) auditCall(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error, argsDigest string) error {
 	ev := AuditEvent{
 		Time:      now(),
 		Task:      t.id,
@@ -153,7 +158,12 @@ func (k *Kernel) audit(ctx context.Context, t *Task, c *Cap, op string, d Decisi
 	}
 	if c != nil {
 		ev.Cap, ev.Kind = c.id, c.kind.Name()
+		for x := c; x != nil; x = x.parent {
+			ev.Ancestry = append([]string{x.id}, ev.Ancestry...)
+		}
 	}
+	ev.Label = t.Label()
+	ev.ArgsDigest = argsDigest
 	if aerr := k.auditor.Record(ctx, ev); aerr != nil {
 		t.logger.Error("audit log failed; denying", "error", aerr)
 		return &Error{Errno: abi.EINTERNAL, Msg: "audit log failed", Err: aerr}

@@ -2,6 +2,8 @@ package kernel
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"sync"
@@ -98,8 +100,11 @@ func (t *Task) invoke(ctx context.Context, h abi.Handle, op []byte, args []byte)
 	// Constraints, flow checks and approvals hook in here (later kinds).
 	_, declassify := c.kind.(Declassifier)
 	audited := c.audit || declassify
+	var digest string
 	if audited {
-		if err := t.k.audit(ctx, t, c, "call:"+kop, Allow, nil); err != nil {
+		sum := sha256.Sum256(args)
+		digest = hex.EncodeToString(sum[:])
+		if err := t.k.auditCall(ctx, t, c, "call:"+kop, Allow, nil, digest); err != nil {
 			return 0, t.fail("call:"+kop, err)
 		}
 	}
@@ -125,7 +130,7 @@ func (t *Task) invoke(ctx context.Context, h abi.Handle, op []byte, args []byte)
 	*call = Call{}
 	callPool.Put(call)
 	if audited {
-		if aerr := t.k.audit(ctx, t, c, "call:"+kop, Outcome, err); aerr != nil && err == nil {
+		if aerr := t.k.auditCall(ctx, t, c, "call:"+kop, Outcome, err, digest); aerr != nil && err == nil {
 			err = aerr
 		}
 	}
