@@ -14,7 +14,7 @@ import (
 	"github.com/mandatevm/mandate/kernel"
 )
 
-const auditHelp = `Usage: mandate audit [--run ID | --all] [--task T] [--denied] [--format text|json] [--state-dir DIR]
+const auditHelp = `Usage: mandate audit [RUN | --run ID | --all] [--task T] [--denied] [--format text|json] [--state-dir DIR]
        mandate audit verify [--state-dir DIR]
 
 Shows the audit log: every decision on an audited capability (written before
@@ -81,6 +81,8 @@ func runAudit(e *env, args []string) int {
 	switch {
 	case len(pos) == 1 && pos[0] == "verify":
 		verify = true
+	case len(pos) == 1 && *runID == "":
+		*runID = pos[0] // mandate audit RUN
 	case len(pos) > 0:
 		return e.usageError(c, "unexpected argument %q", pos[0])
 	}

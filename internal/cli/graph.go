@@ -12,7 +12,7 @@ import (
 	"github.com/mandatevm/mandate/kernel"
 )
 
-const graphHelp = `Usage: mandate graph [--run ID] [--format text|json|dot] [--state-dir DIR]
+const graphHelp = `Usage: mandate graph [RUN | --run ID] [--format text|json|dot] [--state-dir DIR]
 
 Shows the capability graph of the last recorded run, or of run ID: every
 task (who it acted for, its module, how it ended) and every capability (its
@@ -53,7 +53,10 @@ func runGraph(e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	if len(pos) > 0 {
+	switch {
+	case len(pos) == 1 && *runID == "":
+		*runID = pos[0] // mandate graph RUN
+	case len(pos) > 0:
 		return e.usageError(c, "unexpected argument %q", pos[0])
 	}
 	render, ok := renderers[*format]
