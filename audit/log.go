@@ -46,7 +46,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,7 +56,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
-	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
+	"github.com/mandatevm/mandate/internal/sqlitedb"
 )
 
 const (
@@ -172,71 +171,14 @@ func Open(path string) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit log %s: %w", path, err)
 	}
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(5000)")
-	q.Add("_pragma", "synchronous(FULL)") // write-ahead: a commit is on disk
-	q.Set("_txlock", "immediate")
-	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
-	db, err := sql.Open("sqlite", dsn)
+	db, err := sqlitedb.Open(path, sqlitedb.Config{
+		What: "audit log", AppID: applicationID, Version: schemaVersion, Schema: schema,
+		Pragmas: []string{"synchronous(FULL)"}, // write-ahead: a commit is on disk
+	})
 	if err != nil {
-		return nil, fmt.Errorf("audit log %s: %w", path, err)
+		return nil, err
 	}
-	l := &Log{db: db, path: path, signer: signer, verif: verif, vkey: vkey}
-	if err := l.init(context.Background()); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("audit log %s: %w", path, err)
-	}
-	return l, nil
-}
-
-func (l *Log) init(ctx context.Context) error {
-	var appID, version int
-	if err := l.db.QueryRowContext(ctx, "PRAGMA application_id").Scan(&appID); err != nil {
-		return notALog(err)
-	}
-	if err := l.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
-		return notALog(err)
-	}
-	switch {
-	case appID == applicationID && version == schemaVersion:
-	case appID == applicationID && version > schemaVersion:
-		return fmt.Errorf("written by a newer Mandate (schema version %d, this one knows %d)", version, schemaVersion)
-	case appID == applicationID:
-		return fmt.Errorf("unknown schema version %d", version)
-	case appID != 0:
-		return fmt.Errorf("not a Mandate audit log (SQLite application id %#x)", appID)
-	default:
-		var n int
-		if err := l.db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {
-			return notALog(err)
-		}
-		if n != 0 || version != 0 {
-			return errors.New("not a Mandate audit log (a SQLite database with other tables)")
-		}
-		tx, err := l.db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		if _, err := tx.ExecContext(ctx, schema); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d; PRAGMA user_version = %d", applicationID, schemaVersion)); err != nil {
-			return err
-		}
-		if err := tx.Commit(); err != nil {
-			return err
-		}
-	}
-	var mode string
-	if err := l.db.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
-		return err
-	}
-	return nil
-}
-
-func notALog(err error) error {
-	return fmt.Errorf("not a Mandate audit log (corrupted, or not a SQLite database): %w", err)
+	return &Log{db: db, path: path, signer: signer, verif: verif, vkey: vkey}, nil
 }
 
 // Path returns the database file.

@@ -7,15 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
-	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
+	"github.com/mandatevm/mandate/internal/sqlitedb"
 )
 
 // Store limits. A record or import past one is an error, never truncated.
@@ -95,80 +92,14 @@ CREATE INDEX relations_src ON relations (src_collection, src_id);
 // database, or a SQLite database that is not a Mandate data store, is a
 // clear error.
 func Open(path string) (*Store, error) {
-	if path == "" {
-		return nil, errors.New("data store: empty path")
-	}
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("data store %s: %w", path, err)
-		}
-	}
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(5000)")
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Add("_pragma", "synchronous(NORMAL)")
-	q.Set("_txlock", "immediate")
-	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
-	db, err := sql.Open("sqlite", dsn)
+	db, err := sqlitedb.Open(path, sqlitedb.Config{
+		What: "data store", AppID: storeApplicationID, Version: schemaVersion, Schema: schema,
+		Pragmas: []string{"foreign_keys(1)", "synchronous(NORMAL)"},
+	})
 	if err != nil {
-		return nil, fmt.Errorf("data store %s: %w", path, err)
+		return nil, err
 	}
-	s := &Store{db: db, path: path}
-	if err := s.init(context.Background()); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("data store %s: %w", path, err)
-	}
-	return s, nil
-}
-
-func (s *Store) init(ctx context.Context) error {
-	var appID, version int
-	if err := s.db.QueryRowContext(ctx, "PRAGMA application_id").Scan(&appID); err != nil {
-		return notAStore(err)
-	}
-	if err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
-		return notAStore(err)
-	}
-	switch {
-	case appID == storeApplicationID && version == schemaVersion:
-	case appID == storeApplicationID && version > schemaVersion:
-		return fmt.Errorf("written by a newer Mandate (schema version %d, this one knows %d)", version, schemaVersion)
-	case appID == storeApplicationID:
-		return fmt.Errorf("unknown schema version %d", version)
-	case appID != 0:
-		return fmt.Errorf("not a Mandate data store (SQLite application id %#x)", appID)
-	default:
-		var n int
-		if err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {
-			return notAStore(err)
-		}
-		if n != 0 || version != 0 {
-			return errors.New("not a Mandate data store (a SQLite database with other tables)")
-		}
-		tx, err := s.db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		if _, err := tx.ExecContext(ctx, schema); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d; PRAGMA user_version = %d", storeApplicationID, schemaVersion)); err != nil {
-			return err
-		}
-		if err := tx.Commit(); err != nil {
-			return err
-		}
-	}
-	var mode string
-	if err := s.db.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
-		return err
-	}
-	return nil
-}
-
-func notAStore(err error) error {
-	return fmt.Errorf("not a Mandate data store (corrupted, or not a SQLite database): %w", err)
+	return &Store{db: db, path: path}, nil
 }
 
 // Path returns the file the store was opened from.

@@ -1,0 +1,117 @@
+// Package sqlitedb opens the embedded SQLite files Mandate keeps (the data
+// store, the audit log) the same way: WAL journal, a busy timeout,
+// immediate write transactions, and a schema identified by SQLite's
+// application_id and versioned by user_version, so that a corrupted file,
+// another program's database or a newer schema is a clear error, never a
+// silent reset.
+//
+//	db, err := sqlitedb.Open(path, sqlitedb.Config{
+//		What: "data store", AppID: 0x4d4e4453, Version: 1, Schema: schema,
+//		Pragmas: []string{"synchronous(NORMAL)"},
+//	})
+package sqlitedb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	_ "modernc.org/sqlite" // the "sqlite" driver, pure Go
+)
+
+// Config describes one kind of database file.
+type Config struct {
+	// What names the file in errors, e.g. "audit log".
+	What string
+	// AppID marks the file as ours (PRAGMA application_id).
+	AppID int
+	// Version is the schema version this code writes and reads.
+	Version int
+	// Schema creates the tables of a new, empty file.
+	Schema string
+	// Pragmas are added to the connection's, e.g. "synchronous(FULL)".
+	Pragmas []string
+}
+
+// Open opens (creating if needed, with its directory) the database at
+// path and checks or creates its schema. Errors name the file.
+func Open(path string, c Config) (*sql.DB, error) {
+	if path == "" {
+		return nil, fmt.Errorf("%s: empty path", c.What)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", c.What, path, err)
+	}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(5000)")
+	for _, p := range c.Pragmas {
+		q.Add("_pragma", p)
+	}
+	q.Set("_txlock", "immediate")
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", c.What, path, err)
+	}
+	if err := initSchema(context.Background(), db, c); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%s %s: %w", c.What, path, err)
+	}
+	return db, nil
+}
+
+func initSchema(ctx context.Context, db *sql.DB, c Config) error {
+	notOurs := func(err error) error {
+		return fmt.Errorf("not a Mandate %s (corrupted, or not a SQLite database): %w", c.What, err)
+	}
+	var appID, version int
+	if err := db.QueryRowContext(ctx, "PRAGMA application_id").Scan(&appID); err != nil {
+		return notOurs(err)
+	}
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return notOurs(err)
+	}
+	switch {
+	case appID == c.AppID && version == c.Version:
+	case appID == c.AppID && version > c.Version:
+		return fmt.Errorf("written by a newer Mandate (schema version %d, this one knows %d)", version, c.Version)
+	case appID == c.AppID:
+		return fmt.Errorf("unknown schema version %d", version)
+	case appID != 0:
+		return fmt.Errorf("not a Mandate %s (SQLite application id %#x)", c.What, appID)
+	default:
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {
+			return notOurs(err)
+		}
+		if n != 0 || version != 0 {
+			return fmt.Errorf("not a Mandate %s (a SQLite database with other tables)", c.What)
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, c.Schema); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d; PRAGMA user_version = %d", c.AppID, c.Version)); err != nil {
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+	}
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
+		return err
+	}
+	if mode != "wal" {
+		return errors.New("cannot switch to the WAL journal")
+	}
+	return nil
+}
