@@ -65,6 +65,18 @@ func Errorf(errno abi.Errno, format string, args ...any) error {
 	return &Error{Errno: errno, Msg: err.Error(), Err: cause, msgHasCause: cause != nil}
 }
 
+// isDenial reports whether err is a refusal (audited, counted, logged as
+// "denied") rather than a failure of the effect: the guest asked for
+// something its handles, scopes, limits, labels or approvers do not allow.
+func isDenial(err error) bool {
+	switch ErrnoOf(err) {
+	case abi.EBADHANDLE, abi.EDENIED, abi.EREVOKED, abi.EEXPIRED, abi.EFLOW,
+		abi.ELIMIT, abi.EAPPROVAL, abi.EWRONGTYPE:
+		return true
+	}
+	return false
+}
+
 // ErrnoOf translates an error to the errno a guest sees. It is the one
 // boundary between host errors and errnos: anything that is not an *Error
 // is EINTERNAL, so an unexpected failure denies (fail closed).

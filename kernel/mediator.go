@@ -135,7 +135,7 @@ func (t *Task) invoke(ctx context.Context, h abi.Handle, op []byte, args []byte)
 		}
 	}
 	if err != nil {
-		if e := ErrnoOf(err); e == abi.EDENIED || e == abi.EFLOW || e == abi.EAPPROVAL {
+		if isDenial(err) {
 			return 0, t.deny(ctx, c, "call:"+kop, err)
 		}
 		return 0, t.fail("call:"+kop, err)

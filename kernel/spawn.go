@@ -61,7 +61,7 @@ func (t *Task) Spawn(ctx context.Context, h abi.Handle, req []byte) (abi.Handle,
 	}
 	child, err := t.spawn(ctx, sc, scope, req)
 	if err != nil {
-		if e := ErrnoOf(err); e == abi.EDENIED || e == abi.EREVOKED || e == abi.EBADHANDLE || e == abi.EWRONGTYPE || e == abi.EAPPROVAL || e == abi.ELIMIT || e == abi.EFLOW {
+		if isDenial(err) {
 			return 0, t.deny(ctx, sc, op, err)
 		}
 		return 0, t.fail(op, err)

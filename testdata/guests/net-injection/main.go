@@ -78,8 +78,6 @@ func main() {
 		res, err := child.Wait()
 		rec("child_wait", err)
 		rec("child_result_spliced", fetch(listings, abi.HTTPRequest{Method: "POST", URL: "/search", BodyBlob: res.Handle()}))
-		// The child's own attempt, from its result's perspective:
-		out["child_query"] = "see child"
 	}
 	b, _ := json.Marshal(out)
 	mandate.SetResult(b)
