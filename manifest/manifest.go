@@ -56,7 +56,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -65,6 +64,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/sandbox"
 	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 )
@@ -328,7 +328,7 @@ func (p *parser) task(b *hcl.Block) {
 	}
 	if a, ok := content.Attributes["digest"]; ok {
 		if s, ok := p.str(a, false); ok {
-			if !digestRE.MatchString(s) {
+			if !sandbox.IsDigest(s) {
 				p.add(diagErr(a.Expr.Range(), `digest %q is not of the form "sha256:" followed by 64 lower-case hex digits`, s))
 			} else {
 				m.Digest = s
@@ -382,8 +382,6 @@ func (p *parser) task(b *hcl.Block) {
 		}
 	}
 }
-
-var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
 func (p *parser) seed(b *hcl.Block) {
 	s := Seed{Collection: b.Labels[0], rng: b.DefRange}

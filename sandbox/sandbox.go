@@ -163,3 +163,18 @@ func Digest(wasm []byte) string {
 	sum := sha256.Sum256(wasm)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
+
+// IsDigest reports whether s has the form Digest returns: "sha256:" and 64
+// lower-case hex digits.
+func IsDigest(s string) bool {
+	const prefix = "sha256:"
+	if len(s) != len(prefix)+64 || s[:len(prefix)] != prefix {
+		return false
+	}
+	for _, c := range s[len(prefix):] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -35,13 +35,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/sandbox"
 )
 
 // Bounds on grants.
@@ -49,8 +49,6 @@ const (
 	MaxModules     = 64
 	MaxChildrenCap = 1024
 )
-
-var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
 // Kind is the spawn kind.
 type Kind struct{}
@@ -160,7 +158,7 @@ func canonModules(ms []string) ([]string, error) {
 	out := make([]string, 0, len(ms))
 	for _, m := range ms {
 		m = strings.ToLower(strings.TrimSpace(m))
-		if !digestRE.MatchString(m) {
+		if !sandbox.IsDigest(m) {
 			return nil, fmt.Errorf("%q is not a module digest (sha256:<64 hex>)", m)
 		}
 		out = append(out, m)

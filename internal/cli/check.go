@@ -12,6 +12,7 @@ import (
 	"github.com/mandatevm/mandate/caps/data"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/manifest"
+	"github.com/mandatevm/mandate/sandbox"
 )
 
 const checkHelp = `Usage: mandate check MANIFEST.hcl [--var NAME=VALUE ...] [--format text|json]
@@ -238,7 +239,7 @@ func (g *checkGranter) Grant(kind string, gc kernel.GrantContext, spec []byte) (
 				for i, v := range list {
 					str, _ := v.(string)
 					out[i] = v
-					if str == "" || digestRE.MatchString(strings.ToLower(str)) {
+					if str == "" || sandbox.IsDigest(strings.ToLower(str)) {
 						continue
 					}
 					p := str

@@ -6,15 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/manifest"
 	"github.com/mandatevm/mandate/sandbox"
 )
-
-var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
 // moduleSet is the run's kernel.ModuleResolver: the modules its spawn
 // capabilities name, built and compiled before the run starts, by digest.
@@ -75,7 +72,7 @@ func (e *env) resolveSpawnModules(ctx context.Context, m *manifest.Manifest, eng
 		var pinned []string
 		for _, v := range list {
 			s, _ := v.(string)
-			if digestRE.MatchString(strings.ToLower(s)) {
+			if sandbox.IsDigest(strings.ToLower(s)) {
 				pinned = append(pinned, strings.ToLower(s))
 				digests = append(digests, strings.ToLower(s))
 				continue
