@@ -262,27 +262,9 @@ func readHeader(g kernel.GrantContext, field string, h headerSpec) (injected, er
 	if why := grantForbidden(name); why != "" {
 		return injected{}, fe(".name", "%s %s", name, why)
 	}
-	var raw string
-	switch {
-	case h.Env != "" && h.File != "":
-		return injected{}, fe("", "set one of env and file, not both")
-	case h.Env != "":
-		v, ok := g.Getenv(h.Env)
-		if !ok {
-			return injected{}, fe(".env", "environment variable %s is not set", h.Env)
-		}
-		raw = v
-	case h.File != "":
-		b, err := g.ReadFile(h.File)
-		if err != nil {
-			return injected{}, fe(".file", "cannot read %s: %v", h.File, err)
-		}
-		raw = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
-	default:
-		return injected{}, fe("", "set env or file: the source of the header's value")
-	}
-	if raw == "" {
-		return injected{}, fe(sourceField(h), "the value of header %s is empty", name)
+	raw, _, err := g.ReadSecret(kernel.SecretSource{Env: h.Env, File: h.File}, "the value of header "+name)
+	if err != nil {
+		return injected{}, kernel.Prefixed(field, err)
 	}
 	value := h.Prefix + raw
 	if !validHeaderValue(value) {

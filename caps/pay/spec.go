@@ -234,42 +234,20 @@ func (k *Kind) grant(g kernel.GrantContext, spec []byte) (*Scope, error) {
 // readInstrument reads the instrument token. Errors name the variable or
 // file, never the value.
 func readInstrument(g kernel.GrantContext, src source) (kernel.Secret, string, error) {
-	fe := func(sub, format string, args ...any) error {
-		return &kernel.FieldError{Field: "instrument" + sub, Msg: fmt.Sprintf(format, args...)}
+	raw, where, err := g.ReadSecret(kernel.SecretSource{Env: src.Env, File: src.File}, "the instrument")
+	if err != nil {
+		return kernel.Secret{}, "", kernel.Prefixed("instrument", err)
 	}
-	var raw, where string
-	switch {
-	case src.Env != "" && src.File != "":
-		return kernel.Secret{}, "", fe("", "set one of env and file, not both")
-	case src.Env != "":
-		v, ok := g.Getenv(src.Env)
-		if !ok {
-			return kernel.Secret{}, "", fe(".env", "environment variable %s is not set", src.Env)
-		}
-		raw, where = v, "env:"+src.Env
-	case src.File != "":
-		b, err := g.ReadFile(src.File)
-		if err != nil {
-			return kernel.Secret{}, "", fe(".file", "cannot read %s: %v", src.File, err)
-		}
-		raw = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
-		where = "file:" + src.File
-	default:
-		return kernel.Secret{}, "", fe("", "set env or file: where the instrument token is read from")
-	}
-	field := ".env"
+	field := "instrument.env"
 	if src.Env == "" {
-		field = ".file"
-	}
-	if raw == "" {
-		return kernel.Secret{}, "", fe(field, "the instrument is empty")
+		field = "instrument.file"
 	}
 	if len(raw) > MaxInstrumentLen {
-		return kernel.Secret{}, "", fe(field, "the instrument is longer than %d bytes", MaxInstrumentLen)
+		return kernel.Secret{}, "", &kernel.FieldError{Field: field, Msg: fmt.Sprintf("the instrument is longer than %d bytes", MaxInstrumentLen)}
 	}
 	for _, c := range []byte(raw) {
 		if c < 0x20 || c == 0x7f {
-			return kernel.Secret{}, "", fe(field, "the instrument has a control character")
+			return kernel.Secret{}, "", &kernel.FieldError{Field: field, Msg: "the instrument has a control character"}
 		}
 	}
 	return kernel.NewSecret(raw), where, nil
