@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/caps/net"
 	"github.com/mandatevm/mandate/internal/guestbuild"
+	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/sandbox"
 	"github.com/mandatevm/mandate/sandbox/wazero"
@@ -42,24 +43,6 @@ const (
 	attackerEnvVar  = "NET_ATTACKER_TOKEN"
 	attackerMaxResp = 4096
 )
-
-// attackerLogs is a concurrency-safe log sink.
-type attackerLogs struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *attackerLogs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *attackerLogs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // seenRequest is one request a test server received.
 type seenRequest struct {
@@ -339,7 +322,7 @@ type attackEnv struct {
 	evilOrigin    string
 	grantedHost   string
 	hangHeld      *atomic.Int64 // nanoseconds the hanging request was held
-	logs          *attackerLogs
+	logs          *kerneltest.Buffer
 }
 
 func newAttackEnv(t *testing.T) *attackEnv {
@@ -497,7 +480,7 @@ func newAttackEnv(t *testing.T) *attackEnv {
 	kind := net.New(net.WithLookup(lookup))
 	t.Cleanup(kind.CloseIdleConnections)
 
-	logs := &attackerLogs{}
+	logs := &kerneltest.Buffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace})
 	eng, err := wazero.New(ctx, sandbox.Config{CacheDir: filepath.Join(os.TempDir(), "mandate-test-wazero-cache")})
 	if err != nil {
