@@ -2,9 +2,7 @@ package audit
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"golang.org/x/mod/sumdb/note"
@@ -70,19 +68,9 @@ func OpenReceipt(signed []byte, vkey string) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, fmt.Errorf("receipt: verifier key: %w", err)
 	}
-	n, err := note.Open(signed, note.VerifierList(v))
+	n, err := openNote(signed, v)
 	if err != nil {
 		return Receipt{}, fmt.Errorf("receipt: %w", err)
-	}
-	canon := n.Text + "\n"
-	for _, s := range append(n.Sigs, n.UnverifiedSigs...) {
-		if _, err := base64.StdEncoding.Strict().DecodeString(s.Base64); err != nil {
-			return Receipt{}, errors.New("receipt: non-canonical signature encoding")
-		}
-		canon += "— " + s.Name + " " + s.Base64 + "\n"
-	}
-	if canon != string(signed) {
-		return Receipt{}, errors.New("receipt: non-canonical note")
 	}
 	var r Receipt
 	dec := json.NewDecoder(bytes.NewReader([]byte(n.Text)))

@@ -61,28 +61,37 @@ func OpenCheckpoint(signed []byte, vkey string) (Checkpoint, error) {
 }
 
 func openCheckpoint(signed []byte, v note.Verifier) (Checkpoint, error) {
-	n, err := note.Open(signed, note.VerifierList(v))
+	n, err := openNote(signed, v)
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("audit checkpoint: %w", err)
-	}
-	// note.Open accepts a signature whose base64 has nonzero padding
-	// bits; refuse any encoding but the canonical one, so that a
-	// checkpoint is valid byte for byte or not at all.
-	canon := n.Text + "\n"
-	for _, s := range append(n.Sigs, n.UnverifiedSigs...) {
-		if _, err := base64.StdEncoding.Strict().DecodeString(s.Base64); err != nil {
-			return Checkpoint{}, errors.New("audit checkpoint: non-canonical signature encoding")
-		}
-		canon += "— " + s.Name + " " + s.Base64 + "\n"
-	}
-	if canon != string(signed) {
-		return Checkpoint{}, errors.New("audit checkpoint: non-canonical note")
 	}
 	c, err := parseCheckpointText(n.Text)
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("audit checkpoint: %w", err)
 	}
 	return c, nil
+}
+
+// openNote checks a signed note with v, byte for byte. note.Open accepts
+// a signature whose base64 has nonzero padding bits; refuse any encoding
+// but the canonical one, so that a signed note is valid byte for byte or
+// not at all.
+func openNote(signed []byte, v note.Verifier) (*note.Note, error) {
+	n, err := note.Open(signed, note.VerifierList(v))
+	if err != nil {
+		return nil, err
+	}
+	canon := n.Text + "\n"
+	for _, s := range append(n.Sigs, n.UnverifiedSigs...) {
+		if _, err := base64.StdEncoding.Strict().DecodeString(s.Base64); err != nil {
+			return nil, errors.New("non-canonical signature encoding")
+		}
+		canon += "— " + s.Name + " " + s.Base64 + "\n"
+	}
+	if canon != string(signed) {
+		return nil, errors.New("non-canonical note")
+	}
+	return n, nil
 }
 
 // Checkpoint signs the current tree head, stores it in the checkpoints
