@@ -14,9 +14,9 @@ import (
 
 	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/internal/kerneltest"
+	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/sandbox"
-	"github.com/mandatevm/mandate/sandbox/wazero"
 )
 
 // Guests under testdata/guests, built once per test binary (and cached by
@@ -67,7 +67,7 @@ func guest(t testing.TB, name string) []byte {
 
 type env struct {
 	k    *kernel.Kernel
-	eng  *wazero.Engine
+	eng  sandbox.Engine
 	kind *kerneltest.Kind
 }
 
@@ -75,12 +75,7 @@ type env struct {
 // kernel's configuration.
 func newEnv(t testing.TB, opts ...func(*kernel.Config)) *env {
 	t.Helper()
-	ctx := context.Background()
-	eng, err := wazero.New(ctx, sandbox.Config{CacheDir: filepath.Join(os.TempDir(), "mandate-test-wazero-cache")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close(ctx) })
+	eng := testengine.New(t)
 	kind := kerneltest.New()
 	cfg := kernel.Config{Engine: eng, Kinds: []kernel.Kind{kind}}
 	for _, o := range opts {

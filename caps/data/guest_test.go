@@ -3,7 +3,6 @@ package data
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,9 +11,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/internal/kerneltest"
+	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
-	"github.com/mandatevm/mandate/sandbox"
-	"github.com/mandatevm/mandate/sandbox/wazero"
 )
 
 // This file attacks the data capability end to end: the hostile guest
@@ -79,11 +77,7 @@ func TestGuestHostile(t *testing.T) {
 	}
 	logs := &kerneltest.Buffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Debug})
-	eng, err := wazero.New(ctx, sandbox.Config{CacheDir: filepath.Join(os.TempDir(), "mandate-test-wazero-cache")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close(ctx) })
+	eng := testengine.New(t)
 	kind := New(st)
 	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{kind}, Logger: logger})
 	if err != nil {

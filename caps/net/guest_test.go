@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,9 +22,9 @@ import (
 	"github.com/mandatevm/mandate/caps/net"
 	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/internal/kerneltest"
+	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/sandbox"
-	"github.com/mandatevm/mandate/sandbox/wazero"
 )
 
 // This file attacks the net capability end to end, through a real guest:
@@ -482,11 +481,7 @@ func newAttackEnv(t *testing.T) *attackEnv {
 
 	logs := &kerneltest.Buffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace})
-	eng, err := wazero.New(ctx, sandbox.Config{CacheDir: filepath.Join(os.TempDir(), "mandate-test-wazero-cache")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close(ctx) })
+	eng := testengine.New(t)
 	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{kind}, Logger: logger})
 	if err != nil {
 		t.Fatal(err)

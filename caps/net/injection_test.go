@@ -14,9 +14,9 @@ import (
 	"github.com/mandatevm/mandate/caps/net"
 	"github.com/mandatevm/mandate/caps/spawn"
 	"github.com/mandatevm/mandate/internal/guestbuild"
+	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/sandbox"
-	"github.com/mandatevm/mandate/sandbox/wazero"
 )
 
 const passport = "P-X1234567"
@@ -72,11 +72,7 @@ func TestReviewInjection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := wazero.New(ctx, sandbox.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close(ctx)
+	eng := testengine.New(t)
 	audit := &auditLog{}
 	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{net.New(), spawn.New()},
 		Auditor: audit, Modules: oneModule{eng, wasm}})

@@ -3,7 +3,6 @@ package pay_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,9 +13,8 @@ import (
 	"github.com/mandatevm/mandate/caps/pay/paytest"
 	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/internal/kerneltest"
+	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
-	"github.com/mandatevm/mandate/sandbox"
-	"github.com/mandatevm/mandate/sandbox/wazero"
 )
 
 // TestGuestHostile runs testdata/guests/pay-hostile under the kernel and
@@ -39,11 +37,7 @@ func TestGuestHostile(t *testing.T) {
 
 	logs := &kerneltest.Buffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace})
-	eng, err := wazero.New(ctx, sandbox.Config{CacheDir: filepath.Join(os.TempDir(), "mandate-test-wazero-cache")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close(ctx)
+	eng := testengine.New(t)
 	var asked []kernel.ApprovalRequest
 	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{kind}, Logger: logger,
 		Approver: kernel.ApproverFunc(func(_ context.Context, r kernel.ApprovalRequest) (bool, error) {

@@ -4,6 +4,7 @@ package benefits_test
 
 import (
 	"bytes"
+	"github.com/mandatevm/mandate/internal/testengine"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 )
 
 func run(t *testing.T, state, manifest, input string) (string, string) {
+	t.Setenv("MANDATE_ENGINE", testengine.Name())
 	t.Helper()
 	var out, errs bytes.Buffer
 	args := []string{"run", manifest, "--state-dir", state, "--log-level", "info"}

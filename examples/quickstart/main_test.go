@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/mandatevm/mandate/internal/testengine"
 	"strings"
 	"testing"
 )
@@ -10,6 +11,7 @@ import (
 // TestQuickstart runs the walkthrough exactly as `go run
 // ./examples/quickstart` does, recording into a temporary state dir.
 func TestQuickstart(t *testing.T) {
+	t.Setenv("MANDATE_ENGINE", testengine.Name())
 	var out, errs bytes.Buffer
 	if err := quickstart(context.Background(), &out, &errs, t.TempDir()); err != nil {
 		t.Fatalf("quickstart: %v\nstdout:\n%s\nstderr:\n%s", err, &out, &errs)

@@ -3,6 +3,7 @@ package taxprep_test
 
 import (
 	"bytes"
+	"github.com/mandatevm/mandate/internal/testengine"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 )
 
 func TestTaxPrepReceipt(t *testing.T) {
+	t.Setenv("MANDATE_ENGINE", testengine.Name())
 	state := t.TempDir()
 	receipt := filepath.Join(t.TempDir(), "taxprep.receipt")
 	var out, errs bytes.Buffer

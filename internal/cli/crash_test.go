@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/mandatevm/mandate/internal/testengine"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -34,7 +35,7 @@ func TestCrashKeepsTheAuditLog(t *testing.T) {
 
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "mandate")
-	build := exec.Command("go", "build", "-o", bin, "../../cmd/mandate")
+	build := exec.Command("go", append([]string{"build", "-o", bin}, append(testengine.BuildFlags(), "../../cmd/mandate")...)...)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

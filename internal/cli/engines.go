@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/mandatevm/mandate/sandbox"
 	"github.com/mandatevm/mandate/sandbox/wazero"
@@ -26,4 +28,14 @@ func engineNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// unknownEngine explains an --engine (or $MANDATE_ENGINE) this binary does
+// not have, including an engine compiled out of it.
+func unknownEngine(name string) string {
+	if name == "wasmtime" {
+		return "engine \"wasmtime\" is not in this build of mandate: rebuild with cgo and the tag, " +
+			"go build -tags wasmtime ./cmd/mandate (engines here: " + strings.Join(engineNames(), ", ") + ")"
+	}
+	return fmt.Sprintf("unknown engine %q (engines: %s)", name, strings.Join(engineNames(), ", "))
 }

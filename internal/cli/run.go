@@ -38,7 +38,8 @@ Flags:
 	                   mandate.Input); "-" reads standard input; at most 64 MiB
 	--var NAME=VALUE   sets var.NAME in the manifest; repeatable
 	--log-level LEVEL  trace, debug, info (default), warn, error or off
-	--engine NAME      the WebAssembly engine: wazero (default)
+	--engine NAME      the WebAssembly engine: wazero (default), or wasmtime in
+	                   a build with the tag wasmtime; default $MANDATE_ENGINE
 	--cache-dir DIR    cache root for built guests (DIR/guests) and compiled
 	                   modules (DIR/<engine>); default $MANDATE_CACHE_DIR,
 	                   else the user cache directory + /mandate
@@ -147,7 +148,7 @@ func runRun(e *env, args []string) int {
 	fs.StringVar(&o.input, "input", "", "")
 	fs.Var(o.vars, "var", "")
 	level := fs.String("log-level", "info", "")
-	fs.StringVar(&o.engine, "engine", defaultEngine, "")
+	fs.StringVar(&o.engine, "engine", "", "")
 	cacheFlag := fs.String("cache-dir", "", "")
 	stateFlag := fs.String("state-dir", "", "")
 	fs.StringVar(&o.approve, "approve", approvePrompt, "")
@@ -168,8 +169,14 @@ func runRun(e *env, args []string) int {
 	if o.level == hclog.NoLevel {
 		return e.usageError(c, "unknown log level %q (levels: trace, debug, info, warn, error, off)", *level)
 	}
+	if o.engine == "" {
+		o.engine = e.getenv("MANDATE_ENGINE")
+	}
+	if o.engine == "" {
+		o.engine = defaultEngine
+	}
 	if _, ok := engines[o.engine]; !ok {
-		return e.usageError(c, "unknown engine %q (engines: %s)", o.engine, strings.Join(engineNames(), ", "))
+		return e.usageError(c, "%s", unknownEngine(o.engine))
 	}
 	var err error
 	if o.cache, err = e.cacheDir(*cacheFlag); err != nil {

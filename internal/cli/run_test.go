@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"github.com/mandatevm/mandate/internal/testengine"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,7 +80,7 @@ func TestInterrupt(t *testing.T) {
 		input:    in,
 		vars:     varFlag{},
 		level:    hclog.Info,
-		engine:   defaultEngine,
+		engine:   testengine.Name(),
 		cache:    sharedCacheDir(t, guests),
 		state:    state,
 	})

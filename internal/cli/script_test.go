@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mandatevm/mandate/internal/testengine"
 	"io"
 	"io/fs"
 	"net/http"
@@ -23,6 +24,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// Every run in these tests, in-process or in a built binary, uses the
+	// engine under test (wasmtime in a build with the tag).
+	os.Setenv("MANDATE_ENGINE", testengine.Name())
 	testscript.Main(m, map[string]func(){
 		"mandate": func() { os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
 	})
@@ -72,6 +76,7 @@ func TestScript(t *testing.T) {
 			e.Setenv("OTHER_ORIGIN", other.URL)
 			e.Setenv("MANDATE_STATE_DIR", filepath.Join(e.WorkDir, "state"))
 			e.Setenv("MANDATE_CACHE_DIR", cache)
+			e.Setenv("MANDATE_ENGINE", testengine.Name())
 			for k, v := range goEnv {
 				e.Setenv(k, v)
 			}
