@@ -34,6 +34,7 @@ type ReceiptGrant struct {
 	Scope       json.RawMessage `json:"scope"`
 	When        []string        `json:"when,omitempty"`
 	ApproveWhen []string        `json:"approve_when,omitempty"`
+	Rate        string          `json:"rate,omitempty"`
 	Audited     bool            `json:"audited"`
 }
 

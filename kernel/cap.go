@@ -19,6 +19,7 @@ type Cap struct {
 	holder *Task
 	audit  bool // decisions are written to the audit log before effect
 	cons   Constraints
+	rate   *bucket // nil: no rate of its own (its ancestors' still apply)
 
 	revoked atomic.Bool
 	dropped atomic.Bool
@@ -49,6 +50,14 @@ func (c *Cap) Revoked() bool { return c.revoked.Load() }
 // apply too).
 func (c *Cap) Constraints() Constraints {
 	return Constraints{When: slices.Clone(c.cons.When), ApproveWhen: slices.Clone(c.cons.ApproveWhen)}
+}
+
+// Rate is the rate set on c itself; the rates of its ancestors apply too.
+func (c *Cap) Rate() Rate {
+	if c.rate == nil {
+		return Rate{}
+	}
+	return c.rate.rate
 }
 
 // Audited reports whether decisions on c go to the audit log.

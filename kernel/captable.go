@@ -42,6 +42,9 @@ type CapTable struct {
 	free  []uint32
 	n     int // live entries; protected by mu
 	limit int
+
+	blobBytes int64 // bytes of the blobs held; protected by mu
+	blobLimit int64 // most bytes of blobs held at once; 0 = no bound
 }
 
 // NewCapTable returns an empty table that holds at most limit entries
@@ -65,6 +68,22 @@ func (t *CapTable) Len() int {
 
 // Limit is the most entries the table holds.
 func (t *CapTable) Limit() int { return t.limit }
+
+// SetBlobLimit bounds the bytes of the blobs the table holds at once (each
+// handle to a blob counts the blob's length); n <= 0 removes the bound.
+// Inserting a blob past it fails with ELIMIT; removing one frees its bytes.
+func (t *CapTable) SetBlobLimit(n int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.blobLimit = max(n, 0)
+}
+
+// BlobBytes is the bytes of the blobs the table holds.
+func (t *CapTable) BlobBytes() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.blobBytes
+}
 
 // InsertCap adds c and returns its handle, or ErrLimit when full.
 func (t *CapTable) InsertCap(c *Cap) (abi.Handle, error) { return t.insert(entry{cap: c}) }
@@ -93,6 +112,14 @@ func (t *CapTable) insert(e entry) (abi.Handle, error) {
 	if t.n >= t.limit {
 		return 0, Errorf(abi.ELIMIT, "capability table full (%d handles)", t.limit)
 	}
+	var size int64
+	if e.blob != nil {
+		size = int64(e.blob.Len())
+		if t.blobLimit > 0 && t.blobBytes+size > t.blobLimit {
+			return 0, Errorf(abi.ELIMIT, "a %d-byte blob would bring the blobs held to %d bytes, over the task's limit of %d (drop blobs no longer needed)",
+				size, t.blobBytes+size, t.blobLimit)
+		}
+	}
 	var idx uint32
 	if n := len(t.free); n > 0 {
 		idx = t.free[n-1]
@@ -107,6 +134,7 @@ func (t *CapTable) insert(e entry) (abi.Handle, error) {
 	s := &t.slots[idx]
 	s.entry, s.used = e, true
 	t.n++
+	t.blobBytes += size
 	return abi.MakeHandle(idx, s.gen), nil
 }
 
@@ -179,6 +207,9 @@ func (t *CapTable) remove(h abi.Handle) (entry, error) {
 	e := s.entry
 	s.entry, s.used = entry{}, false
 	t.n--
+	if e.blob != nil {
+		t.blobBytes -= int64(e.blob.Len())
+	}
 	if s.gen >= abi.MaxGen {
 		s.retired = true
 	} else {

@@ -42,6 +42,9 @@ type GraphCap struct {
 	// (its ancestors' apply too).
 	When        []string `json:"when,omitempty"`
 	ApproveWhen []string `json:"approve_when,omitempty"`
+	// Rate is the rate set on this capability ("10/s"); its ancestors'
+	// apply too.
+	Rate string `json:"rate,omitempty"`
 }
 
 // Graph returns a snapshot of every task and capability.
@@ -71,6 +74,7 @@ func (k *Kernel) Graph() Graph {
 			ID: c.id, Kind: c.kind.Name(), Name: c.name, Holder: c.holderID(), Parent: c.parentID(),
 			Scope: scopeJSON(c.scope), Revoked: c.Revoked(), Dropped: c.dropped.Load(), Audited: c.audit,
 			When: sources(c.cons.When), ApproveWhen: sources(c.cons.ApproveWhen),
+			Rate: c.Rate().String(),
 		})
 	}
 	return g

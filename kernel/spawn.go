@@ -211,7 +211,8 @@ func (t *Task) childLimits(scope SpawnScope, r abi.SpawnRequest) (Limits, error)
 	if d := scope.MaxTimeout(); d > 0 && d < timeCap {
 		timeCap = d
 	}
-	l := Limits{Memory: memCap, Timeout: timeCap, MaxHandles: t.limits.MaxHandles, MaxOutput: t.limits.MaxOutput}
+	l := Limits{Memory: memCap, Timeout: timeCap, MaxHandles: t.limits.MaxHandles, MaxOutput: t.limits.MaxOutput,
+		MaxBlobBytes: t.limits.MaxBlobBytes}
 	if r.Memory > 0 {
 		if uint64(r.Memory) > memCap {
 			return Limits{}, Errorf(abi.EDENIED, "spawn: memory %d exceeds the %d the child may get", r.Memory, memCap)

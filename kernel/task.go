@@ -32,12 +32,17 @@ type Limits struct {
 	Timeout    time.Duration // wall clock; 0 = 5 minutes
 	MaxHandles int           // capability table size; 0 = DefaultMaxHandles
 	MaxOutput  int           // bytes kept of stdout and of stderr; 0 = DefaultMaxOutput
+	// MaxBlobBytes bounds the bytes of the blobs the task holds at once
+	// (its input, call results, blobs it made); 0 = DefaultMaxBlobBytes.
+	// A call whose result would pass it fails with ELIMIT.
+	MaxBlobBytes int64
 }
 
 // Default limits.
 const (
-	DefaultMemory  = 256 << 20
-	DefaultTimeout = 5 * time.Minute
+	DefaultMemory       = 256 << 20
+	DefaultTimeout      = 5 * time.Minute
+	DefaultMaxBlobBytes = 256 << 20
 )
 
 func (l Limits) withDefaults() Limits {
@@ -53,6 +58,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxOutput == 0 {
 		l.MaxOutput = DefaultMaxOutput
 	}
+	if l.MaxBlobBytes == 0 {
+		l.MaxBlobBytes = DefaultMaxBlobBytes
+	}
 	return l
 }
 
@@ -67,6 +75,9 @@ type GrantSpec struct {
 	Audit bool
 	// Constraints the capability carries (see Kernel.CompileConstraints).
 	Constraints Constraints
+	// Rate bounds how often the capability and everything derived from it
+	// may be called; zero is no bound.
+	Rate Rate
 }
 
 // TaskSpec describes a task to start.
@@ -184,9 +195,15 @@ func (k *Kernel) Start(ctx context.Context, spec TaskSpec) (*Task, error) {
 		if _, dup := t.names[g.Name]; dup {
 			return nil, fmt.Errorf("kernel: grant %q named twice", g.Name)
 		}
+		if g.Rate.N < 0 || !g.Rate.IsZero() && g.Rate.Per <= 0 {
+			return nil, fmt.Errorf("kernel: grant %q: invalid rate %d per %s", g.Name, g.Rate.N, g.Rate.Per)
+		}
 		c, err := k.newCap(kind, g.Scope, g.Name, nil, t, g.Audit, g.Constraints)
 		if err != nil {
 			return nil, err
+		}
+		if !g.Rate.IsZero() {
+			c.rate = newBucket(g.Rate, time.Now())
 		}
 		if _, err := t.table.InsertCap(c); err != nil {
 			return nil, err
@@ -233,6 +250,7 @@ func (k *Kernel) newTask(spec TaskSpec, parent *Task) (*Task, error) {
 		t.depth = parent.depth + 1
 	}
 	t.info = TaskInfo{ID: id, Principal: spec.Principal, Module: t.module}
+	t.table.SetBlobLimit(limits.MaxBlobBytes)
 	t.resolveBlob = t.table.GetBlob
 	t.logger = k.logger.Named("task").With("task", id, "principal", spec.Principal, "module", t.module)
 	t.stdout = newOutputWriter("stdout", t.logger, limits.MaxOutput)
@@ -242,6 +260,9 @@ func (k *Kernel) newTask(spec TaskSpec, parent *Task) (*Task, error) {
 		t.clearance = &c
 	}
 	if spec.Input != nil {
+		if int64(len(spec.Input)) > limits.MaxBlobBytes {
+			return nil, fmt.Errorf("kernel: input of %d bytes exceeds the task's blob limit of %d", len(spec.Input), limits.MaxBlobBytes)
+		}
 		t.input = NewBlob(spec.Input, spec.InputLabel)
 		if err := t.mayHold(t.input.label); err != nil {
 			return nil, err

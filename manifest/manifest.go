@@ -27,10 +27,13 @@
 //	    timeout = "30s"           # Go duration
 //	    handles = 256             # capability table size
 //	    output  = "1MiB"          # bytes kept of each of stdout and stderr
+//	    blobs   = "64MiB"         # bytes of blobs the task holds at once
 //	  }
 //
 //	  cap "KIND" "NAME" {         # any number; NAME is what the guest passes to cap_lookup
 //	    audit = true              # kernel-level: write every decision to the audit log first
+//	    rate  = "10/s"            # kernel-level: at most 10 calls a second, for this
+//	                              # capability and everything derived from it (s, m, h, or a duration)
 //	    ...                       # every other attribute is the kind's grant spec
 //	  }
 //	}
@@ -41,7 +44,7 @@
 // JSON object (HCL strings, numbers, bools, lists and objects map to their
 // JSON counterparts; null attributes are left out). The attributes when
 // and approve_when (a CEL expression, or a list of them, over the kind's
-// variables: see kernel.Activator) and audit are the kernel's; label and
+// variables: see kernel.Activator), audit and rate are the kernel's; label and
 // clearance are reserved for the kernel and not supported yet.
 //
 // # Errors
@@ -75,8 +78,9 @@ const MaxSize = 1 << 20
 // Bounds on limits. Memory is bounded by 32-bit linear memory; output by
 // what is sensible to keep in the host.
 const (
-	MaxMemory = 4 << 30
-	MaxOutput = 1 << 30
+	MaxMemory    = 4 << 30
+	MaxOutput    = 1 << 30
+	MaxBlobBytes = 16 << 30
 )
 
 // Manifest is a loaded, validated manifest. Its fields are set by Load and
@@ -116,6 +120,8 @@ type Cap struct {
 	Name string
 	// Audit is the kernel-level audit attribute.
 	Audit bool
+	// Rate is the kernel-level rate attribute; zero when unset.
+	Rate kernel.Rate
 	// When and ApproveWhen are the kernel-level constraint expressions.
 	When, ApproveWhen []string
 	// Spec is the block's other attributes as a JSON object: the kind's
@@ -169,7 +175,7 @@ func diagErr(rng hcl.Range, format string, args ...any) *hcl.Diagnostic {
 // kept for labels, clearances and constraints and refused until they are
 // implemented, so a manifest that relies on them never runs without them.
 var (
-	kernelAttrs   = map[string]bool{"audit": true}
+	kernelAttrs   = map[string]bool{"audit": true, "rate": true}
 	reservedAttrs = map[string]bool{"label": true}
 )
 
@@ -219,7 +225,7 @@ func (s *Seed) Error(err error) error {
 
 var limitsSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
-		{Name: "memory"}, {Name: "timeout"}, {Name: "handles"}, {Name: "output"},
+		{Name: "memory"}, {Name: "timeout"}, {Name: "handles"}, {Name: "output"}, {Name: "blobs"},
 	},
 }
 
@@ -548,6 +554,11 @@ func (p *parser) limits(b *hcl.Block) {
 			l.MaxOutput = int(n)
 		}
 	}
+	if a, ok := content.Attributes["blobs"]; ok {
+		if n, ok := p.size(a, MaxBlobBytes); ok {
+			l.MaxBlobBytes = int64(n)
+		}
+	}
 	if a, ok := content.Attributes["timeout"]; ok {
 		if s, ok := p.str(a, true); ok {
 			d, err := time.ParseDuration(strings.TrimSpace(s))
@@ -685,6 +696,20 @@ func (p *parser) cap(b *hcl.Block) {
 				continue
 			}
 			c.Audit = v.True()
+			continue
+		case n == "rate":
+			s, sok := p.str(a, true)
+			if !sok {
+				ok = false
+				continue
+			}
+			r, err := kernel.ParseRate(s)
+			if err != nil {
+				p.add(diagErr(a.Expr.Range(), "%v", err))
+				ok = false
+				continue
+			}
+			c.Rate = r
 			continue
 		case n == "when" || n == "approve_when":
 			v, vok := p.eval(a.Expr)
@@ -830,7 +855,7 @@ func (m *Manifest) GrantsWith(k Granter, g kernel.GrantContext) ([]kernel.GrantS
 			}
 			cons = kernel.Constraints{When: w.When, ApproveWhen: a.ApproveWhen}
 		}
-		grants = append(grants, kernel.GrantSpec{Name: c.Name, Kind: c.Kind, Scope: scope, Audit: c.Audit, Constraints: cons})
+		grants = append(grants, kernel.GrantSpec{Name: c.Name, Kind: c.Kind, Scope: scope, Audit: c.Audit, Constraints: cons, Rate: c.Rate})
 	}
 	if diags.HasErrors() {
 		return nil, &Error{diags}

@@ -41,6 +41,7 @@ const full = `task "quickstart" {
     timeout = "30s"
     handles = 256
     output  = 4096
+    blobs   = "8MiB"
   }
   cap "net" "flights" {
     origin        = var.origin
@@ -50,6 +51,7 @@ const full = `task "quickstart" {
     max_response_bytes = 1024
     headers       = [{ name = "Authorization", env = "FLIGHTS_TOKEN", prefix = "Bearer " }]
     audit         = true
+    rate          = "10/m"
     ignored       = null
   }
   cap "net" "other" {}
@@ -69,7 +71,7 @@ func TestLoad(t *testing.T) {
 	if m.ModulePath != want {
 		t.Errorf("ModulePath: got %q, want %q", m.ModulePath, want)
 	}
-	wantLimits := kernel.Limits{Memory: 64 << 20, Timeout: 30 * time.Second, MaxHandles: 256, MaxOutput: 4096}
+	wantLimits := kernel.Limits{Memory: 64 << 20, Timeout: 30 * time.Second, MaxHandles: 256, MaxOutput: 4096, MaxBlobBytes: 8 << 20}
 	if m.Limits() != wantLimits {
 		t.Errorf("Limits: got %+v, want %+v", m.Limits(), wantLimits)
 	}
@@ -77,7 +79,7 @@ func TestLoad(t *testing.T) {
 		t.Fatalf("got %d caps, want 2", len(m.Caps))
 	}
 	c := m.Caps[0]
-	if c.Kind != "net" || c.Name != "flights" || !c.Audit {
+	if c.Kind != "net" || c.Name != "flights" || !c.Audit || c.Rate != (kernel.Rate{N: 10, Per: time.Minute}) {
 		t.Errorf("cap: got %+v", c)
 	}
 	var spec map[string]any
@@ -140,6 +142,9 @@ func TestLoadErrors(t *testing.T) {
 		{"cap when not a string", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" \"x\" {\n    when = 5\n  }\n}\n", nil, `:5,12: when must be a CEL expression or a list of them`},
 		{"cap label", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" \"x\" {\n    label = \"pii\"\n  }\n}\n", nil, `:5,5: label is reserved`},
 		{"task clearance", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  clearance = 5\n}\n", nil, `:4,15: clearance must be a list of confidentiality tags`},
+		{"bad rate", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" \"x\" {\n    rate = \"10/fortnight\"\n  }\n}\n", nil, `:5,12: rate "10/fortnight": unknown unit "fortnight"`},
+		{"rate not a string", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" \"x\" {\n    rate = 10\n  }\n}\n", nil, `:5,12: rate must be a string`},
+		{"zero blobs", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  limits {\n    blobs = 0\n  }\n}\n", nil, `:5,13: blobs = 0 bytes is out of range`},
 		{"audit not bool", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" \"x\" {\n    audit = \"yes\"\n  }\n}\n", nil, `:5,13: audit must be true or false, not "yes"`},
 		{"unset var", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" \"x\" {\n    origin = var.origin\n  }\n}\n", nil, `:5,14: variable "origin" is not set: pass --var origin=VALUE`},
 		{"unset var in template", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" \"x\" {\n    origin = \"http://${var.host}\"\n  }\n}\n", map[string]string{"origin": "x"}, `:5,24: variable "host" is not set`},

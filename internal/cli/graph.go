@@ -203,6 +203,9 @@ func renderText(w io.Writer, r *Record) error {
 		if s := scopeSummary(x.Scope); s != "" {
 			fmt.Fprintf(&b, ": %s", s)
 		}
+		if x.Rate != "" {
+			fmt.Fprintf(&b, " [rate %s]", x.Rate)
+		}
 		for _, f := range []struct {
 			on   bool
 			mark string

@@ -41,7 +41,7 @@ func buildReceipt(runID, manifestPath, moduleDigest, principal string, g kernel.
 	for _, c := range g.Caps {
 		if c.Holder == root && c.Parent == "" {
 			r.Grants = append(r.Grants, audit.ReceiptGrant{Name: c.Name, Kind: c.Kind, Scope: c.Scope,
-				When: c.When, ApproveWhen: c.ApproveWhen, Audited: c.Audited})
+				When: c.When, ApproveWhen: c.ApproveWhen, Rate: c.Rate, Audited: c.Audited})
 		}
 	}
 	for _, t := range g.Tasks {
@@ -168,6 +168,9 @@ func describeGrant(g audit.ReceiptGrant) string {
 	}
 	if len(g.ApproveWhen) > 0 {
 		d += fmt.Sprintf("; with a person's approval when %s", strings.Join(g.ApproveWhen, " or "))
+	}
+	if g.Rate != "" {
+		d += fmt.Sprintf("; at most %s calls", g.Rate)
 	}
 	if g.Audited {
 		d += " (audited)"
