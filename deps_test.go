@@ -43,6 +43,12 @@ var badDeps = map[string]map[string]string{
 		"github.com/mandatevm/mandate/sandbox/": "a kind never sees an engine",
 		"github.com/mandatevm/mandate/cmd/":     "dependencies point inward",
 	},
+	"github.com/mandatevm/mandate/runstore": {
+		"github.com/mandatevm/mandate/sandbox/":     "records describe runs; they never run anything",
+		"github.com/mandatevm/mandate/caps/":        "records hold scopes as JSON, not kinds",
+		"github.com/mandatevm/mandate/internal/cli": "the CLI uses the store, not the reverse",
+		"github.com/mandatevm/mandate/cmd/":         "dependencies point inward",
+	},
 }
 
 // stdOnly lists packages that may import only the standard library and

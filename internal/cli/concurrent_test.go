@@ -60,9 +60,21 @@ func TestConcurrentRunsShareTheAuditLog(t *testing.T) {
 			t.Fatalf("run %d exited %d: %s", i, c, &errs[i])
 		}
 	}
-	ids, err := listRuns(state)
-	if err != nil || len(ids) != n {
-		t.Fatalf("%d runs recorded (%v), want %d", len(ids), err, n)
+	s, err := openStore(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := s.List(context.Background())
+	s.Close()
+	if err != nil || len(runs) != n {
+		t.Fatalf("%d runs recorded (%v), want %d", len(runs), err, n)
+	}
+	var ids []string
+	for _, r := range runs {
+		if r.State != "done" || r.Tasks != 1 {
+			t.Errorf("run %s: %+v", r.ID, r)
+		}
+		ids = append(ids, r.ID)
 	}
 	log, err := audit.Open(auditPath(state))
 	if err != nil {

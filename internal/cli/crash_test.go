@@ -93,5 +93,19 @@ func TestCrashKeepsTheAuditLog(t *testing.T) {
 	if int64(allows) < effects {
 		t.Fatalf("%d fetches reached the server but only %d were logged before their effect", effects, allows)
 	}
+	// The run store opens too, and shows the killed run as begun but never
+	// finished, with the same id as its audit entries.
+	store, err := openStore(state)
+	if err != nil {
+		t.Fatalf("the run store does not open after a crash: %v", err)
+	}
+	defer store.Close()
+	runs, err := store.List(context.Background())
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs after the crash: %v, %v", runs, err)
+	}
+	if r := runs[0]; r.State != "running" || !r.Ended.IsZero() || len(entries) == 0 || entries[0].Run != r.ID {
+		t.Errorf("the killed run: %+v (audit run %q)", r.Run, entries[0].Run)
+	}
 	t.Logf("killed after %d effects; %d allow entries, %d entries in all", effects, allows, len(entries))
 }

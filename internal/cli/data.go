@@ -98,7 +98,7 @@ func runData(e *env, args []string) int {
 	fs := flagSet("data")
 	collection := fs.String("collection", "", "")
 	store := fs.String("store", "", "")
-	stateFlag := fs.String("state-dir", "", "")
+	stateFlag := stateDirFlag(fs)
 	rels := relationFlag{}
 	fs.Var(rels, "relation", "")
 	pos, code, ok := e.parse(c, fs, args[1:])

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/runstore"
 )
 
 const graphHelp = `Usage: mandate graph [RUN | --run ID] [--format text|json|dot] [--state-dir DIR]
@@ -22,13 +24,17 @@ was revoked).
 Flags:
 
 	--run ID          the run to show (default: the last run); "mandate run"
-	                  logs each run's id ("run recorded: run=ID"), and the
-	                  records are STATE_DIR/runs/ID.json
+	                  logs each run's id ("run recorded: run=ID"); runs are
+	                  kept in the run store, STATE_DIR/runs.db
 	--format FORMAT   text (default): a tree of tasks and capabilities
-	                  json: one object {"run": {...}, "tasks": [...], "caps": [...]};
+	                  json: one object {"version": 1, "run": {...}, "tasks": [...],
+	                        "caps": [...], "denials": [...], "flows": [...]};
 	                        a task has id, parent, principal, module, state,
-	                        label, denials, error; a cap has id, kind, name,
-	                        holder, parent, scope, revoked, dropped, audited
+	                        label, clearance, denials, error; a cap has id,
+	                        kind, name, holder, parent, scope, revoked,
+	                        dropped, audited, when, approve_when, rate; a
+	                        denial has time, task, principal, cap, kind, op,
+	                        errno, reason, label
 	                  dot:  a Graphviz digraph: tasks are boxes, capabilities
 	                        ellipses; dashed edges go from a task to what it
 	                        holds, solid edges from a capability to those
@@ -48,7 +54,7 @@ func runGraph(e *env, args []string) int {
 	fs := flagSet("graph")
 	runID := fs.String("run", "", "")
 	format := fs.String("format", "text", "")
-	stateFlag := fs.String("state-dir", "", "")
+	stateFlag := stateDirFlag(fs)
 	pos, code, ok := e.parse(c, fs, args)
 	if !ok {
 		return code
@@ -68,10 +74,10 @@ func runGraph(e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "mandate graph: %v\n", err)
 		return exitUsage
 	}
-	r, _, err := readRecord(dir, *runID)
+	r, err := readRecord(context.Background(), dir, *runID)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "mandate graph: %v\n", err)
-		if errors.Is(err, errNoRuns) {
+		if errors.Is(err, runstore.ErrNoRuns) {
 			fmt.Fprintf(e.stderr, "Run a task with 'mandate run MANIFEST' first.\n")
 		}
 		return exitUsage
@@ -102,6 +108,9 @@ func renderJSON(w io.Writer, r *Record) error {
 	_, err = w.Write(append(b, '\n'))
 	return err
 }
+
+// maxTextDenials bounds the denials the text form lists.
+const maxTextDenials = 50
 
 // tree orders the graph's nodes for rendering: children by parent, in
 // record order. Nodes whose parent is missing are roots; each node is
@@ -221,6 +230,23 @@ func renderText(w io.Writer, r *Record) error {
 	}
 	for _, x := range t.rootCap {
 		capf(x, 1)
+	}
+	if len(r.Denials) > 0 {
+		fmt.Fprintf(&b, "denials:\n")
+		for i, d := range r.Denials {
+			if i == maxTextDenials {
+				fmt.Fprintf(&b, "  ... %d more (mandate audit --denied)\n", len(r.Denials)-i+r.DenialsDropped)
+				break
+			}
+			cap := d.Cap
+			if cap == "" {
+				cap = "-"
+			}
+			fmt.Fprintf(&b, "  %s %s %s %s: %s\n", d.Task, cap, d.Op, d.Errno, truncate(oneLine(d.Reason), 160))
+		}
+		if len(r.Denials) <= maxTextDenials && r.DenialsDropped > 0 {
+			fmt.Fprintf(&b, "  ... %d more (mandate audit --denied)\n", r.DenialsDropped)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

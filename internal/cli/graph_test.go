@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,13 +12,14 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/runstore"
 )
 
 // sampleRecord has a child task, a derivation chain with a revoked cap,
 // and names that need escaping in every format.
 func sampleRecord() *Record {
 	return &Record{
-		Version: recordVersion,
+		Version: runstore.RecordVersion,
 		Run: RunInfo{
 			ID: "20261129T153000Z-ab12cd", Manifest: "/m/trip \"planner\".hcl",
 			Started: time.Date(2026, 11, 29, 15, 30, 0, 0, time.UTC),
@@ -155,8 +157,8 @@ func TestRenderJSONRoundTrip(t *testing.T) {
 			t.Errorf("no %q in %s", k, b.String())
 		}
 	}
-	got, err := decodeRecord(b.Bytes())
-	if err != nil {
+	var got *Record
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
 	// Compare through JSON: Label has no exported fields to compare.
@@ -186,72 +188,38 @@ func TestScopeSummary(t *testing.T) {
 	}
 }
 
-func TestRecordRoundTrip(t *testing.T) {
+// TestReadRecordFromStore: the CLI reads what the store holds, and says
+// plainly when nothing was recorded.
+func TestReadRecordFromStore(t *testing.T) {
+	ctx := context.Background()
 	dir := t.TempDir()
-	r := sampleRecord()
-	path, err := writeRecord(dir, r)
+	if _, err := readRecord(ctx, dir, ""); err == nil || !strings.Contains(err.Error(), "no runs recorded yet in "+dir) {
+		t.Errorf("empty dir: got %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, runstore.FileName)); err == nil {
+		t.Error("reading an empty state dir created a store")
+	}
+	s, err := openStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := filepath.Join(dir, "runs", r.Run.ID+".json"); path != want {
-		t.Errorf("path: got %s, want %s", path, want)
+	r := sampleRecord()
+	if err := s.Finish(ctx, *r); err != nil {
+		t.Fatal(err)
 	}
-	got, _, err := readRecord(dir, "")
+	s.Close()
+	got, err := readRecord(ctx, dir, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Run.ID != r.Run.ID || len(got.Tasks) != 2 || len(got.Caps) != 3 || got.Tasks[1].Label.String() != r.Tasks[1].Label.String() {
 		t.Errorf("got %+v", got)
 	}
-	if _, _, err := readRecord(dir, r.Run.ID); err != nil {
-		t.Errorf("by id: %v", err)
+	if _, err := readRecord(ctx, dir, "r2"); err == nil || !strings.Contains(err.Error(), "no run r2 recorded in "+dir) {
+		t.Errorf("missing run: %v", err)
 	}
-	// No temporary files are left behind.
-	ents, _ := os.ReadDir(filepath.Join(dir, "runs"))
-	if len(ents) != 1 {
-		t.Errorf("runs dir holds %d entries, want 1", len(ents))
-	}
-}
-
-func TestReadRecordErrors(t *testing.T) {
-	dir := t.TempDir()
-	if _, _, err := readRecord(dir, ""); err == nil || !strings.Contains(err.Error(), "no runs recorded yet in "+dir) {
-		t.Errorf("empty dir: got %v", err)
-	}
-	write := func(name, data string) {
-		t.Helper()
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tests := []struct {
-		name, last, record, want string
-	}{
-		{"truncated", "r1", `{"version":1,"run":{"id":"r1"},"tasks":[`, "runs/r1.json is corrupted: unexpected end of JSON input"},
-		{"not json", "r1", "\x00\x01", "runs/r1.json is corrupted: invalid character"},
-		{"wrong types", "r1", `{"version":1,"run":{"id":"r1"},"tasks":{},"caps":[]}`, "is corrupted: json: cannot unmarshal object"},
-		{"no caps", "r1", `{"version":1,"run":{"id":"r1"},"tasks":[]}`, "is corrupted: missing tasks or caps"},
-		{"task without id", "r1", `{"version":1,"run":{"id":"r1"},"tasks":[{}],"caps":[]}`, "is corrupted: task 0 has no id"},
-		{"bad last", "../../etc/passwd", "", `last is corrupted: "../../etc/passwd" is not a run id`},
-		{"empty last", "", "", `last is corrupted: "" is not a run id`},
-		{"missing record", "r2", "", "no run r2 recorded in " + dir},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			os.RemoveAll(filepath.Join(dir, "runs"))
-			write("last", tt.last+"\n")
-			if tt.record != "" {
-				write("runs/"+tt.last+".json", tt.record)
-			}
-			_, _, err := readRecord(dir, "")
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("got %v, want %q", err, tt.want)
-			}
-		})
+	if _, err := readRecord(ctx, dir, "../../etc/passwd"); err == nil || !strings.Contains(err.Error(), "not a run id") {
+		t.Errorf("bad id: %v", err)
 	}
 }
 
@@ -279,7 +247,7 @@ func TestStateDir(t *testing.T) {
 func TestNewRunID(t *testing.T) {
 	at := time.Date(2026, 11, 29, 15, 30, 0, 0, time.FixedZone("x", 3600))
 	a, b := newRunID(at), newRunID(at)
-	if !strings.HasPrefix(a, "20261129T143000Z-") || len(a) != len("20261129T143000Z-ab12cd") || !validRunID(a) {
+	if !strings.HasPrefix(a, "20261129T143000Z-") || len(a) != len("20261129T143000Z-ab12cd") || !runstore.ValidRunID(a) {
 		t.Errorf("got %q", a)
 	}
 	if a == b {

@@ -59,7 +59,7 @@ func runVerify(e *env, args []string) int {
 	c := lookupCommand("verify")
 	fs := flagSet("verify")
 	key := fs.String("key", "", "")
-	stateFlag := fs.String("state-dir", "", "")
+	stateFlag := stateDirFlag(fs)
 	pos, code, ok := e.parse(c, fs, args)
 	if !ok {
 		return code

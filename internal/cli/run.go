@@ -19,6 +19,7 @@ import (
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/manifest"
+	"github.com/mandatevm/mandate/runstore"
 	"github.com/mandatevm/mandate/sandbox"
 )
 
@@ -150,7 +151,7 @@ func runRun(e *env, args []string) int {
 	level := fs.String("log-level", "info", "")
 	fs.StringVar(&o.engine, "engine", "", "")
 	cacheFlag := fs.String("cache-dir", "", "")
-	stateFlag := fs.String("state-dir", "", "")
+	stateFlag := stateDirFlag(fs)
 	fs.StringVar(&o.approve, "approve", approvePrompt, "")
 	fs.StringVar(&o.receipt, "receipt", "", "")
 	pos, code, ok := e.parse(c, fs, args)
@@ -252,14 +253,41 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 		return exitUsage
 	}
 	defer alog.Close()
+	store, err := openStore(o.state)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	defer store.Close()
+	for _, err := range store.ImportErrors {
+		logger.Warn("run store", "error", err)
+	}
 	started := time.Now()
 	runID := newRunID(started)
+	abs, _ := filepath.Abs(o.manifest)
+	runInfo := RunInfo{
+		ID:        runID,
+		Manifest:  abs,
+		Task:      m.Name,
+		Module:    m.ModulePath,
+		Digest:    digest,
+		Principal: m.Principal,
+		Engine:    o.engine,
+		Started:   started.UTC(),
+	}
+	// The run is in the store from its start: a run whose process dies
+	// shows as "running", next to its audit entries.
+	if err := store.Begin(ctx, runInfo); err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	auditor := &runAuditor{log: alog.ForRun(runID), logger: logger.Named("audit")}
 	ks, closeKinds := kindsFor(o.state)
 	defer closeKinds()
 	k, err := kernel.New(kernel.Config{
 		Engine: eng, Kinds: ks, Logger: logger,
 		Approver: approver, Constraints: constraint.New(), Modules: modules,
-		Auditor: runAuditor{log: alog.ForRun(runID), logger: logger.Named("audit")},
+		Auditor: auditor,
 	})
 	if err != nil {
 		e.errorf("%v", err)
@@ -363,36 +391,24 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 			logger.Info("receipt written", "path", o.receipt)
 		}
 	}
-	abs, _ := filepath.Abs(o.manifest)
-	rec := &Record{
-		Version: recordVersion,
-		Run: RunInfo{
-			ID:        runID,
-			Manifest:  abs,
-			Task:      m.Name,
-			Module:    m.ModulePath,
-			Digest:    digest,
-			Principal: m.Principal,
-			Engine:    o.engine,
-			Started:   started.UTC(),
-			Ended:     ended.UTC(),
-			Exit:      exit,
-			State:     string(state),
-		},
-		Graph: k.Graph(),
-	}
+	runInfo.Ended, runInfo.Exit, runInfo.State = ended.UTC(), exit, string(state)
 	if taskErr != nil {
-		rec.Run.Error = taskErr.Error()
+		runInfo.Error = taskErr.Error()
 	}
-	path, err := writeRecord(o.state, rec)
-	if err != nil {
-		e.errorf("recording run %s: %v", rec.Run.ID, err)
+	rec := Record{Version: runstore.RecordVersion, Run: runInfo, Graph: k.Graph()}
+	auditor.mu.Lock()
+	rec.Denials, rec.Flows = auditor.denials, auditor.flows
+	rec.DenialsDropped, rec.FlowsDropped = auditor.dropped.denials, auditor.dropped.flows
+	auditor.mu.Unlock()
+	// Recorded even when the run was interrupted: ctx may be canceled.
+	if err := store.Finish(context.Background(), rec); err != nil {
+		e.errorf("%v", err)
 		if exit == exitOK {
 			exit = exitUsage
 		}
 		return exit
 	}
-	logger.Info("run recorded", "run", rec.Run.ID, "path", path)
+	logger.Info("run recorded", "run", runID, "store", store.Path())
 	return exit
 }
 

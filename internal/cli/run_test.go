@@ -93,7 +93,7 @@ func TestInterrupt(t *testing.T) {
 	if !strings.Contains(stderr.String(), "mandate: interrupted: task t1 was killed") {
 		t.Errorf("stderr:\n%s", stderr)
 	}
-	r, _, err := readRecord(state, "")
+	r, err := readRecord(context.Background(), state, "")
 	if err != nil {
 		t.Fatal(err)
 	}

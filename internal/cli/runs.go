@@ -1,21 +1,29 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"text/tabwriter"
+
+	"github.com/mandatevm/mandate/runstore"
 )
 
 const runsHelp = `Usage: mandate runs [--state-dir DIR]
 
 Lists the recorded runs, newest first: id, state, exit code, principal,
-number of tasks and capabilities, denials, and the manifest. Show one with
+number of tasks and capabilities, denials, and the manifest. A run whose
+state is "running" is still running, or its process died before it could
+record the end (its audit entries are in the audit log all the same). Show one with
 "mandate graph --run ID" or "mandate audit --run ID".
 `
 
 func runRuns(e *env, args []string) int {
 	c := lookupCommand("runs")
 	fs := flagSet("runs")
-	stateFlag := fs.String("state-dir", "", "")
+	stateFlag := stateDirFlag(fs)
 	pos, code, ok := e.parse(c, fs, args)
 	if !ok {
 		return code
@@ -28,28 +36,36 @@ func runRuns(e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "mandate runs: %v\n", err)
 		return exitUsage
 	}
-	ids, err := listRuns(dir)
+	if _, err := os.Stat(filepath.Join(dir, runstore.FileName)); err != nil && !hasLegacyRuns(dir) {
+		fmt.Fprintf(e.stdout, "no runs recorded yet in %s\n", dir)
+		return exitOK
+	}
+	s, err := openStore(dir)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "mandate runs: %v\n", err)
 		return exitUsage
 	}
-	if len(ids) == 0 {
+	defer s.Close()
+	for _, err := range s.ImportErrors {
+		fmt.Fprintf(e.stderr, "mandate runs: warning: %v\n", err)
+	}
+	runs, err := s.List(context.Background())
+	if err != nil {
+		fmt.Fprintf(e.stderr, "mandate runs: %v\n", err)
+		return exitUsage
+	}
+	if len(runs) == 0 {
 		fmt.Fprintf(e.stdout, "no runs recorded yet in %s\n", dir)
 		return exitOK
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "RUN\tSTATE\tEXIT\tPRINCIPAL\tTASKS\tCAPS\tDENIALS\tMANIFEST")
-	for _, id := range ids {
-		r, _, err := readRecord(dir, id)
-		if err != nil {
-			fmt.Fprintf(w, "%s\t(unreadable: %s)\t\t\t\t\t\t\n", id, truncate(oneLine(err.Error()), 80))
-			continue
+	for _, r := range runs {
+		exit := strconv.Itoa(r.Exit)
+		if r.State == runstore.StateRunning {
+			exit = "-" // still running, or its process died before recording the end
 		}
-		denials := 0
-		for _, t := range r.Tasks {
-			denials += t.Denials
-		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\n", id, r.Run.State, r.Run.Exit, r.Run.Principal, len(r.Tasks), len(r.Caps), denials, r.Run.Manifest)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", r.ID, r.State, exit, r.Principal, r.Tasks, r.Caps, r.Denials, r.Manifest)
 	}
 	w.Flush()
 	return exitOK

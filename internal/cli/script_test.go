@@ -174,7 +174,7 @@ func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 // cmdCheckGraph checks that stdout is one JSON object in the graph
 // contract: tasks with id, parent, principal, module, state; caps with id,
 // kind, holder, parent, scope, revoked; and a run object. Arguments
-// "tasks=N" and "caps=N" check the counts.
+// "tasks=N", "caps=N" and "denials=N" check the counts.
 func cmdCheckGraph(ts *testscript.TestScript, neg bool, args []string) {
 	if neg {
 		ts.Fatalf("unsupported: ! checkgraph")
@@ -207,8 +207,9 @@ func cmdCheckGraph(ts *testscript.TestScript, neg bool, args []string) {
 		return len(list)
 	}
 	counts := map[string]int{
-		"tasks": objects("tasks", "id", "parent", "principal", "module", "state"),
-		"caps":  objects("caps", "id", "kind", "holder", "parent", "scope", "revoked"),
+		"tasks":   objects("tasks", "id", "parent", "principal", "module", "state"),
+		"caps":    objects("caps", "id", "kind", "holder", "parent", "scope", "revoked"),
+		"denials": objects("denials", "time", "task", "cap", "op", "errno", "reason"),
 	}
 	var run map[string]json.RawMessage
 	if err := json.Unmarshal(g["run"], &run); err != nil {

@@ -31,8 +31,13 @@ type Config struct {
 	AppID int
 	// Version is the schema version this code writes and reads.
 	Version int
-	// Schema creates the tables of a new, empty file.
+	// Schema creates the tables of a new, empty file, at Version.
 	Schema string
+	// Migrations upgrade an older file: Migrations[v] takes a file at
+	// schema version v to v+1 (index 0 is unused: version 0 is an empty
+	// file). A file whose version has no path to Version is an error.
+	// Upgrades run in one transaction: all of them apply or none.
+	Migrations map[int]string
 	// Pragmas are added to the connection's, e.g. "synchronous(FULL)".
 	Pragmas []string
 }
@@ -79,6 +84,10 @@ func initSchema(ctx context.Context, db *sql.DB, c Config) error {
 	case appID == c.AppID && version == c.Version:
 	case appID == c.AppID && version > c.Version:
 		return fmt.Errorf("written by a newer Mandate (schema version %d, this one knows %d)", version, c.Version)
+	case appID == c.AppID && version >= 1:
+		if err := migrate(ctx, db, c, version); err != nil {
+			return err
+		}
 	case appID == c.AppID:
 		return fmt.Errorf("unknown schema version %d", version)
 	case appID != 0:
@@ -96,6 +105,15 @@ func initSchema(ctx context.Context, db *sql.DB, c Config) error {
 			return err
 		}
 		defer tx.Rollback()
+		// Another process (or connection) may have created the schema
+		// between our look and our write lock: look again under it.
+		if err := tx.QueryRowContext(ctx, "PRAGMA application_id").Scan(&appID); err != nil {
+			return notOurs(err)
+		}
+		if appID != 0 {
+			tx.Rollback()
+			return initSchema(ctx, db, c)
+		}
 		if _, err := tx.ExecContext(ctx, c.Schema); err != nil {
 			return err
 		}
@@ -114,4 +132,38 @@ func initSchema(ctx context.Context, db *sql.DB, c Config) error {
 		return errors.New("cannot switch to the WAL journal")
 	}
 	return nil
+}
+
+// migrate upgrades a file at schema version from to c.Version.
+func migrate(ctx context.Context, db *sql.DB, c Config, from int) error {
+	for v := from; v < c.Version; v++ {
+		if _, ok := c.Migrations[v]; !ok {
+			return fmt.Errorf("schema version %d cannot be upgraded to %d (no migration from %d)", from, c.Version, v)
+		}
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	// Another process may have upgraded the file since we looked.
+	var now int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&now); err != nil {
+		return err
+	}
+	if now != from {
+		if now == c.Version {
+			return nil
+		}
+		return fmt.Errorf("schema version changed from %d to %d while opening", from, now)
+	}
+	for v := from; v < c.Version; v++ {
+		if _, err := tx.ExecContext(ctx, c.Migrations[v]); err != nil {
+			return fmt.Errorf("upgrading the schema from version %d to %d: %w", v, v+1, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", c.Version)); err != nil {
+		return err
+	}
+	return tx.Commit()
 }

@@ -1,0 +1,412 @@
+// Package runstore keeps the record of every run in an embedded SQLite
+// database in the state directory (STATE/runs.db, WAL mode, no server): the
+// run's metadata, its tasks, its capabilities with their scopes and
+// constraints, the edges between them (derivation, spawn, holding), the
+// denials, and the decisions where labels met sinks (flows). The audit log
+// (package audit, STATE/audit.db) is the tamper-evident, per-decision
+// record; the run store is the queryable picture of each run that
+// "mandate runs" and "mandate graph RUN" read.
+//
+// A run is recorded twice: Begin when it starts (state "running"), Finish
+// when it ends, in one transaction. A run whose process died in between
+// stays "running" with no end time. Several processes may record runs at
+// once: SQLite serializes the writers (WAL, a busy timeout, immediate
+// transactions).
+//
+//	s, err := runstore.Open(stateDir)
+//	defer s.Close()
+//	_ = s.Begin(ctx, run)
+//	... run the task ...
+//	_ = s.Finish(ctx, runstore.Record{Run: run, Graph: k.Graph()}, events)
+//	rec, err := s.Get(ctx, "") // the last run
+//
+// The schema is versioned (PRAGMA user_version) and upgraded in place by
+// migrations; a corrupted file, another program's database or a newer
+// schema is an error naming the file, never a silent reset. Run records of
+// earlier Mandate versions (STATE/runs/ID.json) are imported on Open.
+package runstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/mandatevm/mandate/internal/sqlitedb"
+	"github.com/mandatevm/mandate/kernel"
+)
+
+// FileName is the store's file in the state directory.
+const FileName = "runs.db"
+
+// RecordVersion is the version of the JSON form of a Record (the contract
+// of "mandate graph --format json").
+const RecordVersion = 1
+
+// Bounds on what one run stores; the audit log keeps everything.
+const (
+	MaxDenials = 10000
+	MaxFlows   = 10000
+)
+
+// schemaVersion is the schema this code writes; migrations upgrade older
+// files.
+const schemaVersion = 1
+
+const schema = `
+CREATE TABLE runs (
+	seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+	id        TEXT NOT NULL UNIQUE,
+	manifest  TEXT NOT NULL,
+	task      TEXT NOT NULL,
+	module    TEXT NOT NULL,
+	digest    TEXT NOT NULL,
+	principal TEXT NOT NULL,
+	engine    TEXT NOT NULL,
+	started   TEXT NOT NULL,          -- RFC 3339, UTC
+	ended     TEXT,                   -- NULL while running (or if the process died)
+	exit      INTEGER,
+	state     TEXT NOT NULL,
+	error     TEXT NOT NULL DEFAULT '',
+	denials_dropped INTEGER NOT NULL DEFAULT 0,
+	flows_dropped   INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE tasks (
+	run       TEXT NOT NULL REFERENCES runs(id),
+	ord       INTEGER NOT NULL,
+	id        TEXT NOT NULL,
+	parent    TEXT NOT NULL,
+	principal TEXT NOT NULL,
+	module    TEXT NOT NULL,
+	state     TEXT NOT NULL,
+	label     TEXT NOT NULL,          -- JSON
+	clearance TEXT,                   -- JSON, NULL: unbounded
+	denials   INTEGER NOT NULL,
+	error     TEXT NOT NULL,
+	PRIMARY KEY (run, id)
+);
+CREATE TABLE caps (
+	run          TEXT NOT NULL REFERENCES runs(id),
+	ord          INTEGER NOT NULL,
+	id           TEXT NOT NULL,
+	kind         TEXT NOT NULL,
+	name         TEXT NOT NULL,
+	holder       TEXT NOT NULL,
+	parent       TEXT NOT NULL,
+	scope        TEXT NOT NULL,       -- JSON
+	revoked      INTEGER NOT NULL,
+	dropped      INTEGER NOT NULL,
+	audited      INTEGER NOT NULL,
+	when_exprs   TEXT NOT NULL,       -- JSON list
+	approve_when TEXT NOT NULL,       -- JSON list
+	rate         TEXT NOT NULL,
+	PRIMARY KEY (run, id)
+);
+-- derive: capability -> capability derived from it; spawn: task -> child
+-- task; holds: task -> capability in its table.
+CREATE TABLE edges (
+	run  TEXT NOT NULL REFERENCES runs(id),
+	kind TEXT NOT NULL CHECK (kind IN ('derive', 'spawn', 'holds')),
+	src  TEXT NOT NULL,
+	dst  TEXT NOT NULL
+);
+CREATE INDEX edges_run ON edges (run, kind, src);
+CREATE TABLE denials (
+	run       TEXT NOT NULL REFERENCES runs(id),
+	seq       INTEGER NOT NULL,
+	time      TEXT NOT NULL,
+	task      TEXT NOT NULL,
+	principal TEXT NOT NULL,
+	cap       TEXT NOT NULL,
+	kind      TEXT NOT NULL,
+	op        TEXT NOT NULL,
+	errno     TEXT NOT NULL,
+	reason    TEXT NOT NULL,
+	label     TEXT NOT NULL,          -- JSON: the task's label at the decision
+	PRIMARY KEY (run, seq)
+);
+CREATE TABLE flows (
+	run       TEXT NOT NULL REFERENCES runs(id),
+	seq       INTEGER NOT NULL,
+	time      TEXT NOT NULL,
+	task      TEXT NOT NULL,
+	cap       TEXT NOT NULL,
+	kind      TEXT NOT NULL,
+	op        TEXT NOT NULL,
+	decision  TEXT NOT NULL,
+	errno     TEXT NOT NULL,
+	label     TEXT NOT NULL,          -- JSON
+	PRIMARY KEY (run, seq)
+);
+`
+
+var config = sqlitedb.Config{
+	What:    "run store",
+	AppID:   0x4d4e5253, // "MNRS"
+	Version: schemaVersion,
+	Schema:  schema,
+	// Migrations: map[int]string{1: "..."} when the schema changes.
+	Pragmas: []string{"synchronous(NORMAL)", "foreign_keys(1)"},
+}
+
+// Store is an open run store. It is safe for concurrent use.
+type Store struct {
+	db   *sql.DB
+	path string
+	dir  string
+
+	// Imported are the legacy JSON records imported by Open; ImportErrors
+	// are those that could not be (the files stay where they are).
+	Imported     []string
+	ImportErrors []error
+}
+
+// Open opens (creating if needed) the run store of state directory dir.
+func Open(dir string) (*Store, error) {
+	path := filepath.Join(dir, FileName)
+	db, err := sqlitedb.Open(path, config)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{db: db, path: path, dir: dir}
+	s.importLegacy(context.Background())
+	return s, nil
+}
+
+// Path is the store's file.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the store.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Run describes one run.
+type Run struct {
+	ID        string    `json:"id"`
+	Manifest  string    `json:"manifest"`
+	Task      string    `json:"task"`
+	Module    string    `json:"module"` // path of the .wasm file or guest directory
+	Digest    string    `json:"digest"`
+	Principal string    `json:"principal"`
+	Engine    string    `json:"engine"`
+	Started   time.Time `json:"started"`
+	Ended     time.Time `json:"ended"` // zero while running
+	Exit      int       `json:"exit"`
+	State     string    `json:"state"`
+	Error     string    `json:"error,omitempty"`
+}
+
+// StateRunning is a run's state between Begin and Finish.
+const StateRunning = "running"
+
+// Record is a run as stored: its metadata, the kernel's graph at its end,
+// and the denials. Its JSON form is "mandate graph --format json": the
+// graph's fields (tasks, caps) sit at the top level next to run.
+type Record struct {
+	Version int `json:"version"`
+	Run     Run `json:"run"`
+	kernel.Graph
+	// Denials are the run's refused calls, in order (at most MaxDenials;
+	// DenialsDropped counts the rest, which are in the audit log).
+	Denials        []Denial `json:"denials"`
+	DenialsDropped int      `json:"denials_dropped,omitempty"`
+	// Flows are the decisions where a task's label met a sink.
+	Flows        []Flow `json:"flows"`
+	FlowsDropped int    `json:"flows_dropped,omitempty"`
+}
+
+// Denial is one refused call.
+type Denial struct {
+	Time      time.Time    `json:"time"`
+	Task      string       `json:"task"`
+	Principal string       `json:"principal"`
+	Cap       string       `json:"cap"`
+	Kind      string       `json:"kind"`
+	Op        string       `json:"op"`
+	Errno     string       `json:"errno"`
+	Reason    string       `json:"reason"`
+	Label     kernel.Label `json:"label"`
+}
+
+// Flow is a decision where labelled data met a sink: a refusal for the
+// data's label (EFLOW), a declassification, or an audited call made by a
+// task holding labelled data.
+type Flow struct {
+	Time     time.Time    `json:"time"`
+	Task     string       `json:"task"`
+	Cap      string       `json:"cap"`
+	Kind     string       `json:"kind"`
+	Op       string       `json:"op"`
+	Decision string       `json:"decision"`
+	Errno    string       `json:"errno"`
+	Label    kernel.Label `json:"label"`
+}
+
+var runIDRE = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z._-]{0,127}$`)
+
+// ValidRunID reports whether id may name a run.
+func ValidRunID(id string) bool {
+	return runIDRE.MatchString(id) && !strings.Contains(id, "..")
+}
+
+// ErrNoRuns is returned by Get when nothing was recorded yet.
+var ErrNoRuns = errors.New("no runs recorded yet")
+
+// ErrNotFound is returned by Get for an unknown run.
+var ErrNotFound = errors.New("no such run")
+
+func (s *Store) errorf(format string, args ...any) error {
+	return fmt.Errorf("run store %s: "+format, append([]any{s.path}, args...)...)
+}
+
+// Begin records that run r started; its state is "running" until Finish.
+func (s *Store) Begin(ctx context.Context, r Run) error {
+	if !ValidRunID(r.ID) {
+		return s.errorf("%q is not a run id", r.ID)
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO runs (id, manifest, task, module, digest, principal, engine, started, state)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.ID, r.Manifest, r.Task, r.Module, r.Digest, r.Principal, r.Engine, fmtTime(r.Started), StateRunning)
+	if err != nil {
+		return s.errorf("recording the start of run %s: %v", r.ID, err)
+	}
+	return nil
+}
+
+// Finish records how run rec.Run ended, with its graph, denials and flows,
+// in one transaction: a reader sees the whole record or the running one.
+// A run that was never begun is inserted whole.
+func (s *Store) Finish(ctx context.Context, rec Record) error {
+	r := rec.Run
+	if !ValidRunID(r.ID) {
+		return s.errorf("%q is not a run id", r.ID)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.errorf("%v", err)
+	}
+	defer tx.Rollback()
+	if err := writeRecord(ctx, tx, rec); err != nil {
+		return s.errorf("recording run %s: %v", r.ID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return s.errorf("recording run %s: %v", r.ID, err)
+	}
+	return nil
+}
+
+func writeRecord(ctx context.Context, tx *sql.Tx, rec Record) error {
+	r := rec.Run
+	var ended any
+	if !r.Ended.IsZero() {
+		ended = fmtTime(r.Ended)
+	}
+	denials, flows := rec.Denials, rec.Flows
+	dDropped, fDropped := rec.DenialsDropped, rec.FlowsDropped
+	if len(denials) > MaxDenials {
+		dDropped += len(denials) - MaxDenials
+		denials = denials[:MaxDenials]
+	}
+	if len(flows) > MaxFlows {
+		fDropped += len(flows) - MaxFlows
+		flows = flows[:MaxFlows]
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE runs SET manifest = ?, task = ?, module = ?, digest = ?, principal = ?, engine = ?,
+		started = ?, ended = ?, exit = ?, state = ?, error = ?, denials_dropped = ?, flows_dropped = ? WHERE id = ?`,
+		r.Manifest, r.Task, r.Module, r.Digest, r.Principal, r.Engine, fmtTime(r.Started), ended, r.Exit, r.State, r.Error,
+		dDropped, fDropped, r.ID)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, manifest, task, module, digest, principal, engine, started, ended, exit, state, error, denials_dropped, flows_dropped)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, r.Manifest, r.Task, r.Module, r.Digest, r.Principal, r.Engine, fmtTime(r.Started), ended, r.Exit, r.State, r.Error,
+			dDropped, fDropped); err != nil {
+			return err
+		}
+	}
+	for _, table := range []string{"tasks", "caps", "edges", "denials", "flows"} {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE run = ?", r.ID); err != nil {
+			return err
+		}
+	}
+	edge, err := tx.PrepareContext(ctx, "INSERT INTO edges (run, kind, src, dst) VALUES (?, ?, ?, ?)")
+	if err != nil {
+		return err
+	}
+	defer edge.Close()
+	for i, t := range rec.Tasks {
+		label, _ := json.Marshal(t.Label)
+		var clearance any
+		if t.Clearance != nil {
+			b, _ := json.Marshal(t.Clearance)
+			clearance = string(b)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO tasks (run, ord, id, parent, principal, module, state, label, clearance, denials, error)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, i, t.ID, t.Parent, t.Principal, t.Module, string(t.State), string(label), clearance, t.Denials, t.Error); err != nil {
+			return fmt.Errorf("task %s: %w", t.ID, err)
+		}
+		if t.Parent != "" {
+			if _, err := edge.ExecContext(ctx, r.ID, "spawn", t.Parent, t.ID); err != nil {
+				return err
+			}
+		}
+	}
+	for i, c := range rec.Caps {
+		scope := string(c.Scope)
+		if scope == "" {
+			scope = "null"
+		}
+		when, _ := json.Marshal(nonNil(c.When))
+		appr, _ := json.Marshal(nonNil(c.ApproveWhen))
+		if _, err := tx.ExecContext(ctx, `INSERT INTO caps (run, ord, id, kind, name, holder, parent, scope, revoked, dropped, audited, when_exprs, approve_when, rate)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, i, c.ID, c.Kind, c.Name, c.Holder, c.Parent, scope, c.Revoked, c.Dropped, c.Audited, string(when), string(appr), c.Rate); err != nil {
+			return fmt.Errorf("cap %s: %w", c.ID, err)
+		}
+		if c.Parent != "" {
+			if _, err := edge.ExecContext(ctx, r.ID, "derive", c.Parent, c.ID); err != nil {
+				return err
+			}
+		}
+		if c.Holder != "" {
+			if _, err := edge.ExecContext(ctx, r.ID, "holds", c.Holder, c.ID); err != nil {
+				return err
+			}
+		}
+	}
+	for i, d := range denials {
+		label, _ := json.Marshal(d.Label)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO denials (run, seq, time, task, principal, cap, kind, op, errno, reason, label)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, i, fmtTime(d.Time), d.Task, d.Principal, d.Cap, d.Kind, d.Op, d.Errno, d.Reason, string(label)); err != nil {
+			return err
+		}
+	}
+	for i, f := range flows {
+		label, _ := json.Marshal(f.Label)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO flows (run, seq, time, task, cap, kind, op, decision, errno, label)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, i, fmtTime(f.Time), f.Task, f.Cap, f.Kind, f.Op, f.Decision, f.Errno, string(label)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func fmtTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func parseTime(s string) (time.Time, error) { return time.Parse(time.RFC3339Nano, s) }

@@ -1,0 +1,366 @@
+package runstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel"
+)
+
+func sampleRecord(id string, started time.Time) Record {
+	pii := kernel.Label{}
+	_ = json.Unmarshal([]byte(`{"conf":["pii:alice"]}`), &pii)
+	return Record{
+		Version: RecordVersion,
+		Run: Run{ID: id, Manifest: "/m/trip.hcl", Task: "trip", Module: "/m/guest", Digest: "sha256:00",
+			Principal: "alice", Engine: "wazero", Started: started.UTC(), Ended: started.Add(time.Second).UTC(),
+			Exit: 1, State: "failed", Error: "guest trapped"},
+		Graph: kernel.Graph{
+			Tasks: []kernel.GraphTask{
+				{ID: "t1", Principal: "alice", Module: "sha256:00", State: kernel.TaskFailed, Label: pii, Denials: 2, Error: "boom"},
+				{ID: "t2", Parent: "t1", Principal: "alice", Module: "sha256:01", State: kernel.TaskDone, Clearance: &pii},
+			},
+			Caps: []kernel.GraphCap{
+				{ID: "c1", Kind: "net", Name: "web", Holder: "t1", Scope: json.RawMessage(`{"origin":"https://a.example"}`),
+					Audited: true, When: []string{"args.n < 3"}, Rate: "10/s"},
+				{ID: "c2", Kind: "net", Holder: "t2", Parent: "c1", Scope: json.RawMessage(`{"origin":"https://a.example","paths":["/x"]}`),
+					Revoked: true, ApproveWhen: []string{"true"}},
+				{ID: "c3", Kind: "pay", Holder: "t1", Scope: json.RawMessage(`null`), Dropped: true},
+			},
+		},
+		Denials: []Denial{{Time: started.UTC(), Task: "t1", Principal: "alice", Cap: "c1", Kind: "net", Op: "call:fetch",
+			Errno: abi.EFLOW.String(), Reason: "label pii:alice may not flow to net web", Label: pii}},
+		Flows: []Flow{{Time: started.UTC(), Task: "t1", Cap: "c1", Kind: "net", Op: "call:fetch", Decision: "deny",
+			Errno: abi.EFLOW.String(), Label: pii}},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Get(ctx, ""); !errors.Is(err, ErrNoRuns) {
+		t.Fatalf("empty store: %v, want ErrNoRuns", err)
+	}
+	t0 := time.Date(2026, 11, 29, 15, 30, 0, 123456789, time.UTC)
+	want := sampleRecord("20261129T153000Z-aaaaaa", t0)
+	if err := s.Begin(ctx, want.Run); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Run.State != StateRunning || !got.Run.Ended.IsZero() || len(got.Tasks) != 0 {
+		t.Errorf("a begun run: %+v", got.Run)
+	}
+	if err := s.Finish(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.Get(ctx, want.Run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The JSON contract: what is stored reads back as the same document.
+	wj, _ := json.Marshal(want)
+	gj, _ := json.Marshal(got)
+	if string(wj) != string(gj) {
+		t.Errorf("round trip:\n got %s\nwant %s", gj, wj)
+	}
+	// Edges are queryable.
+	var n int
+	if err := s.db.QueryRow(`SELECT count(*) FROM edges WHERE run = ? AND kind = 'derive' AND src = 'c1' AND dst = 'c2'`, want.Run.ID).Scan(&n); err != nil || n != 1 {
+		t.Errorf("derive edge: %d, %v", n, err)
+	}
+	if err := s.db.QueryRow(`SELECT count(*) FROM edges WHERE run = ? AND kind = 'spawn'`, want.Run.ID).Scan(&n); err != nil || n != 1 {
+		t.Errorf("spawn edges: %d, %v", n, err)
+	}
+	if _, err := s.Get(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown run: %v", err)
+	}
+	for _, bad := range []string{"../x", "a/b", strings.Repeat("a", 200), ""} {
+		if bad == "" {
+			continue
+		}
+		if _, err := s.Get(ctx, bad); err == nil || !strings.Contains(err.Error(), "not a run id") {
+			t.Errorf("Get(%q): %v", bad, err)
+		}
+	}
+}
+
+func TestListNewestFirst(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t0 := time.Date(2026, 11, 29, 15, 0, 0, 0, time.UTC)
+	for i, id := range []string{"r2", "r1", "r3"} {
+		rec := sampleRecord(id, t0.Add(time.Duration([]int{2, 1, 3}[i])*time.Minute))
+		if err := s.Finish(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := s.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range list {
+		ids = append(ids, r.ID)
+		if r.Tasks != 2 || r.Caps != 3 || r.Denials != 2 {
+			t.Errorf("%s: tasks %d caps %d denials %d", r.ID, r.Tasks, r.Caps, r.Denials)
+		}
+	}
+	if !reflect.DeepEqual(ids, []string{"r3", "r2", "r1"}) {
+		t.Errorf("order: %v", ids)
+	}
+	if last, err := s.Last(ctx); err != nil || last != "r3" {
+		t.Errorf("last: %q, %v", last, err)
+	}
+}
+
+func TestDenialsBounded(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rec := sampleRecord("flood", time.Now())
+	d := rec.Denials[0]
+	rec.Denials = nil
+	for range MaxDenials + 7 {
+		rec.Denials = append(rec.Denials, d)
+	}
+	if err := s.Finish(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, "flood")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Denials) != MaxDenials || got.DenialsDropped != 7 {
+		t.Errorf("kept %d denials, dropped %d", len(got.Denials), got.DenialsDropped)
+	}
+}
+
+// TestCorruptAndForeign: a file that is not a run store, another program's
+// database, a newer schema and a corrupted row are each a clear error
+// naming the file; none is reset.
+func TestCorruptAndForeign(t *testing.T) {
+	ctx := context.Background()
+	junkDir := t.TempDir()
+	junk := filepath.Join(junkDir, FileName)
+	content := []byte(strings.Repeat("garbage ", 1000))
+	os.WriteFile(junk, content, 0o600)
+	if _, err := Open(junkDir); err == nil || !strings.Contains(err.Error(), "not a Mandate run store") || !strings.Contains(err.Error(), junk) {
+		t.Errorf("junk file: %v", err)
+	}
+	if b, _ := os.ReadFile(junk); string(b) != string(content) {
+		t.Error("the junk file was changed")
+	}
+
+	foreignDir := t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(foreignDir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Exec("CREATE TABLE other (x)")
+	db.Close()
+	if _, err := Open(foreignDir); err == nil || !strings.Contains(err.Error(), "other tables") {
+		t.Errorf("foreign database: %v", err)
+	}
+
+	newerDir := t.TempDir()
+	s, err := Open(newerDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.db.Exec("PRAGMA user_version = 99")
+	s.Close()
+	if _, err := Open(newerDir); err == nil || !strings.Contains(err.Error(), "newer Mandate") {
+		t.Errorf("newer schema: %v", err)
+	}
+
+	rowDir := t.TempDir()
+	s, err = Open(rowDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Finish(ctx, sampleRecord("r1", time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, sql, want string }{
+		{"label", `UPDATE tasks SET label = '{not json' WHERE id = 't1'`, "task t1: label"},
+		{"scope", `UPDATE caps SET scope = 'nope' WHERE id = 'c1'`, "cap c1: the scope is not JSON"},
+		{"time", `UPDATE runs SET started = 'yesterday'`, "start time"},
+	} {
+		if _, err := s.db.Exec(tc.sql); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.Get(ctx, "r1")
+		if err == nil || !strings.Contains(err.Error(), "run r1 is corrupted") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		if err := s.Finish(ctx, sampleRecord("r1", time.Now())); err != nil { // repair for the next case
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestLegacyImport: JSON records of the earlier format are imported on
+// Open and renamed; a broken one stays and is reported.
+func TestLegacyImport(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	runs := filepath.Join(dir, "runs")
+	os.MkdirAll(runs, 0o700)
+	rec := sampleRecord("20261101T000000Z-abcdef", time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	rec.Denials, rec.Flows = nil, nil
+	b, _ := json.Marshal(rec)
+	os.WriteFile(filepath.Join(runs, rec.Run.ID+".json"), b, 0o600)
+	os.WriteFile(filepath.Join(runs, "broken.json"), []byte(`{"version":1,`), 0o600)
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !reflect.DeepEqual(s.Imported, []string{rec.Run.ID}) || len(s.ImportErrors) != 1 ||
+		!strings.Contains(s.ImportErrors[0].Error(), "broken.json") {
+		t.Fatalf("imported %v, errors %v", s.Imported, s.ImportErrors)
+	}
+	got, err := s.Get(ctx, rec.Run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Run.Principal != "alice" || len(got.Caps) != 3 || !got.Caps[1].Revoked {
+		t.Errorf("imported record: %+v", got)
+	}
+	if _, err := os.Stat(filepath.Join(runs, rec.Run.ID+".json.imported")); err != nil {
+		t.Errorf("the imported file was not renamed: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(runs, "broken.json")); err != nil {
+		t.Errorf("the broken file was touched: %v", err)
+	}
+}
+
+// TestConcurrentGoroutines: runs recorded from many goroutines at once.
+func TestConcurrentGoroutines(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 16
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec := sampleRecord(fmt.Sprintf("g%02d", i), time.Now())
+			if err := s.Begin(ctx, rec.Run); err != nil {
+				errs <- err
+				return
+			}
+			errs <- s.Finish(ctx, rec)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if list, err := s.List(ctx); err != nil || len(list) != n {
+		t.Errorf("%d runs, %v", len(list), err)
+	}
+}
+
+// TestConcurrentProcesses: several processes record runs into one store at
+// once (this test binary re-executed as writers).
+func TestConcurrentProcesses(t *testing.T) {
+	if dir := os.Getenv("RUNSTORE_TEST_WRITER"); dir != "" {
+		writer(t, dir)
+		return
+	}
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	const procs, each = 4, 10
+	var cmds []*exec.Cmd
+	for i := range procs {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestConcurrentProcesses$")
+		cmd.Env = append(os.Environ(), "RUNSTORE_TEST_WRITER="+dir, "RUNSTORE_TEST_PREFIX=p"+strconv.Itoa(i), "RUNSTORE_TEST_N="+strconv.Itoa(each))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("writer %d: %v", i, err)
+		}
+	}
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	list, err := s.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != procs*each {
+		t.Fatalf("%d runs recorded, want %d", len(list), procs*each)
+	}
+	for _, r := range list {
+		rec, err := s.Get(context.Background(), r.ID)
+		if err != nil || len(rec.Tasks) != 2 || len(rec.Caps) != 3 || rec.Run.State != "failed" {
+			t.Errorf("%s: %v", r.ID, err)
+		}
+	}
+}
+
+func writer(t *testing.T, dir string) {
+	ctx := context.Background()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	n, _ := strconv.Atoi(os.Getenv("RUNSTORE_TEST_N"))
+	for i := range n {
+		rec := sampleRecord(fmt.Sprintf("%s-%02d", os.Getenv("RUNSTORE_TEST_PREFIX"), i), time.Now())
+		if err := s.Begin(ctx, rec.Run); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Finish(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
