@@ -4,11 +4,11 @@ package benefits_test
 
 import (
 	"bytes"
-	"github.com/mandatevm/mandate/internal/testengine"
 	"strings"
 	"testing"
 
 	"github.com/mandatevm/mandate/internal/cli"
+	"github.com/mandatevm/mandate/internal/testengine"
 )
 
 func run(t *testing.T, state, manifest, input string) (string, string) {

@@ -3,9 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"github.com/mandatevm/mandate/internal/testengine"
 	"strings"
 	"testing"
+
+	"github.com/mandatevm/mandate/internal/testengine"
 )
 
 // TestQuickstart runs the walkthrough exactly as `go run

@@ -3,13 +3,13 @@ package taxprep_test
 
 import (
 	"bytes"
-	"github.com/mandatevm/mandate/internal/testengine"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/mandatevm/mandate/internal/cli"
+	"github.com/mandatevm/mandate/internal/testengine"
 )
 
 func TestTaxPrepReceipt(t *testing.T) {

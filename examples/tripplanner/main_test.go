@@ -3,8 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"github.com/mandatevm/mandate/internal/testengine"
 	"testing"
+
+	"github.com/mandatevm/mandate/internal/testengine"
 )
 
 // TestTripPlanner runs the example as `go run ./examples/tripplanner`

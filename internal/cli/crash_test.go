@@ -1,21 +1,23 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
-	"github.com/mandatevm/mandate/internal/testengine"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mandatevm/mandate/audit"
+	"github.com/mandatevm/mandate/internal/testengine"
 )
 
 // TestCrashKeepsTheAuditLog kills `mandate run` (SIGKILL) in the middle of
@@ -34,11 +36,7 @@ func TestCrashKeepsTheAuditLog(t *testing.T) {
 	defer srv.Close()
 
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "mandate")
-	build := exec.Command("go", append([]string{"build", "-o", bin}, append(testengine.BuildFlags(), "../../cmd/mandate")...)...)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildMandate(t)
 	guest, _ := filepath.Abs("testdata/guests/cli-loop")
 	manifest := filepath.Join(dir, "loop.hcl")
 	os.WriteFile(manifest, []byte(fmt.Sprintf(`task "loop" {
@@ -108,4 +106,111 @@ func TestCrashKeepsTheAuditLog(t *testing.T) {
 		t.Errorf("the killed run: %+v (audit run %q)", r.Run, entries[0].Run)
 	}
 	t.Logf("killed after %d effects; %d allow entries, %d entries in all", effects, allows, len(entries))
+}
+
+var (
+	mandateOnce sync.Once
+	mandateBin  string
+	mandateErr  error
+)
+
+// buildMandate builds cmd/mandate (with the engine under test) once per
+// test binary and returns its path.
+func buildMandate(t *testing.T) string {
+	t.Helper()
+	mandateOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "mandate-bin-")
+		if err != nil {
+			mandateErr = err
+			return
+		}
+		mandateBin = filepath.Join(dir, "mandate")
+		build := exec.Command("go", append([]string{"build", "-o", mandateBin}, append(testengine.BuildFlags(), "../../cmd/mandate")...)...)
+		if out, err := build.CombinedOutput(); err != nil {
+			mandateErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if mandateErr != nil {
+		t.Fatal(mandateErr)
+	}
+	return mandateBin
+}
+
+// TestConcurrentProcesses runs several `mandate run` processes at once on
+// one state directory, each making audited calls: every run is recorded
+// whole in the run store, every one has its audit entries, and the shared
+// audit log verifies.
+func TestConcurrentProcesses(t *testing.T) {
+	if testing.Short() || runtime.GOOS == "windows" {
+		t.Skip("builds mandate and runs it in several processes")
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("results")) }))
+	defer srv.Close()
+	bin := buildMandate(t)
+	dir := t.TempDir()
+	guest, _ := filepath.Abs("testdata/guests/cli-guest")
+	manifest := filepath.Join(dir, "fetch.hcl")
+	os.WriteFile(manifest, []byte(fmt.Sprintf(`task "fetch" {
+  module    = %q
+  principal = "alice"
+  cap "net" "web" {
+    origin        = var.origin
+    paths         = ["/search"]
+    allow_private = true
+    audit         = true
+  }
+}
+`, guest)), 0o644)
+	os.WriteFile(filepath.Join(dir, "fetch.in"), []byte("fetch\n"), 0o644)
+	state := filepath.Join(dir, "state")
+	const n = 4
+	cmds := make([]*exec.Cmd, n)
+	outs := make([]bytes.Buffer, n)
+	for i := range cmds {
+		cmd := exec.Command(bin, "run", manifest, "--var", "origin="+srv.URL, "--input", filepath.Join(dir, "fetch.in"),
+			"--state-dir", state, "--log-level", "warn")
+		cmd.Env = append(os.Environ(), "MANDATE_CACHE_DIR="+filepath.Join(os.TempDir(), "mandate-crash-test-cache"))
+		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[i] = cmd
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("process %d: %v\n%s", i, err, &outs[i])
+		}
+	}
+	store, err := openStore(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	runs, err := store.List(context.Background())
+	if err != nil || len(runs) != n {
+		t.Fatalf("%d runs recorded (%v), want %d", len(runs), err, n)
+	}
+	log, err := audit.Open(filepath.Join(state, "audit.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	rep, err := log.Verify(context.Background())
+	if err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	for _, r := range runs {
+		rec, err := store.Get(context.Background(), r.ID)
+		if err != nil || rec.Run.State != "done" || len(rec.Caps) != 1 || len(rec.Denials) != 1 {
+			t.Errorf("run %s: %+v, %v", r.ID, rec, err)
+			continue
+		}
+		es, err := log.Entries(context.Background(), audit.Filter{Run: r.ID})
+		if err != nil || len(es) == 0 {
+			t.Errorf("run %s has %d audit entries (%v)", r.ID, len(es), err)
+		}
+	}
+	if rep.Checkpoints != n {
+		t.Errorf("%d checkpoints, want one per run (%d)", rep.Checkpoints, n)
+	}
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"github.com/mandatevm/mandate/internal/testengine"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
 )
 

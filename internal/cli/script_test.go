@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mandatevm/mandate/internal/testengine"
 	"io"
 	"io/fs"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
