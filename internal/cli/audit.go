@@ -18,7 +18,7 @@ import (
 )
 
 const auditHelp = `Usage: mandate audit [RUN | --run ID | --all] [--task T] [--denied] [--format text|json] [--state-dir DIR]
-       mandate audit verify [--state-dir DIR]
+       mandate audit verify [RUN] [--state-dir DIR]
 
 Shows the audit log: every decision on an audited capability (written before
 its effect) and every denial, for the last run (or run ID, or --all runs).
@@ -28,7 +28,9 @@ signed by STATE_DIR/audit.key (Ed25519, created on first use, mode 0600).
 "mandate audit verify" recomputes the whole tree from the entries, checks it
 against the stored hashes and the signed checkpoints, and names the first
 entry that was changed, deleted, reordered or inserted behind the log's back.
-It exits 0 when the log verifies and 1 when it does not.
+It exits 0 when the log verifies and 1 when it does not. With RUN, it also
+says how many of the log's entries are that run's and whether a signed
+checkpoint covers them all (a run signs one when it ends).
 
 Flags:
 
@@ -116,8 +118,11 @@ func runAudit(e *env, args []string) int {
 	}
 	verify := false
 	switch {
-	case len(pos) == 1 && pos[0] == "verify":
+	case len(pos) >= 1 && pos[0] == "verify" && len(pos) <= 2:
 		verify = true
+		if len(pos) == 2 {
+			*runID = pos[1] // mandate audit verify RUN
+		}
 	case len(pos) == 1 && *runID == "":
 		*runID = pos[0] // mandate audit RUN
 	case len(pos) > 0:
@@ -153,6 +158,38 @@ func runAudit(e *env, args []string) int {
 		}
 		fmt.Fprintf(e.stdout, "audit log %s verifies: %d entries, %d signed checkpoints (key %s)\n",
 			auditPath(dir), rep.Entries, rep.Checkpoints, log.VerifierKey())
+		if *runID == "" {
+			return exitOK
+		}
+		// The tree covers every run; say what it proves about this one.
+		entries, err := log.Entries(ctx, audit.Filter{Run: *runID})
+		if err != nil {
+			fmt.Fprintf(e.stderr, "mandate audit verify: %v\n", err)
+			return exitUsage
+		}
+		if len(entries) == 0 {
+			fmt.Fprintf(e.stdout, "run %s has no entries in the log (no audited decision and no denial, or no such run)\n", *runID)
+			return exitOK
+		}
+		var signed int64
+		if rep.Latest != nil {
+			signed = rep.Latest.Size
+		}
+		first, last := entries[0].Seq, entries[len(entries)-1].Seq
+		if last < signed {
+			fmt.Fprintf(e.stdout, "run %s: %d entries (seq %d to %d), all covered by the signed checkpoint of size %d\n",
+				*runID, len(entries), first, last, signed)
+			return exitOK
+		}
+		unsigned := 0
+		for _, en := range entries {
+			if en.Seq >= signed {
+				unsigned++
+			}
+		}
+		fmt.Fprintf(e.stdout, "run %s: %d entries (seq %d to %d); %d after the last signed checkpoint (size %d): "+
+			"they verify against the tree but no signature covers them yet (the run may have been killed before it signed)\n",
+			*runID, len(entries), first, last, unsigned, signed)
 		return exitOK
 	}
 	f := audit.Filter{Task: *task, Denied: *denied}

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -89,6 +90,16 @@ func TestConcurrentRunsShareTheAuditLog(t *testing.T) {
 		es, err := log.Entries(context.Background(), audit.Filter{Run: id})
 		if err != nil || len(es) == 0 {
 			t.Errorf("run %s has %d audit entries (%v)", id, len(es), err)
+		}
+	}
+	// audit verify RUN: each run's entries are covered by a signature.
+	for _, id := range ids {
+		var out, errOut bytes.Buffer
+		if code := Main([]string{"audit", "verify", id, "--state-dir", state}, nil, &out, &errOut); code != 0 {
+			t.Fatalf("audit verify %s: exit %d: %s", id, code, &errOut)
+		}
+		if !strings.Contains(out.String(), "run "+id+": ") || !strings.Contains(out.String(), "all covered by the signed checkpoint") {
+			t.Errorf("audit verify %s:\n%s", id, &out)
 		}
 	}
 	if rep.Checkpoints != n {
