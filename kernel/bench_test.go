@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/mandatevm/mandate/kernel"
 )
@@ -16,9 +17,17 @@ import (
 // batch with its own clock; p50/p90/p99 are of the per-call time within a
 // batch.
 func BenchmarkCapCall(b *testing.B) {
+	b.Run("plain", func(b *testing.B) { benchCapCall(b, kernel.Rate{}) })
+	// With a rate on the capability, high enough never to refuse: the
+	// cost of the token bucket on every call.
+	b.Run("rate", func(b *testing.B) { benchCapCall(b, kernel.Rate{N: 1 << 30, Per: time.Second}) })
+}
+
+func benchCapCall(b *testing.B, rate kernel.Rate) {
 	e := newEnv(b)
 	spec := e.spec(b, "bench-noop", kernel.Limits{}, fmt.Sprintf("%d 100", max(b.N, 100)))
 	spec.Entry = "bench"
+	spec.Grants[0].Rate = rate
 	b.ReportAllocs()
 	b.ResetTimer()
 	task, err := e.k.Run(context.Background(), spec)
