@@ -20,16 +20,8 @@ fmt:
 	gofmt -w .
 
 FUZZTIME ?= 30s
-fuzz:            ## every fuzz target for FUZZTIME each
-	$(GO) test ./guest-sdk/abi -run '^$$' -fuzz FuzzDecodeHTTPRequest -fuzztime $(FUZZTIME)
-	$(GO) test ./guest-sdk/abi -run '^$$' -fuzz FuzzDecodeHTTPResponse -fuzztime $(FUZZTIME)
-	$(GO) test ./kernel -run '^$$' -fuzz FuzzHostCalls -fuzztime $(FUZZTIME)
-	$(GO) test ./caps/net -run '^$$' -fuzz FuzzParseOrigin -fuzztime $(FUZZTIME)
-	$(GO) test ./caps/net -run '^$$' -fuzz FuzzPathMatch -fuzztime $(FUZZTIME)
-	$(GO) test ./caps/net -run '^$$' -fuzz FuzzNarrow -fuzztime $(FUZZTIME)
-	$(GO) test ./caps/net -run '^$$' -fuzz FuzzGrant -fuzztime $(FUZZTIME)
-	$(GO) test ./caps/net -run '^$$' -fuzz FuzzSubstitute -fuzztime $(FUZZTIME)
-	$(GO) test ./sandbox/wazero -run '^$$' -fuzz FuzzParseAndCoalesce -fuzztime $(FUZZTIME)
+fuzz:            ## every fuzz target (found by .ci/fuzz) for FUZZTIME each
+	FUZZTIME=$(FUZZTIME) GO=$(GO) ./.ci/fuzz
 
 bench:           ## the benchmarks in BENCHMARKS.md
 	$(GO) test ./kernel -run '^$$' -bench CapCall -benchtime 2000000x -count 3

@@ -41,7 +41,8 @@ func parseCheckpointText(text string) (Checkpoint, error) {
 	if err != nil || n < 0 || strconv.FormatInt(n, 10)+"\n" != lines[1] {
 		return Checkpoint{}, errors.New("malformed checkpoint size")
 	}
-	h, err := base64.StdEncoding.DecodeString(strings.TrimSuffix(lines[2], "\n"))
+	// Strict: nonzero padding bits would give one tree head many texts.
+	h, err := base64.StdEncoding.Strict().DecodeString(strings.TrimSuffix(lines[2], "\n"))
 	if err != nil || len(h) != tlog.HashSize {
 		return Checkpoint{}, errors.New("malformed checkpoint hash")
 	}

@@ -53,6 +53,11 @@ func (k *Kind) Activation(call *kernel.Call) (map[string]any, error) {
 		charge["amount_minor"] = minor
 		charge["amount"] = float64(minor) / 100
 	} else if n, ok := m["amount"].(int64); ok {
+		// Bounded as a charge is: n*100 must not wrap around, or a huge
+		// amount would pass charge.amount_minor <= LIMIT.
+		if n < 0 || n > MaxMinor/100 {
+			return nil, fmt.Errorf("amount %d is out of range (0 to %d)", n, MaxMinor/100)
+		}
 		charge["amount_minor"] = n * 100
 		charge["amount"] = float64(n)
 	} else if f, ok := m["amount"].(float64); ok {
