@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
@@ -23,7 +24,11 @@ func DecodeSpec(kind string, spec []byte, v any) error {
 		return &FieldError{Field: te.Field, Msg: "wrong type: got " + te.Value}
 	}
 	if _, after, ok := strings.Cut(err.Error(), "json: unknown field "); ok {
-		return &FieldError{Field: strings.Trim(after, `"`), Msg: "unknown field"}
+		// encoding/json quotes the name with %q; an empty or unquotable
+		// name is reported without a field to point at.
+		if name, err := strconv.Unquote(after); err == nil && name != "" {
+			return &FieldError{Field: name, Msg: "unknown field"}
+		}
 	}
 	return fmt.Errorf("%s: grant spec: %w", kind, err)
 }

@@ -3,6 +3,7 @@ package net
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/url"
 	"strings"
@@ -22,11 +23,17 @@ func (k *Kind) Vars() []string { return []string{"request"} }
 //
 //	request.method   "POST" (upper case)
 //	request.path     the canonical path, "/v1/messages"
-//	request.query    {"q": "lisbon"}: each parameter's first value
-//	request.headers  {"Content-Type": "application/json"}: the guest's headers, first values
+//	request.query    {"q": "lisbon"}: each parameter's value
+//	request.headers  {"Content-Type": "application/json"}: the guest's headers
 //	request.body     the body parsed as JSON when it is JSON, else the body as a string ("" when empty)
 //
-// so a capability can be bound to values, e.g.
+// with spliced blobs already substituted. A query Go cannot parse, or a
+// parameter or header given twice with different values, cannot be judged:
+// the constraint is unevaluable, so the call is denied. A constraint that
+// reads a spliced blob tells the calling task one bit about a blob it may
+// not have read (see SECURITY.md, narrow channels).
+//
+// So a capability can be bound to values, e.g.
 //
 //	request.body.recipient in ["GB29NWBK60161331926819"] && request.body.amount <= 50
 func (k *Kind) Activation(call *kernel.Call) (map[string]any, error) {
@@ -38,23 +45,48 @@ func (k *Kind) Activation(call *kernel.Call) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Constraints judge the request as it will be sent: spliced blobs
+	// substituted, exactly as Invoke does, so a placeholder cannot carry a
+	// value past a constraint.
+	if err := spliceRequest(call, &r, s.maxRequest); err != nil {
+		return nil, err
+	}
 	u, err := s.target(r.URL)
 	if err != nil {
 		return nil, err
 	}
+	// A query or header a constraint would read differently from the
+	// server is refused: a query Go cannot parse (a server might), and a
+	// parameter or header given twice with different values (a server may
+	// take either).
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("the query cannot be judged by a constraint: %v", err)
+	}
 	query := map[string]any{}
-	if q, err := url.ParseQuery(u.RawQuery); err == nil {
-		for name, vs := range q {
-			if len(vs) > 0 {
-				query[name] = vs[0]
-			}
+	for name, vs := range q {
+		v, err := single("query parameter", name, vs)
+		if err != nil {
+			return nil, err
 		}
+		query[name] = v
 	}
 	headers := map[string]any{}
+	multi := map[string][]string{}
 	for name, vs := range r.Header {
-		if c, ok := canonHeaderName(name); ok && len(vs) > 0 {
-			headers[c] = vs[0]
+		if c, ok := canonHeaderName(name); ok {
+			multi[c] = append(multi[c], vs...)
 		}
+	}
+	for name, vs := range multi {
+		if len(vs) == 0 {
+			continue
+		}
+		v, err := single("header", name, vs)
+		if err != nil {
+			return nil, err
+		}
+		headers[name] = v
 	}
 	raw := r.Body
 	if r.BodyBlob != 0 {
@@ -80,4 +112,15 @@ func (k *Kind) Activation(call *kernel.Call) (map[string]any, error) {
 		"headers": headers,
 		"body":    body,
 	}}, nil
+}
+
+// single returns the one value of a repeated query parameter or header, or
+// an error when its values differ.
+func single(what, name string, vs []string) (string, error) {
+	for _, v := range vs[1:] {
+		if v != vs[0] {
+			return "", fmt.Errorf("%s %q is given %d times with different values; a constraint cannot judge it", what, name, len(vs))
+		}
+	}
+	return vs[0], nil
 }

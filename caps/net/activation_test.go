@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mandatevm/mandate/constraint"
+	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/kernel"
 )
 
@@ -36,6 +37,49 @@ func TestActivationConstraints(t *testing.T) {
 		got, err := c.Eval(context.Background(), act)
 		if (err != nil) != tc.err || got != tc.want {
 			t.Errorf("%s: got %v, %v; want %v (error %v)", tc.args, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+// TestActivationCannotBeFooled: what a constraint judges is what is sent.
+// Each request here would have passed `request.query.to != "PYY"` (or the
+// header check) had the constraint seen a placeholder, a query Go cannot
+// parse, or only the first of two values.
+func TestActivationCannotBeFooled(t *testing.T) {
+	k := New()
+	s := mustGrant(t, k, `{"origin":"https://flights.example","paths":["/search"]}`)
+	c, err := constraint.New().Compile(`request.query.to != "PYY" && !has(request.query.admin) && (!("X-Mode" in request.headers) || request.headers["X-Mode"] != "debug")`, k.Vars())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pyy := kernel.NewBlob([]byte("PYY"), kernel.Label{})
+	blobs := func(h abi.Handle) (*kernel.Blob, error) {
+		if h == 7 {
+			return pyy, nil
+		}
+		return nil, kernel.Errorf(abi.EBADHANDLE, "no blob %d", h)
+	}
+	for _, tc := range []struct {
+		name, args string
+		ok         bool // the constraint is evaluable and holds
+	}{
+		{"plain", `{"method":"GET","url":"/search?to=LIS"}`, true},
+		{"plain refused", `{"method":"GET","url":"/search?to=PYY"}`, false},
+		{"spliced value", `{"method":"GET","url":"/search?to={{mandate:splice:0}}","splice":[7]}`, false},
+		{"semicolon", `{"method":"GET","url":"/search?to=LIS&admin=1&x=;"}`, false},
+		{"repeated, different", `{"method":"GET","url":"/search?to=LIS&to=PYY"}`, false},
+		{"repeated, same", `{"method":"GET","url":"/search?to=LIS&to=LIS"}`, true},
+		{"header twice", `{"method":"GET","url":"/search?to=LIS","header":{"X-Mode":["safe","debug"]}}`, false},
+		{"header in two cases", `{"method":"GET","url":"/search?to=LIS","header":{"X-Mode":["safe"],"x-mode":["debug"]}}`, false},
+		{"spliced header", `{"method":"GET","url":"/search?to=LIS","header":{"X-Mode":["{{mandate:splice:0}}"]},"splice":[7]}`, true},
+	} {
+		act, err := k.Activation(kernel.NewCall("fetch", []byte(tc.args), s, kernel.TaskInfo{}, nil, blobs))
+		var got bool
+		if err == nil {
+			got, err = c.Eval(context.Background(), act)
+		}
+		if (err == nil && got) != tc.ok {
+			t.Errorf("%s: holds=%v err=%v; want ok=%v", tc.name, got, err, tc.ok)
 		}
 	}
 }

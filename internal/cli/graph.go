@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/runstore"
@@ -194,6 +196,11 @@ func renderText(w io.Writer, r *Record) error {
 	for _, x := range t.rootTask {
 		task(x, 1)
 	}
+	// Tasks on a parent cycle (only in a corrupted record) have no root:
+	// shown at the top level rather than left out.
+	for _, x := range r.Tasks {
+		task(x, 1)
+	}
 	fmt.Fprintf(&b, "caps:\n")
 	if len(r.Caps) == 0 {
 		b.WriteString("  (none)\n")
@@ -229,6 +236,9 @@ func renderText(w io.Writer, r *Record) error {
 		}
 	}
 	for _, x := range t.rootCap {
+		capf(x, 1)
+	}
+	for _, x := range r.Caps {
 		capf(x, 1)
 	}
 	if len(r.Denials) > 0 {
@@ -311,7 +321,7 @@ func scopeSummary(raw json.RawMessage) string {
 			if v == "" {
 				continue
 			}
-			s = v
+			s = quoteIfNeeded(v)
 		case []any:
 			if len(v) == 0 {
 				continue
@@ -319,7 +329,7 @@ func scopeSummary(raw json.RawMessage) string {
 			items := make([]string, len(v))
 			for i, it := range v {
 				if str, ok := it.(string); ok {
-					items[i] = str
+					items[i] = quoteIfNeeded(str)
 				} else {
 					b, _ := json.Marshal(it)
 					items[i] = string(b)
@@ -330,9 +340,19 @@ func scopeSummary(raw json.RawMessage) string {
 			b, _ := json.Marshal(v)
 			s = string(b)
 		}
-		parts = append(parts, k+"="+s)
+		parts = append(parts, quoteIfNeeded(k)+"="+s)
 	}
 	return strings.Join(parts, " ")
+}
+
+// quoteIfNeeded returns s as is when every rune prints and none is a space, and
+// quoted otherwise, so a value from a record can neither split a line of
+// the text graph nor pass for another field.
+func quoteIfNeeded(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) || r == '"' }) < 0 {
+		return s
+	}
+	return strconv.Quote(s)
 }
 
 // dotQuote returns s as a DOT quoted string. Backslashes and quotes are
