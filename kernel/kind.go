@@ -123,11 +123,23 @@ func (c *Call) Blob(h abi.Handle) (*Blob, error) {
 	return b, nil
 }
 
+// TaskLabel is the calling task's label at the call: what everything it
+// writes carries. A kind that stores data (a sink with per-item labels)
+// checks that it may flow there.
+func (c *Call) TaskLabel() Label {
+	if c.task == nil {
+		return Label{}
+	}
+	return c.task.Label()
+}
+
 // Spliced returns the blobs resolved through Blob so far.
 func (c *Call) Spliced() []*Blob { return append([]*Blob(nil), c.spliced...) }
 
 // Result is what an operation produced. The kernel turns Data into a blob
-// labelled Label joined with the calling task's label.
+// labelled Label joined with the calling task's label and the labels of
+// every blob the kind read through Call.Blob (declassify's result alone
+// keeps exactly Label).
 type Result struct {
 	Data  []byte
 	Label Label

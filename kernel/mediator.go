@@ -132,6 +132,13 @@ func (t *Task) invoke(ctx context.Context, h abi.Handle, op []byte, args []byte)
 	if err == nil {
 		res, err = invokeGuarded(ctx, c.kind, call)
 	}
+	// What the kind read through Call.Blob may be in its result (a copy,
+	// a server's echo): the result carries those blobs' labels too, so
+	// handing a blob to a kind never launders it.
+	var read Label
+	for _, b := range call.spliced {
+		read = read.Join(b.label)
+	}
 	*call = Call{}
 	callPool.Put(call)
 	if audited {
@@ -151,7 +158,7 @@ func (t *Task) invoke(ctx context.Context, h abi.Handle, op []byte, args []byte)
 	if len(res.Data) > abi.MaxBlobLen {
 		return 0, t.fail("call:"+kop, Errorf(abi.ELIMIT, "result of %d bytes exceeds %d", len(res.Data), abi.MaxBlobLen))
 	}
-	label := res.Label.Join(t.Label())
+	label := res.Label.Join(t.Label()).Join(read)
 	if declassify {
 		label = res.Label
 	}

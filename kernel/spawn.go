@@ -130,6 +130,15 @@ func (t *Task) spawn(ctx context.Context, sc *Cap, scope SpawnScope, raw []byte)
 	}
 	t.children++
 	t.mu.Unlock()
+	// A refused spawn started no child: it does not use up max_children.
+	spawned := false
+	defer func() {
+		if !spawned {
+			t.mu.Lock()
+			t.children--
+			t.mu.Unlock()
+		}
+	}()
 
 	spec := TaskSpec{Module: mod, Principal: t.principal, Name: "child", Limits: limits}
 	child, err := k.newTask(spec, t)
@@ -192,6 +201,7 @@ func (t *Task) spawn(ctx context.Context, sc *Cap, scope SpawnScope, raw []byte)
 		return nil, err
 	}
 	t.logger.Info("spawned", "child", child.id, "module", r.Module, "caps", len(passed), "depth", depth)
+	spawned = true
 	return &pendingChild{task: child, spec: spec, passed: passed}, nil
 }
 

@@ -117,15 +117,17 @@ func TestSpawnAttacks(t *testing.T) {
 	se := newSpawnEnv(t, 0)
 	_, got := se.run(t, "attacks", "")
 	for k, want := range map[string]string{
-		"widen_passed_cap":   "EDENIED",
-		"module_not_allowed": "EDENIED",
-		"more_memory":        "EDENIED",
-		"more_time":          "EDENIED",
-		"invented_handle":    "EBADHANDLE",
-		"not_a_spawn_cap":    "EWRONGTYPE",
-		"cap_as_input":       "EWRONGTYPE",
-		"wait_invented":      "EBADHANDLE",
-		"widen_spawn_cap":    "EDENIED",
+		"widen_passed_cap":     "EDENIED",
+		"module_not_allowed":   "EDENIED",
+		"more_memory":          "EDENIED",
+		"more_time":            "EDENIED",
+		"invented_handle":      "EBADHANDLE",
+		"not_a_spawn_cap":      "EWRONGTYPE",
+		"cap_as_input":         "EWRONGTYPE",
+		"wait_invented":        "EBADHANDLE",
+		"widen_spawn_cap":      "EDENIED",
+		"spawn_after_refusals": "ESUCCESS",
+		"wait_after_refusals":  "ESUCCESS",
 	} {
 		if got[k] != want {
 			t.Errorf("%s: got %s, want %s", k, got[k], want)

@@ -108,8 +108,11 @@
 // task cannot learn whether another person's record exists. Malformed
 // arguments are EINVAL. A write updates existing fields only (creating a
 // field would need a label for it; EDENIED), in one transaction that
-// re-checks the record's scope; a denied write changes nothing. The
-// written value keeps the field's existing labels: checking that the
-// writing task's label may flow into the field comes with the kernel's
-// label flow rules (a later issue).
+// re-checks the record's scope; a denied write changes nothing. A field is
+// a sink cleared for its own labels: the written value carries the writing
+// task's label, which must flow into every field written (EFLOW otherwise),
+// so a task that read the passport cannot copy it into an unlabelled field
+// for a clean task to read back. The field keeps its labels. The store
+// keeps no integrity labels: a task tainted by a web page may still write
+// an unlabelled field it is granted.
 package data

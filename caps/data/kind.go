@@ -186,7 +186,7 @@ func (k *Kind) Invoke(ctx context.Context, call *kernel.Call) (*kernel.Result, e
 		if err := decodeArgs(call.Args, &a); err != nil {
 			return nil, err
 		}
-		return nil, k.write(ctx, s, call.Task.Principal, a)
+		return nil, k.write(ctx, s, call.Task.Principal, call.TaskLabel(), a)
 	}
 	return nil, kernel.Errorf(abi.ENOTSUP, "data: no operation %q", trunc(call.Op))
 }
@@ -519,7 +519,11 @@ func matches(r Record, where map[string]string) bool {
 	return true
 }
 
-func (k *Kind) write(ctx context.Context, s *Scope, principal string, a writeArgs) error {
+// write updates fields of one record. A field is a sink cleared for its own
+// labels: what the task writes carries the task's label, which must flow
+// there (a task that read the passport cannot copy it into an unlabelled
+// field for a clean task to read back).
+func (k *Kind) write(ctx context.Context, s *Scope, principal string, from kernel.Label, a writeArgs) error {
 	if a.ID == "" {
 		return kernel.Errorf(abi.EINVAL, `data: write: "id" is required`)
 	}
@@ -568,6 +572,17 @@ func (k *Kind) write(ctx context.Context, s *Scope, principal string, a writeArg
 		if missing != nil {
 			sort.Strings(missing)
 			return kernel.Errorf(abi.EDENIED, "data: write: record %q has no fields %v (a write only updates existing fields)", trunc(a.ID), missing)
+		}
+		var low []string
+		for f := range vals {
+			if !from.CanFlowTo(kernel.NewLabel(r.Labels[f], nil)) {
+				low = append(low, f)
+			}
+		}
+		if low != nil {
+			sort.Strings(low)
+			return kernel.Errorf(abi.EFLOW, "data: write: the task's label %s may not flow into fields %v of record %q (their labels are lower)",
+				from, low, trunc(a.ID))
 		}
 		size := 0
 		for f, v := range vals {

@@ -68,6 +68,18 @@ func main() {
 		rec("wait_invented", err)
 		_, err = sp.Derive(map[string]any{"max_children": 1000})
 		rec("widen_spawn_cap", err)
+		// Refused spawns start no child, so they do not use up
+		// max_children: after more refusals than it allows, a proper
+		// spawn still succeeds.
+		for range 8 {
+			mandate.Spawn(sp, abi.SpawnRequest{Module: in.Child, Caps: pass(`{"level":9}`)})
+		}
+		child, err := mandate.Spawn(sp, abi.SpawnRequest{Module: in.Child, Caps: pass(`{"level":2}`), Timeout: "20s"})
+		rec("spawn_after_refusals", err)
+		if err == nil {
+			_, err = child.Wait()
+			rec("wait_after_refusals", err)
+		}
 	case "bomb":
 		n := 0
 		var err error
