@@ -13,114 +13,71 @@ import (
 
 	mandate "github.com/mandatevm/mandate/guest-sdk"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/attacks/attack"
 )
 
 const charge90 = `{"payee":"airline.example","amount":"90.00","currency":"USD","idempotency_key":"approve-me"}`
 
 func main() {
 	raw, _ := mandate.InputBytes()
-	var in input
+	var in attack.Input
 	json.Unmarshal(raw, &in)
-	card := must(mandate.Lookup("card"))
+	card := attack.Must(mandate.Lookup("card"))
 	if in.Mode == "child" {
 		_, err := card.Call("charge", []byte(charge90))
-		rec("charge", err)
-		finish()
+		attack.Rec("charge", err)
+		attack.Finish()
 		return
 	}
 	_, err := card.Call("charge", []byte(charge90))
-	rec("charge_above", err)
+	attack.Rec("charge_above", err)
 	_, err = card.Call("charge", []byte(charge90))
-	rec("charge_replay", err)
+	attack.Rec("charge_replay", err)
 	_, err = card.Derive(`{"approve_above":"100"}`)
-	rec("derive_raise_threshold", err)
-	low := must(card.Derive(`{"approve_above":"50"}`))
+	attack.Rec("derive_raise_threshold", err)
+	low := attack.Must(card.Derive(`{"approve_above":"50"}`))
 	_, err = low.Call("charge", []byte(`{"payee":"airline.example","amount":"60.00","currency":"USD"}`))
-	rec("charge_lowered_threshold", err)
+	attack.Rec("charge_lowered_threshold", err)
 	w, err := card.Derive(`{"when":"true"}`)
-	rec("derive_when_true", err)
+	attack.Rec("derive_when_true", err)
 	if err == nil {
 		_, err = w.Call("charge", []byte(`{"payee":"airline.example","amount":"90.00","currency":"USD"}`))
-		rec("charge_via_when_true", err)
+		attack.Rec("charge_via_when_true", err)
 	}
-	sp := must(mandate.Lookup("spawner"))
+	sp := attack.Must(mandate.Lookup("spawner"))
 	cin, _ := mandate.NewBlob([]byte(`{"mode":"child"}`))
 	c, err := mandate.Spawn(sp, abi.SpawnRequest{Module: in.Self, Input: cin.Handle(),
 		Caps: []abi.SpawnCap{{Handle: card.Handle(), Name: "card"}}})
-	rec("spawn", err)
+	attack.Rec("spawn", err)
 	if b, err := c.Wait(); err == nil {
 		rb, _ := b.Bytes()
 		var r map[string]string
 		json.Unmarshal(rb, &r)
-		res["child.charge"] = r["charge"]
+		attack.Set("child.charge", r["charge"])
 	}
 
-	tr := must(mandate.Lookup("transfer"))
+	tr := attack.Must(mandate.Lookup("transfer"))
 	post := func(k, method string, hdr map[string][]string, c mandate.Cap) {
 		req, _ := abi.EncodeHTTPRequest(abi.HTTPRequest{Method: method, URL: "/api/transfer", Header: hdr, Body: []byte(`{"amount":1000}`)})
 		_, err := c.Call("fetch", req)
-		rec(k, err)
+		attack.Rec(k, err)
 	}
 	post("post", "POST", nil, tr)
 	post("post_lower", "post", nil, tr)
 	post("post_mixed", "pOsT", nil, tr)
 	post("get_override", "GET", map[string][]string{"X-HTTP-Method-Override": {"POST"}}, tr)
 	nw, err := tr.Derive(`{"approve_when":"false"}`)
-	rec("derive_approve_false", err)
+	attack.Rec("derive_approve_false", err)
 	if err == nil {
 		post("post_via_false", "POST", nil, nw)
 	}
 	getOnly, err := tr.Derive(`{"methods":["GET"]}`)
-	rec("derive_get_only", err)
+	attack.Rec("derive_get_only", err)
 	if err == nil {
 		post("post_via_get_only", "POST", nil, getOnly)
 	}
 	req, _ := abi.EncodeHTTPRequest(abi.HTTPRequest{Method: "GET", URL: "/api/transfer"})
 	_, err = tr.Call("fetch", req)
-	rec("get_needs_no_approval", err)
-	finish()
-}
-
-// res collects each attempt's errno (keys) and details ("#" keys).
-var res = map[string]string{}
-
-func rec(k string, err error) { res[k] = mandate.ErrnoOf(err).String() }
-
-func note(k, v string) { res["#"+k] = v }
-
-func finish() {
-	b, _ := json.Marshal(res)
-	if err := mandate.SetResult(b); err != nil {
-		panic(err)
-	}
-}
-
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode"`
-}
-
-func readInput() input {
-	var in input
-	b, err := mandate.InputBytes()
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		panic(err)
-	}
-	return in
-}
-
-func must(c mandate.Cap, err error) mandate.Cap {
-	if err != nil {
-		panic(err)
-	}
-	return c
+	attack.Rec("get_needs_no_approval", err)
+	attack.Finish()
 }

@@ -11,87 +11,44 @@ import (
 
 	mandate "github.com/mandatevm/mandate/guest-sdk"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/attacks/attack"
 )
 
 func main() {
 	raw, _ := mandate.InputBytes()
-	var in input
+	var in attack.Input
 	json.Unmarshal(raw, &in)
 	if in.Mode == "child" {
-		web := must(mandate.Lookup("web"))
+		web := attack.Must(mandate.Lookup("web"))
 		_, err := web.Call("fetch", []byte(`{"method":"GET","url":"/api/child-clean"}`))
-		rec("fetch", err)
-		finish()
+		attack.Rec("fetch", err)
+		attack.Finish()
 		return
 	}
-	sp := must(mandate.Lookup("spawner"))
-	web := must(mandate.Lookup("web"))
-	mydata := must(mandate.Lookup("mydata"))
+	sp := attack.Must(mandate.Lookup("spawner"))
+	web := attack.Must(mandate.Lookup("web"))
+	mydata := attack.Must(mandate.Lookup("mydata"))
 	cin, _ := mandate.NewBlob([]byte(`{"mode":"child"}`))
 	pb, err := mydata.Call("read", []byte(`{"owner":"alice","fields":["passport"]}`))
-	rec("read_unread", err)
+	attack.Rec("read_unread", err)
 	public := []string{}
 	_, err = mandate.Spawn(sp, abi.SpawnRequest{Module: in.Self, Input: pb.Handle(), Clearance: &public})
-	rec("passport_to_public_child", err)
+	attack.Rec("passport_to_public_child", err)
 	pb.Bytes() // tainted from here on
 	c, err := mandate.Spawn(sp, abi.SpawnRequest{Module: in.Self, Input: cin.Handle(),
 		Caps: []abi.SpawnCap{{Handle: web.Handle(), Name: "web"}}})
-	rec("spawn_after_read", err)
+	attack.Rec("spawn_after_read", err)
 	if err == nil {
 		b, err := c.Wait()
-		rec("wait", err)
+		attack.Rec("wait", err)
 		if rb, err := b.Bytes(); err == nil {
 			var r map[string]string
 			json.Unmarshal(rb, &r)
-			res["child.fetch"] = r["fetch"]
+			attack.Set("child.fetch", r["fetch"])
 		}
 	}
 	_, err = mandate.Spawn(sp, abi.SpawnRequest{Module: in.Self, Input: cin.Handle(), Clearance: &public,
 		Caps: []abi.SpawnCap{{Handle: web.Handle(), Name: "web"}}})
-	rec("public_child_after_read", err)
-	finish()
-}
-
-// res collects each attempt's errno (keys) and details ("#" keys).
-var res = map[string]string{}
-
-func rec(k string, err error) { res[k] = mandate.ErrnoOf(err).String() }
-
-func note(k, v string) { res["#"+k] = v }
-
-func finish() {
-	b, _ := json.Marshal(res)
-	if err := mandate.SetResult(b); err != nil {
-		panic(err)
-	}
-}
-
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode"`
-}
-
-func readInput() input {
-	var in input
-	b, err := mandate.InputBytes()
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		panic(err)
-	}
-	return in
-}
-
-func must(c mandate.Cap, err error) mandate.Cap {
-	if err != nil {
-		panic(err)
-	}
-	return c
+	attack.Rec("public_child_after_read", err)
+	attack.Finish()
 }

@@ -9,6 +9,7 @@ import (
 
 	mandate "github.com/mandatevm/mandate/guest-sdk"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/attacks/attack"
 )
 
 //go:wasmimport mandate cap_revoke
@@ -32,8 +33,8 @@ func handleDrop(h uint32) uint32
 var out uint32
 
 func main() {
-	readInput()
-	web := must(mandate.Lookup("web"))
+	attack.ReadInput()
+	web := attack.Must(mandate.Lookup("web"))
 	h := web.Handle()
 	real := map[abi.Handle]bool{}
 	for _, n := range []string{"web", "vault", "mydata", "myplan", "card", "old", "spawner", "declass", "test", "transfer"} {
@@ -53,23 +54,23 @@ func main() {
 	}
 	for name, f := range forged {
 		_, err := mandate.CapFromHandle(f).Call("fetch", fetch)
-		rec("call_"+name, err)
+		attack.Rec("call_"+name, err)
 	}
 	f := forged["next_gen"]
 	_, err := mandate.CapFromHandle(f).Derive(`{}`)
-	rec("derive", err)
-	rec("revoke", errno(capRevoke(uint32(f))))
+	attack.Rec("derive", err)
+	attack.Rec("revoke", errno(capRevoke(uint32(f))))
 	_, err = mandate.CapFromHandle(f).Describe()
-	rec("describe", err)
-	rec("blob_len", errno(blobLen(uint32(f), &out)))
+	attack.Rec("describe", err)
+	attack.Rec("blob_len", errno(blobLen(uint32(f), &out)))
 	_, err = mandate.BlobFromHandle(f).ReadAt(make([]byte, 8), 0)
-	rec("blob_read", err)
-	rec("task_wait", errno(taskWait(uint32(f), &out)))
-	rec("task_kill", errno(taskKill(uint32(f))))
-	rec("task_result", errno(taskResult(uint32(f))))
-	rec("drop", errno(handleDrop(uint32(f))))
+	attack.Rec("blob_read", err)
+	attack.Rec("task_wait", errno(taskWait(uint32(f), &out)))
+	attack.Rec("task_kill", errno(taskKill(uint32(f))))
+	attack.Rec("task_result", errno(taskResult(uint32(f))))
+	attack.Rec("drop", errno(handleDrop(uint32(f))))
 	_, err = mandate.Spawn(mandate.CapFromHandle(f), abi.SpawnRequest{Module: "sha256:00"})
-	rec("spawn", err)
+	attack.Rec("spawn", err)
 
 	// Spray small indexes and generations that name nothing here.
 	worst, tried := abi.ESUCCESS, 0
@@ -89,12 +90,12 @@ func main() {
 	if worst == abi.ESUCCESS {
 		worst = abi.EBADHANDLE
 	}
-	res["spray"] = worst.String()
-	note("spray_tried", itoa(tried))
+	attack.Set("spray", worst.String())
+	attack.Note("spray_tried", itoa(tried))
 	// The real handle still works after all that.
 	_, err = web.Call("fetch", []byte(`{"method":"GET","url":"/api/real"}`))
-	rec("real_after", err)
-	finish()
+	attack.Rec("real_after", err)
+	attack.Finish()
 }
 
 func errno(e uint32) error {
@@ -107,48 +108,4 @@ func errno(e uint32) error {
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
-}
-
-// res collects each attempt's errno (keys) and details ("#" keys).
-var res = map[string]string{}
-
-func rec(k string, err error) { res[k] = mandate.ErrnoOf(err).String() }
-
-func note(k, v string) { res["#"+k] = v }
-
-func finish() {
-	b, _ := json.Marshal(res)
-	if err := mandate.SetResult(b); err != nil {
-		panic(err)
-	}
-}
-
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode"`
-}
-
-func readInput() input {
-	var in input
-	b, err := mandate.InputBytes()
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		panic(err)
-	}
-	return in
-}
-
-func must(c mandate.Cap, err error) mandate.Cap {
-	if err != nil {
-		panic(err)
-	}
-	return c
 }

@@ -11,12 +11,13 @@ import (
 
 	mandate "github.com/mandatevm/mandate/guest-sdk"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/attacks/attack"
 )
 
 var sink int
 
 func main() {
-	in := readInput()
+	in := attack.ReadInput()
 	switch in.Mode {
 	case "hostcalls":
 		b, _ := mandate.NewBlob([]byte("x"))
@@ -29,7 +30,7 @@ func main() {
 			time.Sleep(time.Hour)
 		}
 	case "wait-child":
-		sp := must(mandate.Lookup("spawner"))
+		sp := attack.Must(mandate.Lookup("spawner"))
 		ib, _ := json.Marshal(map[string]string{"mode": "spin"})
 		inb, _ := mandate.NewBlob(ib)
 		c, err := mandate.Spawn(sp, abi.SpawnRequest{Module: in.Self, Input: inb.Handle()})
@@ -47,50 +48,6 @@ func main() {
 			sink += i
 		}
 	}
-	res["ended"] = "ELOOP"
-	finish()
-}
-
-// res collects each attempt's errno (keys) and details ("#" keys).
-var res = map[string]string{}
-
-func rec(k string, err error) { res[k] = mandate.ErrnoOf(err).String() }
-
-func note(k, v string) { res["#"+k] = v }
-
-func finish() {
-	b, _ := json.Marshal(res)
-	if err := mandate.SetResult(b); err != nil {
-		panic(err)
-	}
-}
-
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode"`
-}
-
-func readInput() input {
-	var in input
-	b, err := mandate.InputBytes()
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		panic(err)
-	}
-	return in
-}
-
-func must(c mandate.Cap, err error) mandate.Cap {
-	if err != nil {
-		panic(err)
-	}
-	return c
+	attack.Set("ended", "ELOOP")
+	attack.Finish()
 }

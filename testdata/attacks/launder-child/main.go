@@ -10,97 +10,54 @@ import (
 
 	mandate "github.com/mandatevm/mandate/guest-sdk"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/attacks/attack"
 )
 
 func main() {
 	raw, _ := mandate.InputBytes()
-	var in input
+	var in attack.Input
 	json.Unmarshal(raw, &in)
 	switch in.Mode {
 	case "child":
-		web := must(mandate.Lookup("web"))
+		web := attack.Must(mandate.Lookup("web"))
 		_, err := web.Call("fetch", []byte(`{"method":"GET","url":"/api/launder-child"}`))
-		rec("fetch", err)
+		attack.Rec("fetch", err)
 		b, _ := mandate.NewBlob([]byte("fresh"))
 		_, err = web.Call("fetch", []byte(`{"method":"POST","url":"/api/echo","body_blob":`+itoa(int(b.Handle()))+`}`))
-		rec("fresh_blob", err)
-		finish()
+		attack.Rec("fresh_blob", err)
+		attack.Finish()
 		return
 	}
-	sp := must(mandate.Lookup("spawner"))
-	web := must(mandate.Lookup("web"))
-	mydata := must(mandate.Lookup("mydata"))
+	sp := attack.Must(mandate.Lookup("spawner"))
+	web := attack.Must(mandate.Lookup("web"))
+	mydata := attack.Must(mandate.Lookup("mydata"))
 	cin, _ := mandate.NewBlob([]byte(`{"mode":"child"}`))
 	pb, _ := mydata.Call("read", []byte(`{"owner":"alice","fields":["passport"]}`))
 	pb.Bytes()
 	public := []string{}
 	_, err := mandate.Spawn(sp, abi.SpawnRequest{Module: in.Self, Input: cin.Handle(), Clearance: &public})
-	rec("public_child", err)
+	attack.Rec("public_child", err)
 	other := []string{"pii:bob"}
 	_, err = mandate.Spawn(sp, abi.SpawnRequest{Module: in.Self, Input: cin.Handle(), Clearance: &other})
-	rec("other_clearance_child", err)
+	attack.Rec("other_clearance_child", err)
 	c, err := mandate.Spawn(sp, abi.SpawnRequest{Module: in.Self, Input: cin.Handle(),
 		Caps: []abi.SpawnCap{{Handle: web.Handle(), Name: "web"}}})
-	rec("tainted_child", err)
+	attack.Rec("tainted_child", err)
 	if err == nil {
 		b, err := c.Wait()
-		rec("wait", err)
+		attack.Rec("wait", err)
 		if rb, err := b.Bytes(); err == nil {
 			var r map[string]string
 			json.Unmarshal(rb, &r)
 			for k, v := range r {
-				res["child."+k] = v
+				attack.Set("child."+k, v)
 			}
 		}
 	}
-	finish()
+	attack.Finish()
 }
 
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
-}
-
-// res collects each attempt's errno (keys) and details ("#" keys).
-var res = map[string]string{}
-
-func rec(k string, err error) { res[k] = mandate.ErrnoOf(err).String() }
-
-func note(k, v string) { res["#"+k] = v }
-
-func finish() {
-	b, _ := json.Marshal(res)
-	if err := mandate.SetResult(b); err != nil {
-		panic(err)
-	}
-}
-
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode"`
-}
-
-func readInput() input {
-	var in input
-	b, err := mandate.InputBytes()
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		panic(err)
-	}
-	return in
-}
-
-func must(c mandate.Cap, err error) mandate.Cap {
-	if err != nil {
-		panic(err)
-	}
-	return c
 }

@@ -9,65 +9,22 @@ import (
 	"encoding/json"
 
 	mandate "github.com/mandatevm/mandate/guest-sdk"
+	"github.com/mandatevm/mandate/internal/attacks/attack"
 )
 
 func main() {
-	readInput()
-	mydata := must(mandate.Lookup("mydata"))
-	plan := must(mandate.Lookup("myplan"))
+	attack.ReadInput()
+	mydata := attack.Must(mandate.Lookup("mydata"))
+	plan := attack.Must(mandate.Lookup("myplan"))
 	pb, _ := mydata.Call("read", []byte(`{"owner":"alice","fields":["passport"]}`))
 	raw, err := pb.Bytes()
-	rec("read", err)
+	attack.Rec("read", err)
 	var r struct {
 		Fields struct{ Passport string } `json:"fields"`
 	}
 	json.Unmarshal(raw, &r)
 	w, _ := json.Marshal(map[string]any{"id": "b-alice", "fields": map[string]string{"plan": r.Fields.Passport}})
 	_, err = plan.Call("write", w)
-	rec("write_passport_into_plan", err)
-	finish()
-}
-
-// res collects each attempt's errno (keys) and details ("#" keys).
-var res = map[string]string{}
-
-func rec(k string, err error) { res[k] = mandate.ErrnoOf(err).String() }
-
-func note(k, v string) { res["#"+k] = v }
-
-func finish() {
-	b, _ := json.Marshal(res)
-	if err := mandate.SetResult(b); err != nil {
-		panic(err)
-	}
-}
-
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode"`
-}
-
-func readInput() input {
-	var in input
-	b, err := mandate.InputBytes()
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		panic(err)
-	}
-	return in
-}
-
-func must(c mandate.Cap, err error) mandate.Cap {
-	if err != nil {
-		panic(err)
-	}
-	return c
+	attack.Rec("write_passport_into_plan", err)
+	attack.Finish()
 }

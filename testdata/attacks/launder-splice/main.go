@@ -14,36 +14,37 @@ import (
 
 	mandate "github.com/mandatevm/mandate/guest-sdk"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/attacks/attack"
 )
 
 func main() {
-	readInput()
-	web := must(mandate.Lookup("web"))
-	vault := must(mandate.Lookup("vault"))
-	test := must(mandate.Lookup("test"))
-	mydata := must(mandate.Lookup("mydata"))
+	attack.ReadInput()
+	web := attack.Must(mandate.Lookup("web"))
+	vault := attack.Must(mandate.Lookup("vault"))
+	test := attack.Must(mandate.Lookup("test"))
+	mydata := attack.Must(mandate.Lookup("mydata"))
 	pb, _ := mydata.Call("read", []byte(`{"owner":"alice","fields":["passport"]}`))
 	args, _ := json.Marshal(map[string]abi.Handle{"blob": pb.Handle()})
 	copied, err := test.Call("splice", args)
-	rec("kind_splice", err)
+	attack.Rec("kind_splice", err)
 	if err == nil {
 		b, _ := copied.Bytes()
-		note("kind_copy_has_passport", boolStr(strings.Contains(string(b), "P-ALICE")))
+		attack.Note("kind_copy_has_passport", boolStr(strings.Contains(string(b), "P-ALICE")))
 		_, err = fetch(web, abi.HTTPRequest{Method: "POST", URL: "/api/launder-kind", Body: b})
-		rec("send_kind_copy", err)
+		attack.Rec("send_kind_copy", err)
 	}
 	// Through a sink cleared for it that echoes it back.
 	req, _ := abi.EncodeHTTPRequest(abi.HTTPRequest{Method: "POST", URL: "/vault/echo", BodyBlob: pb.Handle()})
 	eb, err := vault.Call("fetch", req)
-	rec("vault_echo", err)
+	attack.Rec("vault_echo", err)
 	if err == nil {
 		raw, _ := eb.Bytes()
 		resp, _ := abi.DecodeHTTPResponse(raw)
-		note("echo_has_passport", boolStr(strings.Contains(string(resp.Body), "P-ALICE")))
+		attack.Note("echo_has_passport", boolStr(strings.Contains(string(resp.Body), "P-ALICE")))
 		_, err = fetch(web, abi.HTTPRequest{Method: "POST", URL: "/api/launder-echo", Body: resp.Body})
-		rec("send_echo_copy", err)
+		attack.Rec("send_echo_copy", err)
 	}
-	finish()
+	attack.Finish()
 }
 
 func fetch(c mandate.Cap, r abi.HTTPRequest) (mandate.Blob, error) {
@@ -56,48 +57,4 @@ func boolStr(b bool) string {
 		return "true"
 	}
 	return "false"
-}
-
-// res collects each attempt's errno (keys) and details ("#" keys).
-var res = map[string]string{}
-
-func rec(k string, err error) { res[k] = mandate.ErrnoOf(err).String() }
-
-func note(k, v string) { res["#"+k] = v }
-
-func finish() {
-	b, _ := json.Marshal(res)
-	if err := mandate.SetResult(b); err != nil {
-		panic(err)
-	}
-}
-
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode"`
-}
-
-func readInput() input {
-	var in input
-	b, err := mandate.InputBytes()
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		panic(err)
-	}
-	return in
-}
-
-func must(c mandate.Cap, err error) mandate.Cap {
-	if err != nil {
-		panic(err)
-	}
-	return c
 }

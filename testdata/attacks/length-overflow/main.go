@@ -6,11 +6,11 @@
 package main
 
 import (
-	"encoding/json"
 	"unsafe"
 
 	mandate "github.com/mandatevm/mandate/guest-sdk"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/attacks/attack"
 )
 
 // Raw host calls: every pointer is a plain uint32 the guest chooses.
@@ -54,13 +54,13 @@ func addr(b []byte) uint32 { return uint32(uintptr(unsafe.Pointer(&b[0]))) }
 
 func outp() uint32 { return uint32(uintptr(unsafe.Pointer(&out))) }
 
-func r(k string, e uint32) { res[k] = abi.Errno(e).String() }
+func r(k string, e uint32) { attack.Set(k, abi.Errno(e).String()) }
 
 const top = 0xffffffff
 
 func main() {
-	readInput()
-	web := uint32(must(mandate.Lookup("web")).Handle())
+	attack.ReadInput()
+	web := uint32(attack.Must(mandate.Lookup("web")).Handle())
 	name := []byte("web")
 	fetch := []byte("fetch")
 	get := []byte(`{"method":"POST","url":"/api/overflow"}`)
@@ -84,53 +84,9 @@ func main() {
 	r("read_offset_past_end", blobRead(uint32(b.Handle()), 13, addr(buf), 16, outp()))
 	r("read_offset_4g", blobRead(uint32(b.Handle()), top, addr(buf), 16, outp()))
 	r("last_error_wrap", lastError(addr(buf), top, outp()))
-	r("spawn_len_wrap", taskSpawn(uint32(must(mandate.Lookup("spawner")).Handle()), addr(buf), top-addr(buf)+1, outp()))
+	r("spawn_len_wrap", taskSpawn(uint32(attack.Must(mandate.Lookup("spawner")).Handle()), addr(buf), top-addr(buf)+1, outp()))
 	// Good lengths still work.
 	r("read_ok", blobRead(uint32(b.Handle()), 7, addr(buf), 16, outp()))
-	note("read", string(buf[:out]))
-	finish()
-}
-
-// res collects each attempt's errno (keys) and details ("#" keys).
-var res = map[string]string{}
-
-func rec(k string, err error) { res[k] = mandate.ErrnoOf(err).String() }
-
-func note(k, v string) { res["#"+k] = v }
-
-func finish() {
-	b, _ := json.Marshal(res)
-	if err := mandate.SetResult(b); err != nil {
-		panic(err)
-	}
-}
-
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode"`
-}
-
-func readInput() input {
-	var in input
-	b, err := mandate.InputBytes()
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		panic(err)
-	}
-	return in
-}
-
-func must(c mandate.Cap, err error) mandate.Cap {
-	if err != nil {
-		panic(err)
-	}
-	return c
+	attack.Note("read", string(buf[:out]))
+	attack.Finish()
 }

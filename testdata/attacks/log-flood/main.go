@@ -12,14 +12,15 @@ import (
 
 	mandate "github.com/mandatevm/mandate/guest-sdk"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/attacks/attack"
 )
 
 const marker = "FLOODMARK"
 
 func main() {
-	readInput()
-	test := must(mandate.Lookup("test"))
-	vault := must(mandate.Lookup("vault"))
+	attack.ReadInput()
+	test := attack.Must(mandate.Lookup("test"))
+	vault := attack.Must(mandate.Lookup("vault"))
 	big := bytes.Repeat([]byte(marker), abi.MaxArgLen/len(marker))
 	op := bytes.Repeat([]byte("Z"), abi.MaxOpLen)
 	worst := map[string]abi.Errno{}
@@ -39,55 +40,11 @@ func main() {
 	for i := 0; i < 20; i++ {
 		req, _ := json.Marshal(abi.HTTPRequest{Method: "POST", URL: "/vault/flood?" + marker, Body: big[:512<<10]})
 		_, err := vault.Call("fetch", req)
-		rec("vault_big_body", err)
+		attack.Rec("vault_big_body", err)
 	}
 	for k, e := range worst {
-		res[k] = e.String()
+		attack.Set(k, e.String())
 	}
 	mandate.LastError()
-	finish()
-}
-
-// res collects each attempt's errno (keys) and details ("#" keys).
-var res = map[string]string{}
-
-func rec(k string, err error) { res[k] = mandate.ErrnoOf(err).String() }
-
-func note(k, v string) { res["#"+k] = v }
-
-func finish() {
-	b, _ := json.Marshal(res)
-	if err := mandate.SetResult(b); err != nil {
-		panic(err)
-	}
-}
-
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode"`
-}
-
-func readInput() input {
-	var in input
-	b, err := mandate.InputBytes()
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		panic(err)
-	}
-	return in
-}
-
-func must(c mandate.Cap, err error) mandate.Cap {
-	if err != nil {
-		panic(err)
-	}
-	return c
+	attack.Finish()
 }

@@ -12,6 +12,7 @@ import (
 
 	mandate "github.com/mandatevm/mandate/guest-sdk"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/attacks/attack"
 )
 
 // Raw host calls: every pointer is a plain uint32 the guest chooses.
@@ -55,15 +56,15 @@ func addr(b []byte) uint32 { return uint32(uintptr(unsafe.Pointer(&b[0]))) }
 
 func outp() uint32 { return uint32(uintptr(unsafe.Pointer(&out))) }
 
-func r(k string, e uint32) { res[k] = abi.Errno(e).String() }
+func r(k string, e uint32) { attack.Set(k, abi.Errno(e).String()) }
 
 const top = 0xffffffff
 
 func main() {
-	in := readInput()
-	web := uint32(must(mandate.Lookup("web")).Handle())
-	card := uint32(must(mandate.Lookup("card")).Handle())
-	sp := uint32(must(mandate.Lookup("spawner")).Handle())
+	in := attack.ReadInput()
+	web := uint32(attack.Must(mandate.Lookup("web")).Handle())
+	card := uint32(attack.Must(mandate.Lookup("card")).Handle())
+	sp := uint32(attack.Must(mandate.Lookup("spawner")).Handle())
 	name := []byte("web")
 	fetch := []byte("fetch")
 	get := []byte(`{"method":"POST","url":"/api/oob-effect"}`)
@@ -94,49 +95,5 @@ func main() {
 	r("wait_out_oob", taskWait(uint32(b.Handle()), top))
 	// The same calls with good pointers work.
 	r("fetch_ok", capCall(web, addr(fetch), 5, addr(get), uint32(len(get)), outp()))
-	finish()
-}
-
-// res collects each attempt's errno (keys) and details ("#" keys).
-var res = map[string]string{}
-
-func rec(k string, err error) { res[k] = mandate.ErrnoOf(err).String() }
-
-func note(k, v string) { res["#"+k] = v }
-
-func finish() {
-	b, _ := json.Marshal(res)
-	if err := mandate.SetResult(b); err != nil {
-		panic(err)
-	}
-}
-
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode"`
-}
-
-func readInput() input {
-	var in input
-	b, err := mandate.InputBytes()
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		panic(err)
-	}
-	return in
-}
-
-func must(c mandate.Cap, err error) mandate.Cap {
-	if err != nil {
-		panic(err)
-	}
-	return c
+	attack.Finish()
 }

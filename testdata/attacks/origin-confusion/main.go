@@ -9,23 +9,23 @@
 package main
 
 import (
-	"encoding/json"
 	"net/url"
 
 	mandate "github.com/mandatevm/mandate/guest-sdk"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	mnet "github.com/mandatevm/mandate/guest-sdk/net"
+	"github.com/mandatevm/mandate/internal/attacks/attack"
 )
 
 func main() {
-	in := readInput()
-	web := must(mandate.Lookup("web"))
+	in := attack.ReadInput()
+	web := attack.Must(mandate.Lookup("web"))
 	P, E := in.GrantedPort, in.EvilPort
 	try := func(k, u string) {
 		r, err := mnet.Fetch(web, abi.HTTPRequest{Method: "GET", URL: u})
-		rec(k, err)
+		attack.Rec(k, err)
 		if err == nil {
-			note(k, string(r.Body))
+			attack.Note(k, string(r.Body))
 		}
 	}
 	try("evil_absolute", in.Evil+"/api")
@@ -57,49 +57,5 @@ func main() {
 	try("redirect_dotdot", "/api/redirect?to="+url.QueryEscape("/api/../admin"))
 	try("redirect_loop", "/api/redirect?to="+url.QueryEscape("/api/redirect?to=/api/redirect%3Fto%3D/api/redirect%253Fto%253D/api/redirect"))
 	try("redirect_in_scope", "/api/redirect?to="+url.QueryEscape("/api/landed"))
-	finish()
-}
-
-// res collects each attempt's errno (keys) and details ("#" keys).
-var res = map[string]string{}
-
-func rec(k string, err error) { res[k] = mandate.ErrnoOf(err).String() }
-
-func note(k, v string) { res["#"+k] = v }
-
-func finish() {
-	b, _ := json.Marshal(res)
-	if err := mandate.SetResult(b); err != nil {
-		panic(err)
-	}
-}
-
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode"`
-}
-
-func readInput() input {
-	var in input
-	b, err := mandate.InputBytes()
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		panic(err)
-	}
-	return in
-}
-
-func must(c mandate.Cap, err error) mandate.Cap {
-	if err != nil {
-		panic(err)
-	}
-	return c
+	attack.Finish()
 }

@@ -10,15 +10,16 @@ import (
 	"encoding/json"
 
 	mandate "github.com/mandatevm/mandate/guest-sdk"
+	"github.com/mandatevm/mandate/internal/attacks/attack"
 )
 
 func main() {
-	readInput()
-	card := must(mandate.Lookup("card"))
+	attack.ReadInput()
+	card := attack.Must(mandate.Lookup("card"))
 	try := func(k, payee string) {
 		a, _ := json.Marshal(map[string]string{"payee": payee, "amount": "1.00", "currency": "USD", "idempotency_key": "payee-" + k})
 		_, err := card.Call("charge", a)
-		rec(k, err)
+		attack.Rec(k, err)
 	}
 	try("suffix", "airline.example.evil.example")
 	try("prefix", "evil-airline.example")
@@ -36,53 +37,9 @@ func main() {
 	// Currency confusion.
 	a, _ := json.Marshal(map[string]string{"payee": "airline.example", "amount": "1.00", "currency": "usd "})
 	_, err := card.Call("charge", a)
-	rec("currency_space", err)
+	attack.Rec("currency_space", err)
 	a, _ = json.Marshal(map[string]string{"payee": "airline.example", "amount": "1.00", "currency": "EUR"})
 	_, err = card.Call("charge", a)
-	rec("currency_other", err)
-	finish()
-}
-
-// res collects each attempt's errno (keys) and details ("#" keys).
-var res = map[string]string{}
-
-func rec(k string, err error) { res[k] = mandate.ErrnoOf(err).String() }
-
-func note(k, v string) { res["#"+k] = v }
-
-func finish() {
-	b, _ := json.Marshal(res)
-	if err := mandate.SetResult(b); err != nil {
-		panic(err)
-	}
-}
-
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode"`
-}
-
-func readInput() input {
-	var in input
-	b, err := mandate.InputBytes()
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		panic(err)
-	}
-	return in
-}
-
-func must(c mandate.Cap, err error) mandate.Cap {
-	if err != nil {
-		panic(err)
-	}
-	return c
+	attack.Rec("currency_other", err)
+	attack.Finish()
 }

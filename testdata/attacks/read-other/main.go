@@ -7,19 +7,19 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 
 	mandate "github.com/mandatevm/mandate/guest-sdk"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/attacks/attack"
 )
 
 func main() {
-	in := readInput()
-	d := must(mandate.Lookup("mydata"))
+	in := attack.ReadInput()
+	d := attack.Must(mandate.Lookup("mydata"))
 	call := func(k, op, args string) string {
 		b, err := d.Call(op, []byte(args))
-		rec(k, err)
+		attack.Rec(k, err)
 		if err != nil {
 			return mandate.LastError()
 		}
@@ -28,35 +28,35 @@ func main() {
 	}
 	bob := call("bob_by_id", "read", `{"id":"b-bob"}`)
 	nobody := call("nobody_by_id", "read", `{"id":"b-nobody"}`)
-	note("same_error", boolStr(strings.Replace(bob, "b-bob", "X", 1) == strings.Replace(nobody, "b-nobody", "X", 1)))
+	attack.Note("same_error", boolStr(strings.Replace(bob, "b-bob", "X", 1) == strings.Replace(nobody, "b-nobody", "X", 1)))
 	call("bob_by_owner", "read", `{"owner":"bob"}`)
 	q1 := call("query_bobs_plan", "query", `{"where":{"plan":"silver"}}`)
 	q2 := call("query_all", "query", `{"limit":1000}`)
 	q3 := call("query_passport", "query", `{"where":{"passport":"P-BOB-5512"}}`)
-	note("queries_saw_bob", boolStr(strings.Contains(q1+q2+q3, "bob")))
+	attack.Note("queries_saw_bob", boolStr(strings.Contains(q1+q2+q3, "bob")))
 	call("write_bob", "write", `{"id":"b-bob","fields":{"plan":"gold"}}`)
 	_, err := d.Derive(`{"records":{"owners":["bob"]}}`)
-	rec("derive_owners_bob", err) // allowed: own AND bob, which is nobody
+	attack.Rec("derive_owners_bob", err) // allowed: own AND bob, which is nobody
 	if nb, err := d.Derive(`{"records":{"owners":["bob"]}}`); err == nil {
 		_, err = nb.Call("read", []byte(`{"id":"b-bob"}`))
-		rec("read_via_owners_bob", err)
+		attack.Rec("read_via_owners_bob", err)
 	}
 	_, err = d.Derive(`{"records":{"relation":"manager_of"}}`)
-	rec("derive_relation", err)
+	attack.Rec("derive_relation", err)
 	_, err = d.Derive(`{"records":{"ids":["b-bob"]}}`)
-	rec("derive_ids_bob", err)
+	attack.Rec("derive_ids_bob", err)
 	if nb, err := d.Derive(`{"records":{"ids":["b-bob"]}}`); err == nil {
 		_, err = nb.Call("read", []byte(`{"id":"b-bob"}`))
-		rec("read_via_ids_bob", err)
+		attack.Rec("read_via_ids_bob", err)
 	}
 	_, err = d.Derive(`{"collection":"people"}`)
-	rec("derive_other_collection", err)
+	attack.Rec("derive_other_collection", err)
 	// A child acts for the same principal; a request naming another is
 	// malformed.
-	sp := must(mandate.Lookup("spawner"))
+	sp := attack.Must(mandate.Lookup("spawner"))
 	b := []byte(`{"module":"` + in.Self + `","principal":"bob"}`)
-	rec("spawn_as_bob", errno(taskSpawn(uint32(sp.Handle()), &b[0], uint32(len(b)), &out)))
-	finish()
+	attack.Rec("spawn_as_bob", errno(taskSpawn(uint32(sp.Handle()), &b[0], uint32(len(b)), &out)))
+	attack.Finish()
 }
 
 //go:wasmimport mandate task_spawn
@@ -76,48 +76,4 @@ func boolStr(b bool) string {
 		return "true"
 	}
 	return "false"
-}
-
-// res collects each attempt's errno (keys) and details ("#" keys).
-var res = map[string]string{}
-
-func rec(k string, err error) { res[k] = mandate.ErrnoOf(err).String() }
-
-func note(k, v string) { res["#"+k] = v }
-
-func finish() {
-	b, _ := json.Marshal(res)
-	if err := mandate.SetResult(b); err != nil {
-		panic(err)
-	}
-}
-
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode"`
-}
-
-func readInput() input {
-	var in input
-	b, err := mandate.InputBytes()
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		panic(err)
-	}
-	return in
-}
-
-func must(c mandate.Cap, err error) mandate.Cap {
-	if err != nil {
-		panic(err)
-	}
-	return c
 }

@@ -6,11 +6,10 @@
 package main
 
 import (
-	"encoding/json"
 	"strconv"
 
-	mandate "github.com/mandatevm/mandate/guest-sdk"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/attacks/attack"
 )
 
 //go:wasmimport mandate blob_create
@@ -25,7 +24,7 @@ func blobLen(h uint32, out *uint32) uint32
 var out uint32
 
 func main() {
-	readInput()
+	attack.ReadInput()
 	b := []byte("x")
 	if e := blobCreate(&b[0], 1, &out); e != 0 {
 		panic(e)
@@ -37,7 +36,7 @@ func main() {
 	var last abi.Handle
 	for iters < abi.MaxGen+16 {
 		if e := blobCreate(&b[0], 1, &out); e != 0 {
-			res["create"] = abi.Errno(e).String()
+			attack.Set("create", abi.Errno(e).String())
 			break
 		}
 		h := abi.Handle(out)
@@ -53,11 +52,11 @@ func main() {
 		last = h
 		handleDrop(uint32(h))
 	}
-	note("iterations", strconv.Itoa(iters))
-	note("aliased", strconv.Itoa(aliased))
-	note("moved", strconv.Itoa(moved))
-	note("last_gen", strconv.Itoa(int(last.Gen())))
-	res["first_after"] = abi.Errno(blobLen(uint32(first), &out)).String()
+	attack.Note("iterations", strconv.Itoa(iters))
+	attack.Note("aliased", strconv.Itoa(aliased))
+	attack.Note("moved", strconv.Itoa(moved))
+	attack.Note("last_gen", strconv.Itoa(int(last.Gen())))
+	attack.Set("first_after", abi.Errno(blobLen(uint32(first), &out)).String())
 	// Every generation of the retired slot is dead.
 	dead := abi.EBADHANDLE
 	for gen := uint32(0); gen <= abi.MaxGen; gen += 4099 {
@@ -65,55 +64,11 @@ func main() {
 			dead = e
 		}
 	}
-	res["retired_slot"] = dead.String()
+	attack.Set("retired_slot", dead.String())
 	if aliased == 0 {
-		res["alias"] = "ENONE"
+		attack.Set("alias", "ENONE")
 	} else {
-		res["alias"] = "ALIASED"
+		attack.Set("alias", "ALIASED")
 	}
-	finish()
-}
-
-// res collects each attempt's errno (keys) and details ("#" keys).
-var res = map[string]string{}
-
-func rec(k string, err error) { res[k] = mandate.ErrnoOf(err).String() }
-
-func note(k, v string) { res["#"+k] = v }
-
-func finish() {
-	b, _ := json.Marshal(res)
-	if err := mandate.SetResult(b); err != nil {
-		panic(err)
-	}
-}
-
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode"`
-}
-
-func readInput() input {
-	var in input
-	b, err := mandate.InputBytes()
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		panic(err)
-	}
-	return in
-}
-
-func must(c mandate.Cap, err error) mandate.Cap {
-	if err != nil {
-		panic(err)
-	}
-	return c
+	attack.Finish()
 }

@@ -11,11 +11,12 @@ import (
 
 	mandate "github.com/mandatevm/mandate/guest-sdk"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/attacks/attack"
 )
 
 func main() {
-	in := readInput()
-	web := must(mandate.Lookup("web"))
+	in := attack.ReadInput()
+	web := attack.Must(mandate.Lookup("web"))
 	req := []byte(`{"method":"GET","url":"/api/flood"}`)
 	if in.Mode == "child" {
 		n := 0
@@ -27,9 +28,9 @@ func main() {
 			}
 			n++
 		}
-		rec("stop", stop)
-		note("ok", strconv.Itoa(n))
-		finish()
+		attack.Rec("stop", stop)
+		attack.Note("ok", strconv.Itoa(n))
+		attack.Finish()
 		return
 	}
 	n := 0
@@ -41,10 +42,10 @@ func main() {
 		}
 		n++
 	}
-	rec("root", stop)
-	note("root_ok", strconv.Itoa(n))
+	attack.Rec("root", stop)
+	attack.Note("root_ok", strconv.Itoa(n))
 	d, err := web.Derive(`{"paths":["/api/flood"]}`)
-	rec("derive", err)
+	attack.Rec("derive", err)
 	m := 0
 	stop = nil
 	for i := 0; i < 500 && err == nil; i++ {
@@ -54,68 +55,24 @@ func main() {
 		}
 		m++
 	}
-	rec("derived", stop)
-	note("derived_ok", strconv.Itoa(m))
+	attack.Rec("derived", stop)
+	attack.Note("derived_ok", strconv.Itoa(m))
 	// A child's copy draws on the same allowance.
-	sp := must(mandate.Lookup("spawner"))
+	sp := attack.Must(mandate.Lookup("spawner"))
 	cin, _ := json.Marshal(map[string]string{"mode": "child"})
 	cb, _ := mandate.NewBlob(cin)
 	c, err := mandate.Spawn(sp, abi.SpawnRequest{Module: in.Self, Input: cb.Handle(),
 		Caps: []abi.SpawnCap{{Handle: web.Handle(), Name: "web"}}})
-	rec("spawn", err)
+	attack.Rec("spawn", err)
 	if err == nil {
 		b, err := c.Wait()
-		rec("wait", err)
+		attack.Rec("wait", err)
 		if rb, err := b.Bytes(); err == nil {
 			var r map[string]string
 			json.Unmarshal(rb, &r)
-			res["child.stop"] = r["stop"]
-			note("child_ok", r["#ok"])
+			attack.Set("child.stop", r["stop"])
+			attack.Note("child_ok", r["#ok"])
 		}
 	}
-	finish()
-}
-
-// res collects each attempt's errno (keys) and details ("#" keys).
-var res = map[string]string{}
-
-func rec(k string, err error) { res[k] = mandate.ErrnoOf(err).String() }
-
-func note(k, v string) { res["#"+k] = v }
-
-func finish() {
-	b, _ := json.Marshal(res)
-	if err := mandate.SetResult(b); err != nil {
-		panic(err)
-	}
-}
-
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode"`
-}
-
-func readInput() input {
-	var in input
-	b, err := mandate.InputBytes()
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		panic(err)
-	}
-	return in
-}
-
-func must(c mandate.Cap, err error) mandate.Cap {
-	if err != nil {
-		panic(err)
-	}
-	return c
+	attack.Finish()
 }

@@ -10,13 +10,14 @@ import (
 
 	mandate "github.com/mandatevm/mandate/guest-sdk"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/attacks/attack"
 )
 
 func main() {
 	raw, _ := mandate.InputBytes()
-	var in input
+	var in attack.Input
 	json.Unmarshal(raw, &in)
-	sp := must(mandate.Lookup("spawner"))
+	sp := attack.Must(mandate.Lookup("spawner"))
 	inb, _ := mandate.NewBlob(raw)
 	var kids []mandate.Task
 	var stop error
@@ -46,57 +47,13 @@ func main() {
 			worst = r["stopped_by"]
 		}
 	}
-	rec("stopped_by", stop)
+	attack.Rec("stopped_by", stop)
 	if worst != "" {
-		res["descendants_stopped_by"] = worst
+		attack.Set("descendants_stopped_by", worst)
 	} else {
-		res["descendants_stopped_by"] = "ELIMIT"
+		attack.Set("descendants_stopped_by", "ELIMIT")
 	}
-	note("children", strconv.Itoa(len(kids)))
-	note("total", strconv.Itoa(total))
-	finish()
-}
-
-// res collects each attempt's errno (keys) and details ("#" keys).
-var res = map[string]string{}
-
-func rec(k string, err error) { res[k] = mandate.ErrnoOf(err).String() }
-
-func note(k, v string) { res["#"+k] = v }
-
-func finish() {
-	b, _ := json.Marshal(res)
-	if err := mandate.SetResult(b); err != nil {
-		panic(err)
-	}
-}
-
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode"`
-}
-
-func readInput() input {
-	var in input
-	b, err := mandate.InputBytes()
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		panic(err)
-	}
-	return in
-}
-
-func must(c mandate.Cap, err error) mandate.Cap {
-	if err != nil {
-		panic(err)
-	}
-	return c
+	attack.Note("children", strconv.Itoa(len(kids)))
+	attack.Note("total", strconv.Itoa(total))
+	attack.Finish()
 }

@@ -11,10 +11,11 @@ import (
 
 	mandate "github.com/mandatevm/mandate/guest-sdk"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/attacks/attack"
 )
 
 type chainInput struct {
-	input
+	attack.Input
 	Depth int `json:"depth"`
 }
 
@@ -22,7 +23,7 @@ func main() {
 	raw, _ := mandate.InputBytes()
 	var in chainInput
 	json.Unmarshal(raw, &in)
-	sp := must(mandate.Lookup("spawner"))
+	sp := attack.Must(mandate.Lookup("spawner"))
 	in.Depth++
 	next, _ := json.Marshal(in)
 	inb, _ := mandate.NewBlob(next)
@@ -35,66 +36,22 @@ func main() {
 	c, err := mandate.Spawn(sp, abi.SpawnRequest{Module: in.Self, Input: inb.Handle(), Memory: 16 << 20,
 		Caps: []abi.SpawnCap{{Handle: sp.Handle(), Name: "spawner"}}})
 	if err != nil {
-		rec("stopped_by", err)
-		note("depth", strconv.Itoa(in.Depth-1))
-		finish()
+		attack.Rec("stopped_by", err)
+		attack.Note("depth", strconv.Itoa(in.Depth-1))
+		attack.Finish()
 		return
 	}
 	b, err := c.Wait()
 	if err != nil {
-		rec("child", err)
-		finish()
+		attack.Rec("child", err)
+		attack.Finish()
 		return
 	}
 	// The deepest link's report travels up.
 	cr, _ := b.Bytes()
-	json.Unmarshal(cr, &res)
+	attack.Merge(cr)
 	if in.Depth == 1 {
-		rec("widen_depth", widen)
+		attack.Rec("widen_depth", widen)
 	}
-	finish()
-}
-
-// res collects each attempt's errno (keys) and details ("#" keys).
-var res = map[string]string{}
-
-func rec(k string, err error) { res[k] = mandate.ErrnoOf(err).String() }
-
-func note(k, v string) { res["#"+k] = v }
-
-func finish() {
-	b, _ := json.Marshal(res)
-	if err := mandate.SetResult(b); err != nil {
-		panic(err)
-	}
-}
-
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode"`
-}
-
-func readInput() input {
-	var in input
-	b, err := mandate.InputBytes()
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		panic(err)
-	}
-	return in
-}
-
-func must(c mandate.Cap, err error) mandate.Cap {
-	if err != nil {
-		panic(err)
-	}
-	return c
+	attack.Finish()
 }

@@ -11,23 +11,24 @@ import (
 	"strconv"
 
 	mandate "github.com/mandatevm/mandate/guest-sdk"
+	"github.com/mandatevm/mandate/internal/attacks/attack"
 )
 
 func main() {
-	readInput()
-	card := must(mandate.Lookup("card"))
+	attack.ReadInput()
+	card := attack.Must(mandate.Lookup("card"))
 	charge := func(c mandate.Cap, amount string) error {
 		a, _ := json.Marshal(map[string]string{"payee": "airline.example", "amount": amount, "currency": "USD"})
 		_, err := c.Call("charge", a)
 		return err
 	}
-	rec("whole", charge(card, "300.00"))
-	rec("first_80", charge(card, "80.00"))
-	rec("second_80", charge(card, "80.00"))
+	attack.Rec("whole", charge(card, "300.00"))
+	attack.Rec("first_80", charge(card, "80.00"))
+	attack.Rec("second_80", charge(card, "80.00"))
 	var kids []mandate.Cap
 	for i := 0; i < 3; i++ {
 		k, err := card.Derive(`{"budget":"250"}`)
-		rec("derive_"+strconv.Itoa(i), err)
+		attack.Rec("derive_"+strconv.Itoa(i), err)
 		kids = append(kids, k)
 	}
 	ok := 0
@@ -39,8 +40,8 @@ func main() {
 			ok++
 		}
 	}
-	rec("kids_80", stop)
-	note("kids_80_ok", strconv.Itoa(ok))
+	attack.Rec("kids_80", stop)
+	attack.Note("kids_80_ok", strconv.Itoa(ok))
 	cents := 0
 	stop = nil
 	for i := 0; i < 50 && stop == nil; i++ {
@@ -50,51 +51,7 @@ func main() {
 			cents++
 		}
 	}
-	rec("cents", stop)
-	note("cents_ok", strconv.Itoa(cents))
-	finish()
-}
-
-// res collects each attempt's errno (keys) and details ("#" keys).
-var res = map[string]string{}
-
-func rec(k string, err error) { res[k] = mandate.ErrnoOf(err).String() }
-
-func note(k, v string) { res["#"+k] = v }
-
-func finish() {
-	b, _ := json.Marshal(res)
-	if err := mandate.SetResult(b); err != nil {
-		panic(err)
-	}
-}
-
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode"`
-}
-
-func readInput() input {
-	var in input
-	b, err := mandate.InputBytes()
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		panic(err)
-	}
-	return in
-}
-
-func must(c mandate.Cap, err error) mandate.Cap {
-	if err != nil {
-		panic(err)
-	}
-	return c
+	attack.Rec("cents", stop)
+	attack.Note("cents_ok", strconv.Itoa(cents))
+	attack.Finish()
 }

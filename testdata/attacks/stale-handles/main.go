@@ -6,71 +6,70 @@
 package main
 
 import (
-	"encoding/json"
-
 	mandate "github.com/mandatevm/mandate/guest-sdk"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/attacks/attack"
 )
 
 func main() {
-	in := readInput()
+	in := attack.ReadInput()
 	if in.Mode == "child" {
 		mandate.SetResult([]byte("child"))
 		return
 	}
-	web := must(mandate.Lookup("web"))
-	narrow := must(web.Derive(`{"paths":["/api/narrow"],"methods":["GET"]}`))
+	web := attack.Must(mandate.Lookup("web"))
+	narrow := attack.Must(web.Derive(`{"paths":["/api/narrow"],"methods":["GET"]}`))
 	old := narrow.Handle()
-	rec("drop_narrow", narrow.Drop())
-	wide := must(web.Derive(`{}`)) // lands in the freed slot
-	note("same_slot", boolStr(wide.Handle().Index() == old.Index()))
+	attack.Rec("drop_narrow", narrow.Drop())
+	wide := attack.Must(web.Derive(`{}`)) // lands in the freed slot
+	attack.Note("same_slot", boolStr(wide.Handle().Index() == old.Index()))
 	stale := mandate.CapFromHandle(old)
 	_, err := stale.Call("fetch", []byte(`{"method":"POST","url":"/api/stale"}`))
-	rec("stale_call", err)
+	attack.Rec("stale_call", err)
 	_, err = stale.Derive(`{}`)
-	rec("stale_derive", err)
-	rec("stale_revoke", stale.Revoke())
+	attack.Rec("stale_derive", err)
+	attack.Rec("stale_revoke", stale.Revoke())
 	_, err = stale.Describe()
-	rec("stale_describe", err)
-	rec("stale_drop", stale.Drop())
+	attack.Rec("stale_describe", err)
+	attack.Rec("stale_drop", stale.Drop())
 	// The slot's new occupant was not revoked through the stale handle.
 	_, err = wide.Call("fetch", []byte(`{"method":"GET","url":"/api/fresh"}`))
-	rec("fresh_call", err)
+	attack.Rec("fresh_call", err)
 
 	// Blobs.
 	b1, _ := mandate.NewBlob([]byte("first"))
 	bh := b1.Handle()
-	rec("drop_blob", b1.Drop())
+	attack.Rec("drop_blob", b1.Drop())
 	b2, _ := mandate.NewBlob([]byte("second"))
-	note("blob_same_slot", boolStr(b2.Handle().Index() == bh.Index()))
+	attack.Note("blob_same_slot", boolStr(b2.Handle().Index() == bh.Index()))
 	_, err = mandate.BlobFromHandle(bh).Bytes()
-	rec("stale_blob_read", err)
+	attack.Rec("stale_blob_read", err)
 	_, err = mandate.BlobFromHandle(bh).Len()
-	rec("stale_blob_len", err)
-	rec("stale_blob_result", mandate.SetResultBlob(mandate.BlobFromHandle(bh)))
+	attack.Rec("stale_blob_len", err)
+	attack.Rec("stale_blob_result", mandate.SetResultBlob(mandate.BlobFromHandle(bh)))
 
 	// Tasks.
-	sp := must(mandate.Lookup("spawner"))
+	sp := attack.Must(mandate.Lookup("spawner"))
 	c1, err := mandate.Spawn(sp, abi.SpawnRequest{Module: in.Self, Input: must2(mandate.NewBlob([]byte(`{"mode":"child"}`)))})
-	rec("spawn", err)
+	attack.Rec("spawn", err)
 	c1.Wait()
 	th := c1.Handle()
-	rec("drop_task", c1.Drop())
+	attack.Rec("drop_task", c1.Drop())
 	c2, err := mandate.Spawn(sp, abi.SpawnRequest{Module: in.Self, Input: must2(mandate.NewBlob([]byte(`{"mode":"child"}`)))})
-	rec("spawn2", err)
+	attack.Rec("spawn2", err)
 	c2.Wait()
 	_, err = taskFrom(th).Wait()
-	rec("stale_task_wait", err)
-	rec("stale_task_kill", taskFrom(th).Kill())
+	attack.Rec("stale_task_wait", err)
+	attack.Rec("stale_task_kill", taskFrom(th).Kill())
 
 	// A root grant, dropped, is not found again.
-	card := must(mandate.Lookup("card"))
-	rec("drop_root", card.Drop())
+	card := attack.Must(mandate.Lookup("card"))
+	attack.Rec("drop_root", card.Drop())
 	_, err = mandate.Lookup("card")
-	rec("lookup_dropped", err)
+	attack.Rec("lookup_dropped", err)
 	_, err = card.Call("charge", []byte(`{"payee":"airline.example","amount":"10","currency":"USD"}`))
-	rec("stale_root_charge", err)
-	finish()
+	attack.Rec("stale_root_charge", err)
+	attack.Finish()
 }
 
 func must2(b mandate.Blob, err error) abi.Handle {
@@ -109,48 +108,4 @@ func boolStr(b bool) string {
 		return "true"
 	}
 	return "false"
-}
-
-// res collects each attempt's errno (keys) and details ("#" keys).
-var res = map[string]string{}
-
-func rec(k string, err error) { res[k] = mandate.ErrnoOf(err).String() }
-
-func note(k, v string) { res["#"+k] = v }
-
-func finish() {
-	b, _ := json.Marshal(res)
-	if err := mandate.SetResult(b); err != nil {
-		panic(err)
-	}
-}
-
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode"`
-}
-
-func readInput() input {
-	var in input
-	b, err := mandate.InputBytes()
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		panic(err)
-	}
-	return in
-}
-
-func must(c mandate.Cap, err error) mandate.Cap {
-	if err != nil {
-		panic(err)
-	}
-	return c
 }

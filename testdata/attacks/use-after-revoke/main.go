@@ -12,14 +12,15 @@ import (
 
 	mandate "github.com/mandatevm/mandate/guest-sdk"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/attacks/attack"
 )
 
 func main() {
 	raw, _ := mandate.InputBytes()
-	var in input
+	var in attack.Input
 	json.Unmarshal(raw, &in)
 	if in.Mode == "child" {
-		web := must(mandate.Lookup("web"))
+		web := attack.Must(mandate.Lookup("web"))
 		n := 0
 		var err error
 		for i := 0; i < 2000; i++ {
@@ -30,94 +31,50 @@ func main() {
 			n++
 			time.Sleep(5 * time.Millisecond)
 		}
-		rec("stop", err)
-		note("ok", strconv.Itoa(n))
-		finish()
+		attack.Rec("stop", err)
+		attack.Note("ok", strconv.Itoa(n))
+		attack.Finish()
 		return
 	}
-	web := must(mandate.Lookup("web"))
-	d1 := must(web.Derive(`{"paths":["/api"]}`))
-	d2 := must(d1.Derive(`{"methods":["GET"]}`))
-	sp := must(mandate.Lookup("spawner"))
+	web := attack.Must(mandate.Lookup("web"))
+	d1 := attack.Must(web.Derive(`{"paths":["/api"]}`))
+	d2 := attack.Must(d1.Derive(`{"methods":["GET"]}`))
+	sp := attack.Must(mandate.Lookup("spawner"))
 	cin, _ := mandate.NewBlob([]byte(`{"mode":"child"}`))
 	c, err := mandate.Spawn(sp, abi.SpawnRequest{Module: in.Self, Input: cin.Handle(),
 		Caps: []abi.SpawnCap{{Handle: d2.Handle(), Name: "web"}}})
-	rec("spawn", err)
+	attack.Rec("spawn", err)
 	time.Sleep(200 * time.Millisecond) // let the child fetch a few times
-	rec("revoke", d1.Revoke())
+	attack.Rec("revoke", d1.Revoke())
 	_, err = d1.Call("fetch", []byte(`{"method":"GET","url":"/api/after-revoke"}`))
-	rec("revoked_call", err)
+	attack.Rec("revoked_call", err)
 	_, err = d2.Call("fetch", []byte(`{"method":"GET","url":"/api/after-revoke"}`))
-	rec("descendant_call", err)
+	attack.Rec("descendant_call", err)
 	_, err = d2.Derive(`{}`)
-	rec("derive_from_revoked", err)
+	attack.Rec("derive_from_revoked", err)
 	_, err = mandate.Spawn(sp, abi.SpawnRequest{Module: in.Self, Input: cin.Handle(),
 		Caps: []abi.SpawnCap{{Handle: d2.Handle(), Name: "web"}}})
-	rec("pass_revoked", err)
-	rec("revoke_again", d1.Revoke())
+	attack.Rec("pass_revoked", err)
+	attack.Rec("revoke_again", d1.Revoke())
 	b, err := c.Wait()
-	rec("wait", err)
+	attack.Rec("wait", err)
 	if rb, err := b.Bytes(); err == nil {
 		var r map[string]string
 		json.Unmarshal(rb, &r)
-		res["child.stop"] = r["stop"]
-		note("child_ok", r["#ok"])
+		attack.Set("child.stop", r["stop"])
+		attack.Note("child_ok", r["#ok"])
 	}
 	_, err = web.Call("fetch", []byte(`{"method":"GET","url":"/api/root-still-works"}`))
-	rec("root_after", err)
+	attack.Rec("root_after", err)
 	// A revoked root grant stays revoked however it is found.
-	card := must(mandate.Lookup("card"))
-	rec("revoke_root", card.Revoke())
-	again := must(mandate.Lookup("card"))
+	card := attack.Must(mandate.Lookup("card"))
+	attack.Rec("revoke_root", card.Revoke())
+	again := attack.Must(mandate.Lookup("card"))
 	_, err = again.Call("charge", []byte(`{"payee":"airline.example","amount":"1.00","currency":"USD"}`))
-	rec("root_relookup", err)
-	spr := must(mandate.Lookup("spawner"))
-	rec("revoke_spawner", spr.Revoke())
+	attack.Rec("root_relookup", err)
+	spr := attack.Must(mandate.Lookup("spawner"))
+	attack.Rec("revoke_spawner", spr.Revoke())
 	_, err = mandate.Spawn(spr, abi.SpawnRequest{Module: in.Self, Input: cin.Handle()})
-	rec("spawn_revoked", err)
-	finish()
-}
-
-// res collects each attempt's errno (keys) and details ("#" keys).
-var res = map[string]string{}
-
-func rec(k string, err error) { res[k] = mandate.ErrnoOf(err).String() }
-
-func note(k, v string) { res["#"+k] = v }
-
-func finish() {
-	b, _ := json.Marshal(res)
-	if err := mandate.SetResult(b); err != nil {
-		panic(err)
-	}
-}
-
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode"`
-}
-
-func readInput() input {
-	var in input
-	b, err := mandate.InputBytes()
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		panic(err)
-	}
-	return in
-}
-
-func must(c mandate.Cap, err error) mandate.Cap {
-	if err != nil {
-		panic(err)
-	}
-	return c
+	attack.Rec("spawn_revoked", err)
+	attack.Finish()
 }

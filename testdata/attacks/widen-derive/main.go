@@ -8,17 +8,16 @@
 package main
 
 import (
-	"encoding/json"
-
 	mandate "github.com/mandatevm/mandate/guest-sdk"
+	"github.com/mandatevm/mandate/internal/attacks/attack"
 )
 
 func main() {
-	in := readInput()
+	in := attack.ReadInput()
 	try := func(k, cap, req string) {
-		c := must(mandate.Lookup(cap))
+		c := attack.Must(mandate.Lookup(cap))
 		_, err := c.Derive(req)
-		rec(k, err)
+		attack.Rec(k, err)
 	}
 	try("net_paths", "web", `{"paths":["/"]}`)
 	try("net_paths_sibling", "web", `{"paths":["/apix"]}`)
@@ -48,20 +47,20 @@ func main() {
 	try("declass_project", "declass", `{"project":["fields.passport"]}`)
 	try("test_level", "test", `{"level":6}`)
 	// Narrow, then ask for the old scope back from the narrowed one.
-	web := must(mandate.Lookup("web"))
-	n := must(web.Derive(`{"paths":["/api/narrow"],"methods":["GET"]}`))
+	web := attack.Must(mandate.Lookup("web"))
+	n := attack.Must(web.Derive(`{"paths":["/api/narrow"],"methods":["GET"]}`))
 	_, err := n.Derive(`{"paths":["/api"]}`)
-	rec("rewiden_paths", err)
+	attack.Rec("rewiden_paths", err)
 	_, err = n.Derive(`{"methods":["POST"]}`)
-	rec("rewiden_methods", err)
-	card := must(mandate.Lookup("card"))
-	cn := must(card.Derive(`{"budget":"10","max_uses":1}`))
+	attack.Rec("rewiden_methods", err)
+	card := attack.Must(mandate.Lookup("card"))
+	cn := attack.Must(card.Derive(`{"budget":"10","max_uses":1}`))
 	_, err = cn.Derive(`{"budget":"20"}`)
-	rec("rewiden_budget", err)
+	attack.Rec("rewiden_budget", err)
 	// A narrowing is checked by the kernel too: a legal one works.
 	_, err = web.Derive(`{"paths":["/api/ok"]}`)
-	rec("legal", err)
-	finish()
+	attack.Rec("legal", err)
+	attack.Finish()
 }
 
 func zeros() string {
@@ -70,48 +69,4 @@ func zeros() string {
 		b[i] = '0'
 	}
 	return string(b)
-}
-
-// res collects each attempt's errno (keys) and details ("#" keys).
-var res = map[string]string{}
-
-func rec(k string, err error) { res[k] = mandate.ErrnoOf(err).String() }
-
-func note(k, v string) { res["#"+k] = v }
-
-func finish() {
-	b, _ := json.Marshal(res)
-	if err := mandate.SetResult(b); err != nil {
-		panic(err)
-	}
-}
-
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode"`
-}
-
-func readInput() input {
-	var in input
-	b, err := mandate.InputBytes()
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		panic(err)
-	}
-	return in
-}
-
-func must(c mandate.Cap, err error) mandate.Cap {
-	if err != nil {
-		panic(err)
-	}
-	return c
 }
