@@ -99,7 +99,7 @@ func (t *Task) invoke(ctx context.Context, h abi.Handle, op []byte, args []byte)
 	if len(args) > abi.MaxArgLen {
 		return 0, t.deny(ctx, c, "call:"+kop, Errorf(abi.ELIMIT, "arguments of %d bytes exceed %d", len(args), abi.MaxArgLen))
 	}
-	if err := takeRate(c, time.Now()); err != nil {
+	if err := takeRate(c, time.Now); err != nil {
 		return 0, t.deny(ctx, c, "call:"+kop, err)
 	}
 	// Constraints, flow checks and approvals hook in here (later kinds).

@@ -104,7 +104,7 @@ func (b *bucket) refill(now time.Time) {
 // one, all or none: a call refused by a parent's rate does not spend the
 // child's allowance. Buckets are locked root first, so concurrent calls on
 // one subtree cannot deadlock.
-func takeRate(c *Cap, now time.Time) error {
+func takeRate(c *Cap, clock func() time.Time) error {
 	var chain []*bucket
 	for x := c; x != nil; x = x.parent {
 		if x.rate != nil {
@@ -112,8 +112,9 @@ func takeRate(c *Cap, now time.Time) error {
 		}
 	}
 	if len(chain) == 0 {
-		return nil
+		return nil // no clock read on the common path
 	}
+	now := clock()
 	for i := len(chain) - 1; i >= 0; i-- {
 		chain[i].mu.Lock()
 	}
