@@ -143,7 +143,7 @@ var attacks = []attack{
 	},
 	{
 		name: "memory-bomb/huge", guest: "memory-bomb", mode: "huge", law: lawBounded + " (memory.grow refused past the limit)",
-		limits: kernel.Limits{Memory: 32 << 20}, state: kernel.TaskOutOfMemory,
+		limits: kernel.Limits{Memory: 32 << 20}, state: kernel.TaskOutOfMemory, wasmtimeState: kernel.TaskFailed,
 	},
 	{
 		name: "memory-bomb/grow", guest: "memory-bomb", mode: "grow", law: lawBounded + " (memory.grow refused past the limit)",
@@ -172,7 +172,6 @@ var attacks = []attack{
 	{
 		name: "table-exhaustion/initial", guest: "table-bomb-huge", law: lawBounded + " (a table's declared size is host memory)",
 		raw: true, limits: kernel.Limits{Memory: 16 << 20}, refused: true,
-		hole: "HOLE: a module declaring a funcref table of 2^26 elements (initial size) is compiled and instantiated: wazero allocates 512 MiB of host memory outside the task's 16 MiB memory limit (2^32-1 elements would be 32 GiB); wasmbin.CapTables caps the maximum at max(initial, 10,000) but never bounds the initial size",
 	},
 	{
 		name: "infinite-loop/spin", guest: "infinite-loop", mode: "spin", law: lawBounded + " (wall-clock timeout)",
@@ -193,7 +192,7 @@ var attacks = []attack{
 	},
 	{
 		name: "deep-recursion", law: lawBounded + " (the Go stack lives in bounded linear memory)",
-		limits: kernel.Limits{Memory: 32 << 20}, state: kernel.TaskOutOfMemory,
+		limits: kernel.Limits{Memory: 32 << 20}, state: kernel.TaskOutOfMemory, wasmtimeState: kernel.TaskFailed,
 	},
 	{
 		name: "stdout-flood", law: lawBounded + " (output limit per stream)",

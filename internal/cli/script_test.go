@@ -26,7 +26,10 @@ import (
 func TestMain(m *testing.M) {
 	// Every run in these tests, in-process or in a built binary, uses the
 	// engine under test (wasmtime in a build with the tag).
-	os.Setenv("MANDATE_ENGINE", testengine.Name())
+	// (Unless the environment names one: a script's own "env" line.)
+	if os.Getenv("MANDATE_ENGINE") == "" {
+		os.Setenv("MANDATE_ENGINE", testengine.Name())
+	}
 	testscript.Main(m, map[string]func(){
 		"mandate": func() { os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
 	})
@@ -88,6 +91,14 @@ func TestScript(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exits":      cmdExits,
 			"checkgraph": cmdCheckGraph,
+		},
+		// [wasmtime]: this build has the wasmtime engine (the tag).
+		Condition: func(cond string) (bool, error) {
+			if cond == "wasmtime" {
+				_, ok := engines["wasmtime"]
+				return ok, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/sandbox"
+	"github.com/mandatevm/mandate/sandbox/sandboxtest"
 )
 
 // BenchmarkWarmSpawn measures one task of a compiled reactor: instantiate,
@@ -28,11 +29,11 @@ func BenchmarkWarmSpawn(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer e.Close(ctx)
-			h := &testHost{}
-			if err := e.Host("mandate_test", h.funcs()); err != nil {
+			h := &sandboxtest.TestHost{}
+			if err := e.Host("mandate_test", h.Funcs()); err != nil {
 				b.Fatal(err)
 			}
-			m, err := e.Compile(ctx, guests["reactor"])
+			m, err := e.Compile(ctx, sandboxtest.Guest("reactor"))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -59,10 +60,10 @@ func BenchmarkCompileCold(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := e.Host("mandate_test", (&testHost{}).funcs()); err != nil {
+		if err := e.Host("mandate_test", (&sandboxtest.TestHost{}).Funcs()); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := e.Compile(ctx, guests["reactor"]); err != nil {
+		if _, err := e.Compile(ctx, sandboxtest.Guest("reactor")); err != nil {
 			b.Fatal(err)
 		}
 		e.Close(ctx)
@@ -79,10 +80,10 @@ func BenchmarkCompileCached(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := e.Host("mandate_test", (&testHost{}).funcs()); err != nil {
+		if err := e.Host("mandate_test", (&sandboxtest.TestHost{}).Funcs()); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := e.Compile(ctx, guests["reactor"]); err != nil {
+		if _, err := e.Compile(ctx, sandboxtest.Guest("reactor")); err != nil {
 			b.Fatal(err)
 		}
 		return e
@@ -113,7 +114,7 @@ func BenchmarkComputeDeadline(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer e.Close(ctx)
-			m, err := e.Compile(ctx, guests["compute"])
+			m, err := e.Compile(ctx, sandboxtest.Guest("compute"))
 			if err != nil {
 				b.Fatal(err)
 			}

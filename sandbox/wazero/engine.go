@@ -52,8 +52,11 @@
 // Command; any other is a Reactor, entered by _initialize when exported and
 // then by RunConfig.Entry. Compiling bytes already compiled returns the same
 // compiled module. The data segments of the module are merged before
-// compiling (see coalesce.go): Go binaries carry tens of thousands of them,
-// which made every instantiation slow.
+// compiling (see coalesce.go in sandbox/internal/wasmbin): Go binaries carry
+// tens of thousands of them, which made every instantiation slow. Every
+// table gets a maximum of max(its initial size, 10,000) elements
+// (wasmbin.MaxTableElements), so a table.grow bomb gets -1 instead of
+// gigabytes.
 //
 // # Memory
 //
@@ -75,6 +78,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/mandatevm/mandate/sandbox"
+	"github.com/mandatevm/mandate/sandbox/internal/wasmbin"
 )
 
 // Name is the engine's name.
@@ -310,35 +314,39 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte) (sandbox.Module, erro
 
 // compile checks wasm's imports and compiles it into c.
 func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte) error {
-	bin, err := parseModule(wasm)
+	bin, err := wasmbin.Parse(wasm)
 	if err != nil {
 		return fmt.Errorf("sandbox/wazero: invalid module: %w", err)
 	}
-	for _, imp := range bin.imports {
-		if imp.kind != externFunc {
+	for _, imp := range bin.Imports {
+		if imp.Kind != wasmbin.ExternFunc {
 			return fmt.Errorf("sandbox/wazero: module imports %s %s.%s: only functions of host modules may be imported",
-				externName(imp.kind), imp.module, imp.name)
+				wasmbin.ExternName(imp.Kind), imp.Module, imp.Name)
 		}
-		fns := e.imports[imp.module] // read-only now that compiling is set
+		fns := e.imports[imp.Module] // read-only now that compiling is set
 		if fns == nil {
 			return fmt.Errorf("sandbox/wazero: module imports %s.%s: %q is not a registered host module",
-				imp.module, imp.name, imp.module)
+				imp.Module, imp.Name, imp.Module)
 		}
-		if _, ok := fns[imp.name]; !ok {
+		if _, ok := fns[imp.Name]; !ok {
 			return fmt.Errorf("sandbox/wazero: module imports %s.%s: host module %q has no function %q",
-				imp.module, imp.name, imp.module, imp.name)
+				imp.Module, imp.Name, imp.Module, imp.Name)
 		}
 	}
-	if !bin.hasMem {
+	if !bin.HasMem {
 		return errors.New("sandbox/wazero: module defines no memory")
 	}
-	c.memMin = bin.memMin << 16
+	c.memMin = bin.MemMin << 16
 
 	src := wasm
 	if !e.opt.noCoalesce {
-		if merged, ok := coalesceData(wasm, bin); ok {
+		if merged, ok := wasmbin.Coalesce(wasm, bin); ok {
 			src = merged
 		}
+	}
+	// wazero has no limit of its own on table.grow: cap every table.
+	if src, err = wasmbin.CapTables(src, wasmbin.MaxTableElements); err != nil {
+		return fmt.Errorf("sandbox/wazero: invalid module: %w", err)
 	}
 	cm, err := e.rt.CompileModule(ctx, src)
 	if err != nil {

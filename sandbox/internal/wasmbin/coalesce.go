@@ -1,4 +1,4 @@
-package wazero
+package wasmbin
 
 import (
 	"cmp"
@@ -13,10 +13,12 @@ import (
 // gives a Go wasip1 binary 20,000 to 100,000 active data segments. wazero
 // applies them one by one at every instantiation, evaluating each offset
 // expression with an allocation: about 25,000 allocations and a third of a
-// warm spawn (BenchmarkWarmSpawn/original vs /coalesced).
+// warm spawn (sandbox/wazero's BenchmarkWarmSpawn/original vs /coalesced).
+// wasmtime applies the segments faster but still gains about 1 ms a spawn
+// (BENCHMARKS.md).
 //
-// coalesceData rewrites the data section so that neighbouring segments whose
-// gap is at most maxDataGap bytes become one segment, with the gap filled
+// Coalesce rewrites the data section so that neighbouring segments whose
+// gap is at most MaxDataGap bytes become one segment, with the gap filled
 // with zeros. That is exactly what instantiation would have produced: the
 // module's own memory starts zeroed (imported memories are refused), so
 // writing zeros into a gap changes nothing. It only does so when it is
@@ -34,27 +36,27 @@ import (
 // Otherwise the original bytes are compiled. The module's digest is always
 // that of the original bytes.
 
-// maxDataGap is the longest run of zeros merged into a segment. Copying 1 KiB
+// MaxDataGap is the longest run of zeros merged into a segment. Copying 1 KiB
 // of zeros costs about as much as applying one more segment.
-const maxDataGap = 1024
+const MaxDataGap = 1024
 
-const secDataCount = 12
+const SecDataCount = 12
 
 type dataSeg struct {
 	off  uint32
 	init []byte
 }
 
-// coalesceData returns wasm with its data segments merged, or false to keep
+// Coalesce returns wasm with its data segments merged, or false to keep
 // the original bytes.
-func coalesceData(wasm []byte, bin *binModule) ([]byte, bool) {
-	var data *section
-	for i := range bin.sections {
-		s := &bin.sections[i]
-		switch s.id {
-		case secDataCount:
+func Coalesce(wasm []byte, bin *Module) ([]byte, bool) {
+	var data *Section
+	for i := range bin.Sections {
+		s := &bin.Sections[i]
+		switch s.ID {
+		case SecDataCount:
 			return nil, false
-		case secData:
+		case SecData:
 			if data != nil {
 				return nil, false
 			}
@@ -64,11 +66,11 @@ func coalesceData(wasm []byte, bin *binModule) ([]byte, bool) {
 	if data == nil {
 		return nil, false
 	}
-	segs, ok := parseActiveData(wasm[data.start:data.end])
+	segs, ok := parseActiveData(wasm[data.Start:data.End])
 	if !ok || len(segs) < 2 {
 		return nil, false
 	}
-	merged := mergeSegments(segs, maxDataGap)
+	merged := mergeSegments(segs, MaxDataGap)
 	if len(merged) == len(segs) {
 		return nil, false
 	}
@@ -85,13 +87,13 @@ func coalesceData(wasm []byte, bin *binModule) ([]byte, bool) {
 	if uint64(len(body)) > 1<<32-1 {
 		return nil, false
 	}
-	hdr := data.hdr
-	out := make([]byte, 0, len(wasm)-(data.end-hdr)+len(body)+6)
+	hdr := data.Hdr
+	out := make([]byte, 0, len(wasm)-(data.End-hdr)+len(body)+6)
 	out = append(out, wasm[:hdr]...)
-	out = append(out, secData)
+	out = append(out, SecData)
 	out = binary.AppendUvarint(out, uint64(len(body)))
 	out = append(out, body...)
-	out = append(out, wasm[data.end:]...)
+	out = append(out, wasm[data.End:]...)
 	return out, true
 }
 
@@ -198,11 +200,11 @@ func (r *reader) sleb32() (int32, error) {
 			break
 		}
 		if shift >= 35 {
-			return 0, errMalformed
+			return 0, ErrMalformed
 		}
 	}
 	if v < -1<<31 || v > 1<<31-1 {
-		return 0, errMalformed
+		return 0, ErrMalformed
 	}
 	return int32(v), nil
 }

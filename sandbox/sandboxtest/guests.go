@@ -1,0 +1,156 @@
+package sandboxtest
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sync"
+
+	"github.com/mandatevm/mandate/internal/guestbuild"
+)
+
+// GuestNames are the guests of testdata/guests the suite runs, without the
+// "engine-" prefix of their directories.
+var GuestNames = []string{
+	"hello", "exit", "ambient", "reactor", "spin", "sleep",
+	"membomb", "flood", "compute", "badimport",
+}
+
+var (
+	guestsMu sync.Mutex
+	guests   = map[string][]byte{}
+)
+
+// BuildGuests builds every guest in GuestNames, in parallel, and keeps them
+// for Guest. Call it from TestMain. guestbuild caches the modules by
+// content in the user cache dir (or $MANDATE_CACHE_DIR), so reruns are fast.
+func BuildGuests() error {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return errors.New("sandboxtest: cannot locate testdata/guests")
+	}
+	root := filepath.Join(filepath.Dir(file), "..", "..", "testdata", "guests")
+	var (
+		wg   sync.WaitGroup
+		errs = make([]error, len(GuestNames))
+	)
+	for i, name := range GuestNames {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wasm, _, err := guestbuild.Build(context.Background(), filepath.Join(root, "engine-"+name), guestbuild.Options{})
+			if err != nil {
+				errs[i] = fmt.Errorf("building guest %s: %w", name, err)
+				return
+			}
+			guestsMu.Lock()
+			guests[name] = wasm
+			guestsMu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Guest returns the module BuildGuests built for name (without the
+// "engine-" prefix). It panics when the guest was not built: a test that
+// forgot BuildGuests fails at once rather than with a confusing error.
+func Guest(name string) []byte {
+	guestsMu.Lock()
+	defer guestsMu.Unlock()
+	wasm, ok := guests[name]
+	if !ok {
+		panic("sandboxtest: guest " + name + " not built (call BuildGuests in TestMain)")
+	}
+	return wasm
+}
+
+// CacheDir is a compilation cache directory named for engine that the
+// tests of that engine share across runs, next to guestbuild's cache, so
+// each guest is compiled once per machine rather than once per test.
+func CacheDir(engine string) string {
+	return filepath.Join(filepath.Dir(guestbuild.DefaultCacheDir()), engine+"-test")
+}
+
+// Hand-assembled modules: too small to need a Go guest, and they do what a
+// Go guest can not (a Go program never recurses on the wasm stack, and
+// never grows a table).
+
+// wasmModule assembles a module from (section id, payload) pairs.
+func wasmModule(secs ...[]byte) []byte {
+	out := []byte("\x00asm\x01\x00\x00\x00")
+	for _, s := range secs {
+		out = append(out, s[0])
+		out = binary.AppendUvarint(out, uint64(len(s)-1))
+		out = append(out, s[1:]...)
+	}
+	return out
+}
+
+func vec(items ...[]byte) []byte {
+	out := binary.AppendUvarint(nil, uint64(len(items)))
+	for _, it := range items {
+		out = append(out, it...)
+	}
+	return out
+}
+
+func name(s string) []byte { return append(binary.AppendUvarint(nil, uint64(len(s))), s...) }
+
+func sleb32(v int32) []byte {
+	var b []byte
+	x := int64(v)
+	for {
+		c := byte(x & 0x7f)
+		x >>= 7
+		if (x == 0 && c&0x40 == 0) || (x == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
+
+// reactorModule is a module with one memory page, the given tables section
+// payload (nil for none), and one exported function "run" of type
+// (func (result i32)) with body code (without locals and end).
+func reactorModule(table []byte, code []byte) []byte {
+	secs := [][]byte{
+		append([]byte{1}, vec([]byte{0x60, 0x00, 0x01, 0x7f})...), // type 0: () -> i32
+		append([]byte{3}, vec([]byte{0x00})...),                   // func 0: type 0
+	}
+	if table != nil {
+		secs = append(secs, append([]byte{4}, table...))
+	}
+	body := append([]byte{0x00}, code...) // no locals
+	body = append(body, 0x0b)
+	secs = append(secs,
+		[]byte{5, 0x01, 0x00, 0x01},                                                               // memory 0: min 1 page
+		append([]byte{7}, vec(append(name("run"), 0x00, 0x00))...),                                // export "run" = func 0
+		append([]byte{10}, vec(append(binary.AppendUvarint(nil, uint64(len(body))), body...))...), // code
+	)
+	return wasmModule(secs...)
+}
+
+// RecursionModule is a reactor whose entry "run" calls itself forever: it
+// overflows the wasm stack, which must be a trap of that task alone.
+func RecursionModule() []byte {
+	return reactorModule(nil, []byte{0x10, 0x00}) // call 0
+}
+
+// TableGrowModule is a reactor with one empty funcref table whose entry
+// "run" grows it by n elements and returns table.grow's result plus one:
+// 0 (Run returns nil) when the growth was refused, and 1 (an *ExitError
+// with Code 1) when the table grew from 0 to n elements.
+func TableGrowModule(n int32) []byte {
+	code := []byte{0xd0, 0x70, 0x41} // ref.null func; i32.const n
+	code = append(code, sleb32(n)...)
+	code = append(code,
+		0xfc, 0x0f, 0x00, // table.grow 0
+		0x41, 0x01, // i32.const 1
+		0x6a, // i32.add
+	)
+	return reactorModule(vec([]byte{0x70, 0x00, 0x00}), code) // funcref, min 0, no max
+}

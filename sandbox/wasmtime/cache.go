@@ -1,0 +1,162 @@
+//go:build wasmtime
+
+package wasmtime
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	wt "github.com/bytecodealliance/wasmtime-go/v39"
+)
+
+// The on-disk cache of compiled modules.
+//
+// A file is a module as wasmtime's Module.Serialize produced it: native code
+// that NewModuleDeserialize maps and runs without checking it. So:
+//
+//   - the directory is named for everything that changes the code: the
+//     wasmtime-go module version, GOOS/GOARCH and the engine's settings
+//     (preemption, coalescing, the table cap). An engine never looks at
+//     another version's or setting's files, and wasmtime itself refuses an
+//     artifact of another version or incompatible settings (that error
+//     means a recompile, too);
+//   - each file carries a SHA-256 of its payload, checked before the
+//     payload reaches wasmtime: a damaged file (a torn write, a flipped
+//     bit) is ignored and the module is compiled again and rewritten,
+//     never run;
+//   - files are written to a temporary name and renamed, so a reader sees
+//     a whole file or none.
+//
+// The checksum guards against damage, not an attacker: anyone who can write
+// to the cache directory can make the host run their code, so it must be as
+// private as the mandate binary itself.
+
+// cacheMagic starts every cache file; bump its version when the layout
+// changes.
+const cacheMagic = "mandate-cwasm-1\n"
+
+// wasmtimeGoModule is the module whose version keys the cache, and
+// wasmtimeGoVersion its version in go.mod (TestCacheKey checks they agree).
+// The binary's build information, when it has any (test binaries do not),
+// wins over the constant.
+const (
+	wasmtimeGoModule  = "github.com/bytecodealliance/wasmtime-go/v39"
+	wasmtimeGoVersion = "v39.0.1"
+)
+
+type diskCache struct {
+	dir string
+}
+
+// builtVersion is the version of wasmtime-go this binary is built with.
+func builtVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path != wasmtimeGoModule {
+				continue
+			}
+			if d.Replace != nil {
+				return d.Replace.Path + "@" + d.Replace.Version + "+" + d.Replace.Sum
+			}
+			return d.Version
+		}
+	}
+	// Not recorded (a test binary): wasmtime still refuses an artifact of
+	// another version when it loads it.
+	return wasmtimeGoVersion
+}
+
+// cacheKey names the cache directory for an engine configuration.
+func cacheKey(version, configDesc string) string {
+	sum := sha256.Sum256([]byte(version + "\n" + runtime.GOOS + "/" + runtime.GOARCH + "\n" + configDesc))
+	safe := strings.Map(func(r rune) rune {
+		if 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '-' {
+			return r
+		}
+		return '_'
+	}, version)
+	if len(safe) > 40 {
+		safe = safe[:40]
+	}
+	return "wasmtime-" + safe + "-" + hex.EncodeToString(sum[:8])
+}
+
+func openCache(root, configDesc string) (*diskCache, error) {
+	dir := filepath.Join(root, cacheKey(builtVersion(), configDesc))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	return &diskCache{dir: dir}, nil
+}
+
+func (c *diskCache) path(digest string) string {
+	return filepath.Join(c.dir, strings.TrimPrefix(digest, "sha256:")+".cwasm")
+}
+
+// load returns the cached module for digest, or nil when there is none or
+// it can not be used.
+func (c *diskCache) load(digest string, eng *wt.Engine) *wt.Module {
+	if c == nil {
+		return nil
+	}
+	b, err := os.ReadFile(c.path(digest))
+	if err != nil {
+		return nil
+	}
+	payload, ok := unwrapCacheFile(b)
+	if !ok {
+		return nil
+	}
+	mod, err := wt.NewModuleDeserialize(eng, payload)
+	if err != nil {
+		return nil
+	}
+	return mod
+}
+
+// store writes mod to the cache. A failure only costs a compile later.
+func (c *diskCache) store(digest string, mod *wt.Module) {
+	if c == nil {
+		return
+	}
+	payload, err := mod.Serialize()
+	if err != nil {
+		return
+	}
+	f, err := os.CreateTemp(c.dir, ".tmp-*")
+	if err != nil {
+		return
+	}
+	sum := sha256.Sum256(payload)
+	_, err = f.Write(append(append([]byte(cacheMagic), sum[:]...), payload...))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), c.path(digest))
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+}
+
+// unwrapCacheFile checks a cache file's magic and checksum and returns its
+// payload.
+func unwrapCacheFile(b []byte) ([]byte, bool) {
+	const hdr = len(cacheMagic) + sha256.Size
+	if len(b) <= hdr || !bytes.Equal(b[:len(cacheMagic)], []byte(cacheMagic)) {
+		return nil, false
+	}
+	payload := b[hdr:]
+	sum := sha256.Sum256(payload)
+	if !bytes.Equal(sum[:], b[len(cacheMagic):hdr]) {
+		return nil, false
+	}
+	return payload, true
+}

@@ -1,0 +1,81 @@
+// Package wasmtime is Mandate's second sandbox engine, built on wasmtime
+// (github.com/bytecodealliance/wasmtime-go, cgo) and compiled only with the
+// build tag "wasmtime": go build -tags wasmtime ./cmd/mandate. It implements
+// sandbox.Engine and sandbox.Module with the same observable behaviour as
+// sandbox/wazero; both pass the conformance suite in sandbox/sandboxtest.
+//
+//	eng, err := wasmtime.New(ctx, sandbox.Config{CacheDir: dir})
+//	if err != nil {
+//		return err
+//	}
+//	defer eng.Close(ctx)
+//	if err := eng.Host("mandate", hostFuncs); err != nil { // before any Compile
+//		return err
+//	}
+//	mod, err := eng.Compile(ctx, wasm) // refuses unknown imports
+//	if err != nil {
+//		return err
+//	}
+//	defer mod.Close(ctx)
+//	err = mod.Run(ctx, sandbox.RunConfig{
+//		Name:        "task-1",
+//		MemoryLimit: 64 << 20,
+//		Timeout:     time.Second,
+//		Stdout:      &out,
+//	})
+//
+// # What a guest gets
+//
+// Each Run is a fresh store and instance with nothing ambient. The engine
+// implements WASI preview1 itself (wasi.go) instead of using wasmtime's:
+// stdout and stderr go to the RunConfig writers, stdin is empty, argv is just
+// RunConfig.Name, the environment is empty, there are no preopened
+// directories and no sockets; clocks are real, random_get is crypto/rand,
+// and a sleep in poll_oneoff ends when the run is stopped. Every other WASI
+// function fails with an errno. Host functions registered with Host get the
+// context given to Run and a bounds-checked view of the caller's exported
+// memory; a panic in one is recovered and traps that task only.
+//
+// # Stopping
+//
+// Guests are stopped with wasmtime's epoch interruption: compiled code
+// checks the engine's epoch at function entries and loop headers. Each
+// store's deadline is the next epoch, with a callback (interrupt.go) that
+// ends the run when its stop flag is set and otherwise moves the deadline
+// on. When a run's Timeout passes, or its context is done, its flag is set
+// and the epoch incremented, so a guest spinning in "for {}" stops at its
+// next loop header, and the other runs of the engine go on. No ticker runs:
+// the epoch moves only when a run is stopped. A guest sleeping in
+// poll_oneoff is woken. BenchmarkComputeDeadline compares this with no check
+// and with fuel metering on a compute-bound guest: epochs cost nothing
+// measurable, fuel about 20% (BENCHMARKS.md); and wasmtime-go can not stop a
+// run on time with fuel, which bounds instructions, not time.
+//
+// # Limits
+//
+// Each store has wasmtime's limiter: linear memory up to
+// RunConfig.MemoryLimit (4 GiB when zero); past it memory.grow returns -1,
+// the Go runtime dies with "out of memory", and Run reports an *ExitError
+// wrapping sandbox.ErrMemoryLimit. wasmtime does not say that it refused a
+// growth, so that is inferred from the memory ending within 4 MiB (a Go
+// heap arena) of the limit. A table may hold up to max(its initial size,
+// MaxTableElements) elements: the module's tables are given that maximum
+// before compiling, and the limiter enforces it again. A store holds one
+// instance, one memory and the module's own tables.
+//
+// # Modules and the cache
+//
+// Compile refuses a module that imports anything but functions of the
+// registered host modules and of wasi_snapshot_preview1 (with the right
+// signatures), or that defines no memory. A module exporting _start is a
+// Command; any other is a Reactor, entered by _initialize when exported and
+// then by RunConfig.Entry. The data segments of a Go module are merged
+// before compiling, as in sandbox/wazero.
+//
+// With Config.CacheDir set, compiled modules are kept on disk (cache.go)
+// in a directory named for the wasmtime-go version, GOOS/GOARCH and the
+// engine's settings, one file per module digest, written atomically and
+// checked with a SHA-256 before wasmtime loads it; a damaged or stale file
+// is ignored and the module compiled again. The cache holds native code:
+// keep the directory as private as the binary.
+package wasmtime

@@ -1,0 +1,492 @@
+//go:build wasmtime
+
+package wasmtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	wt "github.com/bytecodealliance/wasmtime-go/v39"
+
+	"github.com/mandatevm/mandate/sandbox"
+	"github.com/mandatevm/mandate/sandbox/internal/wasmbin"
+)
+
+// Name is the engine's name.
+const Name = "wasmtime"
+
+// wasiModule is the WASI preview1 import module every Go wasip1 guest uses.
+const wasiModule = "wasi_snapshot_preview1"
+
+// maxHostParams bounds the parameters of one host function.
+const maxHostParams = 16
+
+// MaxTableElements is how far a guest's table may grow: a table.grow past
+// max(the table's initial size, MaxTableElements) elements returns -1. A Go
+// guest never grows its table (its initial size is the number of functions
+// called indirectly, about 1,000 to 10,000), so the cap only stops a
+// table.grow bomb from allocating gigabytes. sandbox/wazero applies the
+// same cap.
+const MaxTableElements = wasmbin.MaxTableElements
+
+var (
+	_ sandbox.Engine = (*Engine)(nil)
+	_ sandbox.Module = (*Module)(nil)
+)
+
+// Engine is a wasmtime engine with a linker holding this package's WASI
+// preview1 functions and the host modules registered through Host. It is
+// safe for concurrent use.
+type Engine struct {
+	wt     *wt.Engine
+	linker *wt.Linker
+	opt    options
+	cache  *diskCache // nil without Config.CacheDir
+
+	// closeCtx is canceled by Close, which stops every run in progress.
+	closeCtx   context.Context
+	closeStop  context.CancelFunc
+	running    sync.WaitGroup // runs in progress; Add only with mu held and !closed
+	start      time.Time      // the origin of guests' monotonic clock
+	configDesc string         // the engine settings, part of the cache key
+
+	mu sync.Mutex
+	// imports maps an import module to its functions' signatures
+	// (protected by mu; read-only once compiling has started).
+	imports map[string]map[string]funcSig
+	// compiling is set by the first Compile; Host refuses after it
+	// (protected by mu).
+	compiling bool
+	// modules caches compiled modules by digest (protected by mu).
+	modules map[string]*compiled
+	closed  bool // protected by mu
+}
+
+// preemption is how a running guest is stopped.
+type preemption int
+
+const (
+	// preemptEpoch: compiled code checks the engine's epoch at function
+	// entries and loop headers; stopping a run bumps the epoch, and the
+	// store's epoch callback ends the run whose stop flag is set (see
+	// interrupt.go). The default.
+	preemptEpoch preemption = iota
+	// preemptNone: no check at all. A spinning guest can not be stopped
+	// (benchmarks only).
+	preemptNone
+	// preemptFuel: compiled code counts fuel; each run gets the maximum
+	// fuel. Fuel bounds instructions, not time, and wasmtime-go can not
+	// stop a run from another goroutine with it, so a spinning guest is
+	// not stopped at its deadline either (benchmarks only: it measures
+	// what fuel metering costs).
+	preemptFuel
+)
+
+func (p preemption) String() string {
+	switch p {
+	case preemptNone:
+		return "none"
+	case preemptFuel:
+		return "fuel"
+	}
+	return "epoch"
+}
+
+// options are settings not exposed through sandbox.Config.
+type options struct {
+	preempt preemption
+	// noCoalesce compiles the original bytes without merging data segments.
+	noCoalesce bool
+	// pooling uses wasmtime's pooling allocator, keeping the first 16 MiB
+	// of each memory slot resident between instances (benchmarks only).
+	// It makes a warm spawn about 3x cheaper, but a memory slot then
+	// passes from task to task: a host function that kept a view of guest
+	// memory past its call (a kernel bug) would read another task's memory
+	// instead of faulting on an unmapped one, the reuse BENCHMARKS.md
+	// rejects for wazero; and the pool caps concurrent instances.
+	pooling bool
+}
+
+// funcSig is a function signature: its parameter and result kinds.
+type funcSig struct {
+	params, results string // one byte per value: 'i' i32, 'I' i64, 'f' f32, 'F' f64, 'r' a reference
+}
+
+func (s funcSig) String() string {
+	f := func(ts string) string {
+		out := "("
+		for i := 0; i < len(ts); i++ {
+			if i > 0 {
+				out += ","
+			}
+			switch ts[i] {
+			case 'i':
+				out += "i32"
+			case 'I':
+				out += "i64"
+			case 'f':
+				out += "f32"
+			case 'F':
+				out += "f64"
+			default:
+				out += "ref"
+			}
+		}
+		return out + ")"
+	}
+	return f(s.params) + "->" + f(s.results)
+}
+
+func kindCode(k wt.ValKind) byte {
+	switch k {
+	case wt.KindI32:
+		return 'i'
+	case wt.KindI64:
+		return 'I'
+	case wt.KindF32:
+		return 'f'
+	case wt.KindF64:
+		return 'F'
+	}
+	return 'r'
+}
+
+func sigOf(ft *wt.FuncType) funcSig {
+	var p, r []byte
+	for _, v := range ft.Params() {
+		p = append(p, kindCode(v.Kind()))
+	}
+	for _, v := range ft.Results() {
+		r = append(r, kindCode(v.Kind()))
+	}
+	return funcSig{params: string(p), results: string(r)}
+}
+
+func valTypes(sig string) []*wt.ValType {
+	out := make([]*wt.ValType, len(sig))
+	for i := 0; i < len(sig); i++ {
+		k := wt.KindI32
+		if sig[i] == 'I' {
+			k = wt.KindI64
+		}
+		out[i] = wt.NewValType(k)
+	}
+	return out
+}
+
+func (s funcSig) funcType() *wt.FuncType {
+	return wt.NewFuncType(valTypes(s.params), valTypes(s.results))
+}
+
+// New returns an engine with the WASI preview1 functions defined. With
+// cfg.CacheDir set, compiled modules are kept there between processes.
+func New(ctx context.Context, cfg sandbox.Config) (*Engine, error) {
+	return newEngine(ctx, cfg, options{})
+}
+
+func newEngine(_ context.Context, cfg sandbox.Config, opt options) (*Engine, error) {
+	switch {
+	case !layoutOK:
+		return nil, errors.New("sandbox/wasmtime: this wasmtime-go's Store or Config does not start with its C pointer; update interrupt.go")
+	case !linked:
+		return nil, errors.New("sandbox/wasmtime: the wasmtime C API functions interrupt.go declares are not linked in")
+	}
+	wc := wt.NewConfig()
+	switch opt.preempt {
+	case preemptEpoch:
+		wc.SetEpochInterruption(true)
+	case preemptFuel:
+		wc.SetConsumeFuel(true)
+	}
+	if opt.pooling {
+		setPooling(wc, 16<<20, 100_000, 100)
+	}
+	eng := wt.NewEngineWithConfig(wc)
+	e := &Engine{
+		wt:      eng,
+		linker:  wt.NewLinker(eng),
+		opt:     opt,
+		imports: map[string]map[string]funcSig{},
+		modules: map[string]*compiled{},
+		start:   time.Now(),
+		// Everything that changes the compiled code: a change here must
+		// change the cache key (cache.go).
+		configDesc: fmt.Sprintf("preempt=%s coalesce=%t tables=%d", opt.preempt, !opt.noCoalesce, MaxTableElements),
+	}
+	e.closeCtx, e.closeStop = context.WithCancel(context.Background())
+	sigs, err := e.defineWASI()
+	if err != nil {
+		e.linker.Close()
+		eng.Close()
+		return nil, fmt.Errorf("sandbox/wasmtime: defining WASI: %w", err)
+	}
+	e.imports[wasiModule] = sigs
+	if cfg.CacheDir != "" {
+		if e.cache, err = openCache(cfg.CacheDir, e.configDesc); err != nil {
+			e.linker.Close()
+			eng.Close()
+			return nil, fmt.Errorf("sandbox/wasmtime: compilation cache: %w", err)
+		}
+	}
+	return e, nil
+}
+
+// Name implements sandbox.Engine.
+func (e *Engine) Name() string { return Name }
+
+// Host implements sandbox.Engine: it defines an import module whose
+// functions take Params i32s and return one i32. Each call passes Fn the
+// context given to Module.Run and the caller's memory. A panic in Fn
+// becomes a trap of the calling task.
+func (e *Engine) Host(module string, funcs []sandbox.HostFunc) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.closed:
+		return errors.New("sandbox/wasmtime: engine closed")
+	case e.compiling:
+		return fmt.Errorf("sandbox/wasmtime: Host(%q) after Compile", module)
+	case module == "":
+		return errors.New("sandbox/wasmtime: empty host module name")
+	case e.imports[module] != nil:
+		return fmt.Errorf("sandbox/wasmtime: host module %q already registered", module)
+	}
+	sigs := make(map[string]funcSig, len(funcs))
+	for _, f := range funcs {
+		switch {
+		case f.Name == "":
+			return fmt.Errorf("sandbox/wasmtime: host module %q: function with empty name", module)
+		case f.Fn == nil:
+			return fmt.Errorf("sandbox/wasmtime: host function %s.%s: nil Fn", module, f.Name)
+		case f.Params < 0 || f.Params > maxHostParams:
+			return fmt.Errorf("sandbox/wasmtime: host function %s.%s: %d params, want 0..%d", module, f.Name, f.Params, maxHostParams)
+		}
+		if _, dup := sigs[f.Name]; dup {
+			return fmt.Errorf("sandbox/wasmtime: host function %s.%s registered twice", module, f.Name)
+		}
+		sigs[f.Name] = funcSig{}
+	}
+	// Define only once every function checked out, so a refused
+	// registration leaves nothing behind in the linker.
+	for _, f := range funcs {
+		params := make([]byte, f.Params)
+		for i := range params {
+			params[i] = 'i'
+		}
+		sig := funcSig{params: string(params), results: "i"}
+		sigs[f.Name] = sig
+		if err := e.linker.FuncNew(module, f.Name, sig.funcType(), hostAdapter(module, f)); err != nil {
+			return fmt.Errorf("sandbox/wasmtime: host function %s.%s: %w", module, f.Name, err)
+		}
+	}
+	e.imports[module] = sigs
+	return nil
+}
+
+// hostAdapter wraps f as a wasmtime function. A panic in f is recovered
+// here (wasmtime-go would otherwise re-raise it in the goroutine that called
+// into wasm) and becomes a trap of the calling task.
+func hostAdapter(module string, f sandbox.HostFunc) func(*wt.Caller, []wt.Val) ([]wt.Val, *wt.Trap) {
+	fn, qualified := f.Fn, module+"."+f.Name
+	return func(c *wt.Caller, args []wt.Val) (res []wt.Val, trap *wt.Trap) {
+		r := c.Data().(*run)
+		defer func() {
+			if v := recover(); v != nil {
+				res, trap = nil, r.trap(fmt.Sprintf("host function %s panicked: %v", qualified, v))
+			}
+		}()
+		stack := r.stack[:max(len(args), 1)]
+		for i, a := range args {
+			stack[i] = uint64(uint32(a.I32()))
+		}
+		if len(args) == 0 {
+			stack[0] = 0
+		}
+		r.mem.b = callerMemory(c)
+		fn(r.ctx, &r.mem, stack)
+		r.mem.b = nil
+		return []wt.Val{wt.ValI32(int32(uint32(stack[0])))}, nil
+	}
+}
+
+// callerMemory is the calling instance's exported memory "memory", or nil.
+// The slice is valid until the guest runs again.
+func callerMemory(c *wt.Caller) []byte {
+	ext := c.GetExport("memory")
+	if ext == nil {
+		return nil
+	}
+	mem := ext.Memory()
+	if mem == nil {
+		return nil
+	}
+	return mem.UnsafeData(c)
+}
+
+// Compile implements sandbox.Engine. Compiling bytes that are already
+// compiled returns the same underlying module; it is released when every
+// Module returned for it is closed.
+func (e *Engine) Compile(ctx context.Context, wasm []byte) (sandbox.Module, error) {
+	digest := sandbox.Digest(wasm)
+
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, errors.New("sandbox/wasmtime: engine closed")
+	}
+	e.compiling = true
+	c := e.modules[digest]
+	if c == nil {
+		c = &compiled{eng: e, digest: digest, ready: make(chan struct{})}
+		e.modules[digest] = c
+		c.refs++
+		e.mu.Unlock()
+		c.err = e.compile(c, wasm)
+		close(c.ready)
+		if c.err != nil {
+			e.mu.Lock()
+			if e.modules[digest] == c {
+				delete(e.modules, digest)
+			}
+			e.mu.Unlock()
+			return nil, c.err
+		}
+		return &Module{c: c}, nil
+	}
+	c.refs++
+	e.mu.Unlock()
+
+	select {
+	case <-c.ready:
+	case <-ctx.Done():
+		c.release()
+		return nil, ctx.Err()
+	}
+	if c.err != nil {
+		c.release()
+		return nil, c.err
+	}
+	return &Module{c: c}, nil
+}
+
+// compile checks wasm's imports and compiles it into c, through the disk
+// cache.
+func (e *Engine) compile(c *compiled, wasm []byte) error {
+	bin, err := wasmbin.Parse(wasm)
+	if err != nil {
+		return fmt.Errorf("sandbox/wasmtime: invalid module: %w", err)
+	}
+	for _, imp := range bin.Imports {
+		if imp.Kind != wasmbin.ExternFunc {
+			return fmt.Errorf("sandbox/wasmtime: module imports %s %s.%s: only functions of host modules may be imported",
+				wasmbin.ExternName(imp.Kind), imp.Module, imp.Name)
+		}
+		fns := e.imports[imp.Module] // read-only now that compiling is set
+		if fns == nil {
+			return fmt.Errorf("sandbox/wasmtime: module imports %s.%s: %q is not a registered host module",
+				imp.Module, imp.Name, imp.Module)
+		}
+		if _, ok := fns[imp.Name]; !ok {
+			return fmt.Errorf("sandbox/wasmtime: module imports %s.%s: host module %q has no function %q",
+				imp.Module, imp.Name, imp.Module, imp.Name)
+		}
+	}
+	if !bin.HasMem {
+		return errors.New("sandbox/wasmtime: module defines no memory")
+	}
+	c.memMin = bin.MemMin << 16
+	c.tables = bin.Tables
+	c.tableLimit = max(uint64(MaxTableElements), bin.TableMin)
+
+	mod := e.cache.load(c.digest, e.wt)
+	if mod == nil {
+		src := wasm
+		if !e.opt.noCoalesce {
+			if merged, ok := wasmbin.Coalesce(wasm, bin); ok {
+				src = merged
+			}
+		}
+		if src, err = wasmbin.CapTables(src, MaxTableElements); err != nil {
+			return fmt.Errorf("sandbox/wasmtime: invalid module: %w", err)
+		}
+		if mod, err = wt.NewModule(e.wt, src); err != nil {
+			return fmt.Errorf("sandbox/wasmtime: compile: %w", err)
+		}
+		e.cache.store(c.digest, mod)
+	}
+	if err := c.describe(mod, e.imports); err != nil {
+		mod.Close()
+		return err
+	}
+	c.mod = mod
+	return nil
+}
+
+// describe checks mod's imported signatures against the host's and records
+// its kind and exports.
+func (c *compiled) describe(mod *wt.Module, imports map[string]map[string]funcSig) error {
+	for _, imp := range mod.Imports() {
+		name := ""
+		if n := imp.Name(); n != nil {
+			name = *n
+		}
+		ft := imp.Type().FuncType()
+		if ft == nil {
+			return fmt.Errorf("sandbox/wasmtime: module imports %s.%s: only functions may be imported", imp.Module(), name)
+		}
+		want, ok := imports[imp.Module()][name]
+		if !ok {
+			return fmt.Errorf("sandbox/wasmtime: module imports %s.%s: not a host function", imp.Module(), name)
+		}
+		if got := sigOf(ft); got != want {
+			return fmt.Errorf("sandbox/wasmtime: module imports %s.%s with signature %s, host has %s", imp.Module(), name, got, want)
+		}
+	}
+	c.exports = map[string]funcSig{}
+	for _, ex := range mod.Exports() {
+		if ft := ex.Type().FuncType(); ft != nil {
+			c.exports[ex.Name()] = sigOf(ft)
+		}
+	}
+	start, hasStart := c.exports["_start"]
+	init, hasInit := c.exports["_initialize"]
+	c.hasInit = hasInit
+	if hasStart {
+		c.kind = sandbox.Command
+		if start != (funcSig{}) {
+			return errors.New("sandbox/wasmtime: _start must take and return nothing")
+		}
+	} else {
+		c.kind = sandbox.Reactor
+		if hasInit && init != (funcSig{}) {
+			return errors.New("sandbox/wasmtime: _initialize must take and return nothing")
+		}
+	}
+	return nil
+}
+
+// Close implements sandbox.Engine: it stops every run in progress (they
+// return sandbox.ErrCanceled), waits for them, and releases the engine.
+// Compiled modules stay on disk.
+func (e *Engine) Close(context.Context) error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	mods := e.modules
+	e.modules = map[string]*compiled{}
+	e.mu.Unlock()
+	e.closeStop()
+	e.running.Wait()
+	for _, c := range mods {
+		c.closeModule()
+	}
+	e.linker.Close()
+	e.wt.Close()
+	return nil
+}

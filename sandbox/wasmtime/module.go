@@ -1,0 +1,310 @@
+//go:build wasmtime
+
+package wasmtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	wt "github.com/bytecodealliance/wasmtime-go/v39"
+
+	"github.com/mandatevm/mandate/sandbox"
+)
+
+// defaultMemoryLimit is what RunConfig.MemoryLimit zero means: the whole
+// 32-bit address space.
+const defaultMemoryLimit = 4 << 30
+
+// maxTrapLen bounds the trap text kept in an ExitError (wasmtime appends
+// the guest's stack trace).
+const maxTrapLen = 4 << 10
+
+// goHeapStep is the smallest step by which the Go runtime grows a wasm
+// guest's memory (its heap arena, 4 MiB on wasm). See refusedGrowth.
+const goHeapStep = 4 << 20
+
+// compiled is one compiled module shared by every Module handle Compile
+// returned for the same bytes.
+type compiled struct {
+	eng    *Engine
+	digest string
+	ready  chan struct{} // closed once err, mod and the fields below are set
+	err    error
+
+	mod        *wt.Module
+	kind       sandbox.ModuleKind
+	hasInit    bool
+	exports    map[string]funcSig
+	memMin     uint64 // initial memory in bytes
+	tables     int    // tables the module defines
+	tableLimit uint64 // elements a table may reach
+
+	closeOnce sync.Once
+	refs      int // handles and runs in progress; protected by eng.mu
+}
+
+func (c *compiled) release() {
+	e := c.eng
+	e.mu.Lock()
+	c.refs--
+	last := c.refs == 0
+	if last && e.modules[c.digest] == c {
+		delete(e.modules, c.digest)
+	}
+	e.mu.Unlock()
+	if last {
+		c.closeModule()
+	}
+}
+
+func (c *compiled) closeModule() {
+	c.closeOnce.Do(func() {
+		if c.mod != nil {
+			c.mod.Close()
+		}
+	})
+}
+
+// Module is a compiled module. Run may be called concurrently.
+type Module struct {
+	c      *compiled
+	closed atomic.Bool
+}
+
+// Digest implements sandbox.Module.
+func (m *Module) Digest() string { return m.c.digest }
+
+// Kind implements sandbox.Module.
+func (m *Module) Kind() sandbox.ModuleKind { return m.c.kind }
+
+// Close implements sandbox.Module. Runs in progress are not affected.
+func (m *Module) Close(context.Context) error {
+	if m.closed.Swap(true) {
+		return nil
+	}
+	m.c.release()
+	return nil
+}
+
+// run is the state of one Run, reachable from host functions through the
+// store's data.
+type run struct {
+	ctx            context.Context // the run's context, passed to host functions
+	name           string
+	stdout, stderr io.Writer
+	closedFDs      [3]bool // stdio descriptors the guest closed
+
+	// exited and exitCode record a proc_exit; trapMsg a trap raised by a
+	// host function (a panic, or the run being stopped while in the host).
+	exited   bool
+	exitCode uint32
+	trapMsg  string
+
+	// pending is a trap a WASI function raised instead of returning.
+	pending *wt.Trap
+	start   time.Time // the origin of the monotonic clock
+
+	mem   memory
+	stack [maxHostParams]uint64
+}
+
+// trap records msg as the reason the run traps and returns the trap that
+// unwinds the guest.
+func (r *run) trap(msg string) *wt.Trap {
+	if r.trapMsg == "" {
+		r.trapMsg = msg
+	}
+	return wt.NewTrap(msg)
+}
+
+// Run implements sandbox.Module. See the package documentation for what the
+// instance is given. For a reactor, the entry function must take no
+// parameters; if it returns a single i32, a non-zero value is reported as an
+// *ExitError with that code.
+func (m *Module) Run(ctx context.Context, cfg sandbox.RunConfig) (err error) {
+	c := m.c
+	e := c.eng
+	if m.closed.Load() {
+		return errors.New("sandbox/wasmtime: module closed")
+	}
+	if err := ctx.Err(); err != nil {
+		return ctxError(err)
+	}
+
+	entryName := cfg.Entry
+	var entry funcSig
+	if c.kind == sandbox.Reactor {
+		if entryName == "" {
+			entryName = sandbox.DefaultEntry
+		}
+		var ok bool
+		if entry, ok = c.exports[entryName]; !ok {
+			return fmt.Errorf("sandbox/wasmtime: reactor %s does not export %q", c.digest, entryName)
+		}
+		if entry.params != "" {
+			return fmt.Errorf("sandbox/wasmtime: entry %q takes parameters", entryName)
+		}
+	}
+
+	limit := cfg.MemoryLimit
+	if limit == 0 || limit > defaultMemoryLimit {
+		limit = defaultMemoryLimit
+	}
+	if c.memMin > limit {
+		return fmt.Errorf("sandbox/wasmtime: initial memory of %d bytes exceeds the limit of %d: %w",
+			c.memMin, limit, sandbox.ErrMemoryLimit)
+	}
+
+	// Hold the engine and the compiled module open for the whole run.
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return errors.New("sandbox/wasmtime: engine closed")
+	}
+	e.running.Add(1)
+	c.refs++
+	e.mu.Unlock()
+	defer e.running.Done()
+	defer c.release()
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if cfg.Timeout > 0 {
+		runCtx, cancel = context.WithTimeout(runCtx, cfg.Timeout)
+		defer cancel()
+	}
+	// Engine.Close stops the run.
+	stopOnClose := context.AfterFunc(e.closeCtx, cancel)
+	defer stopOnClose()
+
+	name := cfg.Name
+	if name == "" {
+		name = "guest"
+	}
+	r := &run{ctx: runCtx, name: name, stdout: cfg.Stdout, stderr: cfg.Stderr, start: e.start}
+	if r.stdout == nil {
+		r.stdout = io.Discard
+	}
+	if r.stderr == nil {
+		r.stderr = io.Discard
+	}
+
+	store := wt.NewStoreWithData(e.wt, r)
+	defer store.Close()
+	// One instance, its own tables and one memory; no table past its
+	// limit, no memory past the run's.
+	store.Limiter(int64(limit), int64(min(c.tableLimit, math.MaxInt32)), 1, int64(max(c.tables, 1)), 1)
+
+	switch e.opt.preempt {
+	case preemptEpoch:
+		stop := watchEpoch(store, e.wt, runCtx)
+		defer stop()
+	case preemptFuel:
+		if err := store.SetFuel(math.MaxUint64); err != nil {
+			return fmt.Errorf("sandbox/wasmtime: fuel: %w", err)
+		}
+	}
+
+	inst, err := e.linker.Instantiate(store, c.mod)
+	if err != nil {
+		return r.outcome(err, store, nil, limit)
+	}
+	call := func(fn string) (any, error) {
+		f := inst.GetFunc(store, fn)
+		if f == nil {
+			return nil, fmt.Errorf("sandbox/wasmtime: no function %q", fn)
+		}
+		return f.Call(store)
+	}
+	if c.kind == sandbox.Command {
+		_, err = call("_start")
+		return r.outcome(err, store, inst, limit)
+	}
+	if c.hasInit {
+		if _, err = call("_initialize"); err != nil {
+			return r.outcome(err, store, inst, limit)
+		}
+	}
+	res, err := call(entryName)
+	if err != nil {
+		return r.outcome(err, store, inst, limit)
+	}
+	if entry.results == "i" {
+		if code, _ := res.(int32); code != 0 {
+			return &sandbox.ExitError{Code: uint32(code)}
+		}
+	}
+	return nil
+}
+
+// outcome maps the error of an instantiation or a call to what Run reports.
+func (r *run) outcome(err error, store *wt.Store, inst *wt.Instance, limit uint64) error {
+	if err == nil && !r.exited {
+		return nil
+	}
+	var memErr error
+	if limit < defaultMemoryLimit && refusedGrowth(store, inst, limit) {
+		memErr = sandbox.ErrMemoryLimit
+	}
+	if r.exited {
+		// proc_exit is the guest's own word: a guest can not fake a
+		// timeout with it, because only the context says so.
+		if r.exitCode == 0 {
+			return nil
+		}
+		return &sandbox.ExitError{Code: r.exitCode, Err: memErr}
+	}
+	if ctxErr := r.ctx.Err(); ctxErr != nil && memErr == nil {
+		return ctxError(ctxErr)
+	}
+	msg := r.trapMsg
+	if msg == "" {
+		msg = err.Error()
+		var trap *wt.Trap
+		if errors.As(err, &trap) {
+			if code := trap.Code(); code != nil && *code == wt.StackOverflow && !strings.Contains(msg, "stack overflow") {
+				msg = "stack overflow: " + msg
+			}
+		}
+	}
+	if len(msg) > maxTrapLen {
+		msg = msg[:maxTrapLen] + "..."
+	}
+	return &sandbox.ExitError{Trap: msg, Err: memErr}
+}
+
+// refusedGrowth reports whether a guest that died had its memory close
+// enough to limit that a growth was (or would have been) refused.
+//
+// wasmtime-go's store limiter refuses a growth past the limit (memory.grow
+// returns -1) but does not say that it did, so this is inferred: the memory
+// ends within goHeapStep of the limit, the smallest growth a Go guest asks
+// for. A Go guest refused a growth dies with "out of memory" with at most
+// that much left; a guest that dies for another reason with its memory that
+// full is reported as out of memory too, and a guest refused one huge
+// growth far below the limit is not.
+func refusedGrowth(store *wt.Store, inst *wt.Instance, limit uint64) bool {
+	if inst == nil {
+		return false
+	}
+	ext := inst.GetExport(store, "memory")
+	if ext == nil || ext.Memory() == nil {
+		return false
+	}
+	size := uint64(ext.Memory().DataSize(store))
+	return size+goHeapStep > limit
+}
+
+func ctxError(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return sandbox.ErrTimeout
+	}
+	return sandbox.ErrCanceled
+}
