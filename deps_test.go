@@ -23,8 +23,18 @@ var badDeps = map[string]map[string]string{
 		"github.com/tetratelabs/wazero":       "the interface package names no engine",
 	},
 	"github.com/mandatevm/mandate/sandbox/wazero": {
-		"github.com/mandatevm/mandate/kernel": "engines see only the host-call interface they are given",
-		"github.com/mandatevm/mandate/caps/":  "engines know no capability kinds",
+		"github.com/mandatevm/mandate/kernel":     "engines see only the host-call interface they are given",
+		"github.com/mandatevm/mandate/caps/":      "engines know no capability kinds",
+		"github.com/bytecodealliance/wasmtime-go": "one engine never pulls in the other",
+	},
+	"github.com/mandatevm/mandate/sandbox/wasmtime": {
+		"github.com/mandatevm/mandate/kernel":         "engines see only the host-call interface they are given",
+		"github.com/mandatevm/mandate/caps/":          "engines know no capability kinds",
+		"github.com/tetratelabs/wazero":               "one engine never pulls in the other",
+		"github.com/mandatevm/mandate/sandbox/wazero": "one engine never pulls in the other",
+	},
+	"github.com/mandatevm/mandate/cmd/mandate": {
+		"github.com/bytecodealliance/wasmtime-go": "the default build is pure Go: wasmtime only with the tag",
 	},
 	"github.com/mandatevm/mandate/caps/pay": {
 		"github.com/mandatevm/mandate/sandbox/": "a kind never sees an engine",
@@ -81,7 +91,11 @@ func deps(t *testing.T, env []string, pkg string) []string {
 
 func TestImportTable(t *testing.T) {
 	for pkg, bad := range badDeps {
-		for _, d := range deps(t, nil, pkg) {
+		var env []string
+		if strings.HasSuffix(pkg, "/sandbox/wasmtime") {
+			env = []string{"GOFLAGS=-tags=wasmtime"} // all its files but doc.go are tagged
+		}
+		for _, d := range deps(t, env, pkg) {
 			for prefix, why := range bad {
 				if d == prefix || strings.HasPrefix(d, prefix) || strings.HasPrefix(d, prefix+"/") {
 					t.Errorf("%s imports %s: %s", pkg, d, why)
