@@ -1,7 +1,7 @@
 # Developer shortcuts. CI runs .ci/run, which runs `make check` equivalents.
 GO ?= go
 
-.PHONY: test race lint fmt fuzz bench check demo
+.PHONY: test test-wasmtime race lint fmt fuzz fuzz-ci bench check demo
 
 demo:            ## the main demo
 	$(GO) run ./examples/quickstart
@@ -9,15 +9,24 @@ demo:            ## the main demo
 test:            ## the test suite (the README's test command)
 	$(GO) test ./...
 
-race:            ## race detector on the concurrent core
-	$(GO) test -race ./kernel/ ./sandbox/... ./caps/...
+test-wasmtime:   ## the same suite with guests on wasmtime (cgo)
+	$(GO) test -tags wasmtime ./...
+
+race:            ## race detector on the concurrent core and the stores
+	$(GO) test -race ./kernel/ ./sandbox/... ./caps/... ./runstore/ ./audit/ ./internal/sqlitedb/
+	$(GO) test -race -run 'TestConcurrent' ./internal/cli/
+	$(GO) test -race -tags wasmtime ./sandbox/wasmtime/
 
 lint:
 	$(GO) vet ./...
+	$(GO) vet -tags wasmtime ./...
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
 
 fmt:
 	gofmt -w .
+
+fuzz-ci:
+	FUZZTIME=2s GO=$(GO) ./.ci/fuzz
 
 FUZZTIME ?= 30s
 fuzz:            ## every fuzz target (found by .ci/fuzz) for FUZZTIME each
@@ -27,8 +36,11 @@ bench:           ## the benchmarks in BENCHMARKS.md
 	$(GO) test ./kernel -run '^$$' -bench CapCall -benchtime 2000000x -count 3
 	$(GO) test ./kernel -run '^$$' -bench TaskSpawn -benchtime 300x -count 3
 	$(GO) test ./sandbox/wazero -run '^$$' -bench . -benchtime 5x -count 2
+	$(GO) test -tags wasmtime ./sandbox/wasmtime -run '^$$' -bench . -benchtime 5x -count 2
+	$(GO) test ./kernel -run '^$$' -bench Runaway -benchtime 3x
+	$(GO) test -tags wasmtime ./kernel -run '^$$' -bench Runaway -benchtime 3x
 
-check: lint test race  ## everything CI checks
+check: lint test test-wasmtime race fuzz-ci  ## everything CI checks
 	CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/mandate
 	GOOS=wasip1 GOARCH=wasm $(GO) build ./guest-sdk/...
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
