@@ -98,12 +98,7 @@ func main() {
 		return
 	}
 
-	// 5. Book, splicing the passport into the request by handle.
-	resp := must(mnet.Fetch(airline, abi.HTTPRequest{Method: "POST", URL: "/book?offer=" + chosen.ID, BodyBlob: passport.Handle(),
-		Header: map[string][]string{"Content-Type": {"application/json"}}}))
-	say("booked %s: %d %s", chosen.ID, resp.Status, strings.TrimSpace(string(resp.Body)))
-
-	// 6. A hotel to suggest: the token pays airline.example only, so the
+	// 5. A hotel to suggest: the token pays airline.example only, so the
 	// planner can look but not pay.
 	hotels := must(mandate.Lookup("hotels"))
 	h := must(mnet.Fetch(hotels, abi.HTTPRequest{Method: "GET", URL: "/hotels?city=LIS"}))
@@ -113,6 +108,14 @@ func main() {
 	if _, err := card.Call("charge", args); err != nil {
 		say("charge hotel.example 120.00 USD: refused: %s", mandate.ErrnoOf(err))
 	}
+
+	// 6. Book, splicing the passport into the request by handle. Last: the
+	// airline was sent the passport, so its answer may carry it and is
+	// labelled pii:alice; once the planner reads the confirmation it may
+	// no longer talk to the search or hotel sites.
+	resp := must(mnet.Fetch(airline, abi.HTTPRequest{Method: "POST", URL: "/book?offer=" + chosen.ID, BodyBlob: passport.Handle(),
+		Header: map[string][]string{"Content-Type": {"application/json"}}}))
+	say("booked %s: %d %s", chosen.ID, resp.Status, strings.TrimSpace(string(resp.Body)))
 
 	mandate.SetResult([]byte(report.String()))
 }
