@@ -1,6 +1,6 @@
 //go:build !unix
 
-package wazero
+package sandboxtest
 
 import "time"
 
