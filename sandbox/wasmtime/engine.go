@@ -379,23 +379,9 @@ func (e *Engine) compile(c *compiled, wasm []byte) error {
 	if err != nil {
 		return fmt.Errorf("sandbox/wasmtime: invalid module: %w", err)
 	}
-	for _, imp := range bin.Imports {
-		if imp.Kind != wasmbin.ExternFunc {
-			return fmt.Errorf("sandbox/wasmtime: module imports %s %s.%s: only functions of host modules may be imported",
-				wasmbin.ExternName(imp.Kind), imp.Module, imp.Name)
-		}
-		fns := e.imports[imp.Module] // read-only now that compiling is set
-		if fns == nil {
-			return fmt.Errorf("sandbox/wasmtime: module imports %s.%s: %q is not a registered host module",
-				imp.Module, imp.Name, imp.Module)
-		}
-		if _, ok := fns[imp.Name]; !ok {
-			return fmt.Errorf("sandbox/wasmtime: module imports %s.%s: host module %q has no function %q",
-				imp.Module, imp.Name, imp.Module, imp.Name)
-		}
-	}
-	if !bin.HasMem {
-		return errors.New("sandbox/wasmtime: module defines no memory")
+	// e.imports is read-only now that compiling is set.
+	if err := wasmbin.CheckImports(bin, e.imports); err != nil {
+		return fmt.Errorf("sandbox/wasmtime: %w", err)
 	}
 	c.memMin = bin.MemMin << 16
 	c.tables = bin.Tables

@@ -398,3 +398,28 @@ func CapTables(wasm []byte, limit uint64) ([]byte, error) {
 	out = append(out, wasm[sec.End:]...)
 	return out, nil
 }
+
+// CheckImports refuses a module importing anything but functions that
+// hosts defines (an import module name to its functions): no tables,
+// memories, globals or tags, which could reach another live instance, and
+// no function the host does not have. Both engines apply it before
+// compiling; signatures are checked by each engine.
+func CheckImports[F any](m *Module, hosts map[string]map[string]F) error {
+	for _, imp := range m.Imports {
+		if imp.Kind != ExternFunc {
+			return fmt.Errorf("module imports %s %s.%s: only functions of host modules may be imported",
+				ExternName(imp.Kind), imp.Module, imp.Name)
+		}
+		fns := hosts[imp.Module]
+		if fns == nil {
+			return fmt.Errorf("module imports %s.%s: %q is not a registered host module", imp.Module, imp.Name, imp.Module)
+		}
+		if _, ok := fns[imp.Name]; !ok {
+			return fmt.Errorf("module imports %s.%s: host module %q has no function %q", imp.Module, imp.Name, imp.Module, imp.Name)
+		}
+	}
+	if !m.HasMem {
+		return errors.New("module defines no memory")
+	}
+	return nil
+}
