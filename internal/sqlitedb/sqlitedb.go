@@ -14,11 +14,12 @@ package sqlitedb
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" driver, pure Go
 )
@@ -93,26 +94,30 @@ func initSchema(ctx context.Context, db *sql.DB, c Config) error {
 	case appID != 0:
 		return fmt.Errorf("not a Mandate %s (SQLite application id %#x)", c.What, appID)
 	default:
-		var n int
-		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {
-			return notOurs(err)
-		}
-		if n != 0 || version != 0 {
-			return fmt.Errorf("not a Mandate %s (a SQLite database with other tables)", c.What)
-		}
+		// Empty, or another program's: decide under the write lock, since
+		// another process (or connection) may be creating the schema right
+		// now; it then is ours by the time we hold the lock.
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
 		defer tx.Rollback()
-		// Another process (or connection) may have created the schema
-		// between our look and our write lock: look again under it.
 		if err := tx.QueryRowContext(ctx, "PRAGMA application_id").Scan(&appID); err != nil {
 			return notOurs(err)
 		}
 		if appID != 0 {
 			tx.Rollback()
 			return initSchema(ctx, db, c)
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+			return notOurs(err)
+		}
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {
+			return notOurs(err)
+		}
+		if n != 0 || version != 0 {
+			return fmt.Errorf("not a Mandate %s (a SQLite database with other tables)", c.What)
 		}
 		if _, err := tx.ExecContext(ctx, c.Schema); err != nil {
 			return err
@@ -124,12 +129,28 @@ func initSchema(ctx context.Context, db *sql.DB, c Config) error {
 			return err
 		}
 	}
+	return useWAL(ctx, db)
+}
+
+// useWAL puts the file in WAL mode (a setting kept in the file, so usually
+// already on). Switching needs the file to itself and SQLite does not wait
+// for it, so several openers of a new file retry briefly.
+func useWAL(ctx context.Context, db *sql.DB) error {
 	var mode string
-	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
 		return err
 	}
-	if mode != "wal" {
-		return errors.New("cannot switch to the WAL journal")
+	for try := 0; mode != "wal"; try++ {
+		err := db.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode)
+		if err != nil && !strings.Contains(err.Error(), "SQLITE_BUSY") || try == 100 {
+			if err == nil {
+				err = fmt.Errorf("the journal stayed %q", mode)
+			}
+			return fmt.Errorf("cannot switch to the WAL journal: %w", err)
+		}
+		if err != nil || mode != "wal" {
+			time.Sleep(time.Duration(1+try) * time.Millisecond)
+		}
 	}
 	return nil
 }
