@@ -81,6 +81,14 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
 
+// Prechecker is implemented by a kind that can tell, without acting,
+// whether its scope allows a call. The kernel asks before it evaluates
+// constraints and asks for approvals, so a person is never asked to approve
+// a call the kind would then refuse. Invoke must still check everything.
+type Prechecker interface {
+	Precheck(call *Call) error
+}
+
 // TaskInfo identifies the task making a call, for kinds whose effect
 // depends on who acts (the principal) and for their logs.
 type TaskInfo struct {

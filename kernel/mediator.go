@@ -127,6 +127,9 @@ func (t *Task) invoke(ctx context.Context, h abi.Handle, op []byte, args []byte)
 	var res *Result
 	err = t.checkSink(c)
 	if err == nil {
+		err = precheckGuarded(c.kind, call)
+	}
+	if err == nil {
 		err = t.constrain(ctx, c, call)
 	}
 	if err == nil {
@@ -202,6 +205,21 @@ func findOp(ops []string, op []byte) (string, bool) {
 
 // invokeGuarded calls the kind, turning a panic into EINTERNAL: a kind bug
 // triggered by guest input denies the call and the kernel stays up.
+// precheckGuarded asks a Prechecker kind whether its scope allows call,
+// turning a panic into EINTERNAL.
+func precheckGuarded(kind Kind, call *Call) (err error) {
+	pc, ok := kind.(Prechecker)
+	if !ok {
+		return nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = &Error{Errno: abi.EINTERNAL, Msg: fmt.Sprintf("kind %s panicked: %v", kind.Name(), r)}
+		}
+	}()
+	return pc.Precheck(call)
+}
+
 func invokeGuarded(ctx context.Context, kind Kind, call *Call) (res *Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {

@@ -32,25 +32,7 @@ func (k *Kind) Invoke(ctx context.Context, call *kernel.Call) (*kernel.Result, e
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	r, err := abi.DecodeHTTPRequest(call.Args)
-	if err != nil {
-		if errors.Is(err, abi.ErrTooLarge) {
-			return nil, kernel.Errorf(abi.ELIMIT, "net: fetch: %v", err)
-		}
-		return nil, kernel.Errorf(abi.EINVAL, "net: fetch: %v", err)
-	}
-	if err := spliceRequest(call, &r, s.maxRequest); err != nil {
-		return nil, err
-	}
-	method, err := s.checkMethod(r.Method)
-	if err != nil {
-		return nil, err
-	}
-	u, err := s.target(r.URL)
-	if err != nil {
-		return nil, err
-	}
-	hdr, err := s.guestHeader(r.Header)
+	r, method, u, hdr, err := s.prepare(call)
 	if err != nil {
 		return nil, err
 	}
@@ -65,6 +47,51 @@ func (k *Kind) Invoke(ctx context.Context, call *kernel.Call) (*kernel.Result, e
 		return nil, err
 	}
 	return &kernel.Result{Data: abi.EncodeHTTPResponse(resp), Label: s.Label()}, nil
+}
+
+var _ kernel.Prechecker = (*Kind)(nil)
+
+// Precheck implements kernel.Prechecker: the request's method, URL and
+// headers are checked against the scope (spliced blobs included) before
+// any constraint or approval, as Invoke then checks them again.
+func (k *Kind) Precheck(call *kernel.Call) error {
+	if call.Op != abi.NetFetchOp {
+		return kernel.Errorf(abi.ENOTSUP, "net: no operation %q", call.Op)
+	}
+	s, ok := call.Scope.(*Scope)
+	if !ok || s == nil {
+		return kernel.Errorf(abi.EINTERNAL, "net: scope is %T, not *net.Scope", call.Scope)
+	}
+	_, _, _, _, err := s.prepare(call)
+	return err
+}
+
+// prepare decodes a fetch's request, splices its blobs in and checks the
+// method, URL and headers against the scope.
+func (s *Scope) prepare(call *kernel.Call) (abi.HTTPRequest, string, *url.URL, http.Header, error) {
+	r, err := abi.DecodeHTTPRequest(call.Args)
+	if err != nil {
+		if errors.Is(err, abi.ErrTooLarge) {
+			return r, "", nil, nil, kernel.Errorf(abi.ELIMIT, "net: fetch: %v", err)
+		}
+		return r, "", nil, nil, kernel.Errorf(abi.EINVAL, "net: fetch: %v", err)
+	}
+	if err := spliceRequest(call, &r, s.maxRequest); err != nil {
+		return r, "", nil, nil, err
+	}
+	method, err := s.checkMethod(r.Method)
+	if err != nil {
+		return r, "", nil, nil, err
+	}
+	u, err := s.target(r.URL)
+	if err != nil {
+		return r, "", nil, nil, err
+	}
+	hdr, err := s.guestHeader(r.Header)
+	if err != nil {
+		return r, "", nil, nil, err
+	}
+	return r, method, u, hdr, nil
 }
 
 // checkMethod validates the guest's method and checks it is allowed.

@@ -637,9 +637,9 @@ var payAttacks = []attack{
 			"spawn": "ESUCCESS", "child.charge": "EAPPROVAL", "post": "EAPPROVAL", "post_lower": "EAPPROVAL",
 			"post_mixed": "EAPPROVAL", "get_override": "EDENIED", "derive_approve_false": "ESUCCESS",
 			"post_via_false": "EAPPROVAL", "derive_get_only": "ESUCCESS",
-			// approve_when is evaluated before the kind's scope: the person
-			// is asked (and says no) before the method would be refused.
-			"post_via_get_only":     "EAPPROVAL",
+			// The kind's scope is checked first (kernel.Prechecker): the
+			// person is never asked about a POST the copy cannot make.
+			"post_via_get_only":     "EDENIED",
 			"get_needs_no_approval": "ESUCCESS",
 		},
 		audit: []string{"deny approve:charge EAPPROVAL", "deny approve:fetch EAPPROVAL"},
