@@ -3,7 +3,9 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"golang.org/x/mod/sumdb/note"
 )
@@ -58,6 +60,12 @@ func (l *Log) SignReceipt(r Receipt) ([]byte, error) {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return nil, err
+	}
+	// JSON strings are made valid UTF-8 by the encoder, but raw scopes
+	// pass through as they are, and a note is text: refuse rather than
+	// sign a receipt nobody could open.
+	if !utf8.Valid(b) {
+		return nil, errors.New("receipt: a scope or extra field is not valid UTF-8")
 	}
 	return note.Sign(&note.Note{Text: string(b) + "\n"}, l.signer)
 }
