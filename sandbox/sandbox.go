@@ -49,6 +49,33 @@ type HostFunc struct {
 	Fn func(ctx context.Context, mem Memory, stack []uint64)
 }
 
+// MaxHostParams bounds the parameters of one host function.
+const MaxHostParams = 16
+
+// CheckHost validates a host module's functions as every engine's Host
+// must before defining any of them: names present and unique, Fn set,
+// Params within 0..MaxHostParams. Errors name the module and function.
+func CheckHost(module string, funcs []HostFunc) error {
+	if module == "" {
+		return errors.New("empty host module name")
+	}
+	seen := make(map[string]bool, len(funcs))
+	for _, f := range funcs {
+		switch {
+		case f.Name == "":
+			return fmt.Errorf("host module %q: function with empty name", module)
+		case f.Fn == nil:
+			return fmt.Errorf("host function %s.%s: nil Fn", module, f.Name)
+		case f.Params < 0 || f.Params > MaxHostParams:
+			return fmt.Errorf("host function %s.%s: %d params, want 0..%d", module, f.Name, f.Params, MaxHostParams)
+		case seen[f.Name]:
+			return fmt.Errorf("host function %s.%s registered twice", module, f.Name)
+		}
+		seen[f.Name] = true
+	}
+	return nil
+}
+
 // Config configures an engine. The zero value is usable: no on-disk cache.
 type Config struct {
 	// CacheDir is where compiled modules are kept between processes. Empty

@@ -21,9 +21,6 @@ const Name = "wasmtime"
 // wasiModule is the WASI preview1 import module every Go wasip1 guest uses.
 const wasiModule = "wasi_snapshot_preview1"
 
-// maxHostParams bounds the parameters of one host function.
-const maxHostParams = 16
-
 // MaxTableElements is how far a guest's table may grow: a table.grow past
 // max(the table's initial size, MaxTableElements) elements returns -1. A Go
 // guest never grows its table (its initial size is the number of functions
@@ -249,28 +246,15 @@ func (e *Engine) Host(module string, funcs []sandbox.HostFunc) error {
 		return errors.New("sandbox/wasmtime: engine closed")
 	case e.compiling:
 		return fmt.Errorf("sandbox/wasmtime: Host(%q) after Compile", module)
-	case module == "":
-		return errors.New("sandbox/wasmtime: empty host module name")
 	case e.imports[module] != nil:
 		return fmt.Errorf("sandbox/wasmtime: host module %q already registered", module)
 	}
-	sigs := make(map[string]funcSig, len(funcs))
-	for _, f := range funcs {
-		switch {
-		case f.Name == "":
-			return fmt.Errorf("sandbox/wasmtime: host module %q: function with empty name", module)
-		case f.Fn == nil:
-			return fmt.Errorf("sandbox/wasmtime: host function %s.%s: nil Fn", module, f.Name)
-		case f.Params < 0 || f.Params > maxHostParams:
-			return fmt.Errorf("sandbox/wasmtime: host function %s.%s: %d params, want 0..%d", module, f.Name, f.Params, maxHostParams)
-		}
-		if _, dup := sigs[f.Name]; dup {
-			return fmt.Errorf("sandbox/wasmtime: host function %s.%s registered twice", module, f.Name)
-		}
-		sigs[f.Name] = funcSig{}
-	}
 	// Define only once every function checked out, so a refused
 	// registration leaves nothing behind in the linker.
+	if err := sandbox.CheckHost(module, funcs); err != nil {
+		return fmt.Errorf("sandbox/wasmtime: %w", err)
+	}
+	sigs := make(map[string]funcSig, len(funcs))
 	for _, f := range funcs {
 		params := make([]byte, f.Params)
 		for i := range params {

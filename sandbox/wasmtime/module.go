@@ -112,7 +112,7 @@ type run struct {
 	start   time.Time // the origin of the monotonic clock
 
 	mem   memory
-	stack [maxHostParams]uint64
+	stack [sandbox.MaxHostParams]uint64
 }
 
 // trap records msg as the reason the run traps and returns the trap that

@@ -87,9 +87,6 @@ const Name = "wazero"
 // wasiModule is the WASI preview1 import module every Go wasip1 guest uses.
 const wasiModule = wasi_snapshot_preview1.ModuleName
 
-// maxHostParams bounds the parameters of one host function.
-const maxHostParams = 16
-
 var (
 	_ sandbox.Engine = (*Engine)(nil)
 	_ sandbox.Module = (*Module)(nil)
@@ -202,25 +199,15 @@ func (e *Engine) Host(module string, funcs []sandbox.HostFunc) error {
 		return errors.New("sandbox/wazero: engine closed")
 	case e.compiling:
 		return fmt.Errorf("sandbox/wazero: Host(%q) after Compile", module)
-	case module == "":
-		return errors.New("sandbox/wazero: empty host module name")
 	case e.imports[module] != nil:
 		return fmt.Errorf("sandbox/wazero: host module %q already registered", module)
+	}
+	if err := sandbox.CheckHost(module, funcs); err != nil {
+		return fmt.Errorf("sandbox/wazero: %w", err)
 	}
 	b := e.rt.NewHostModuleBuilder(module)
 	sigs := make(map[string]funcSig, len(funcs))
 	for _, f := range funcs {
-		switch {
-		case f.Name == "":
-			return fmt.Errorf("sandbox/wazero: host module %q: function with empty name", module)
-		case f.Fn == nil:
-			return fmt.Errorf("sandbox/wazero: host function %s.%s: nil Fn", module, f.Name)
-		case f.Params < 0 || f.Params > maxHostParams:
-			return fmt.Errorf("sandbox/wazero: host function %s.%s: %d params, want 0..%d", module, f.Name, f.Params, maxHostParams)
-		}
-		if _, dup := sigs[f.Name]; dup {
-			return fmt.Errorf("sandbox/wazero: host function %s.%s registered twice", module, f.Name)
-		}
 		params := make([]api.ValueType, f.Params)
 		for i := range params {
 			params[i] = api.ValueTypeI32
