@@ -37,19 +37,7 @@ func TestCrashKeepsTheAuditLog(t *testing.T) {
 
 	dir := t.TempDir()
 	bin := buildMandate(t)
-	guest, _ := filepath.Abs("testdata/guests/cli-loop")
-	manifest := filepath.Join(dir, "loop.hcl")
-	os.WriteFile(manifest, []byte(fmt.Sprintf(`task "loop" {
-  module    = %q
-  principal = "alice"
-  cap "net" "web" {
-    origin        = var.origin
-    paths         = ["/search"]
-    allow_private = true
-    audit         = true
-  }
-}
-`, guest)), 0o644)
+	manifest := auditedManifest(t, dir, "loop", "cli-loop")
 	state := filepath.Join(dir, "state")
 	cmd := exec.Command(bin, "run", manifest, "--var", "origin="+srv.URL, "--state-dir", state, "--log-level", "off")
 	cmd.Env = append(os.Environ(), "MANDATE_CACHE_DIR="+filepath.Join(os.TempDir(), "mandate-crash-test-cache"))
@@ -148,20 +136,7 @@ func TestConcurrentProcesses(t *testing.T) {
 	defer srv.Close()
 	bin := buildMandate(t)
 	dir := t.TempDir()
-	guest, _ := filepath.Abs("testdata/guests/cli-guest")
-	manifest := filepath.Join(dir, "fetch.hcl")
-	os.WriteFile(manifest, []byte(fmt.Sprintf(`task "fetch" {
-  module    = %q
-  principal = "alice"
-  cap "net" "web" {
-    origin        = var.origin
-    paths         = ["/search"]
-    allow_private = true
-    audit         = true
-  }
-}
-`, guest)), 0o644)
-	os.WriteFile(filepath.Join(dir, "fetch.in"), []byte("fetch\n"), 0o644)
+	manifest := auditedManifest(t, dir, "fetch", "cli-guest")
 	state := filepath.Join(dir, "state")
 	const n = 4
 	cmds := make([]*exec.Cmd, n)
@@ -181,36 +156,5 @@ func TestConcurrentProcesses(t *testing.T) {
 			t.Errorf("process %d: %v\n%s", i, err, &outs[i])
 		}
 	}
-	store, err := openStore(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	runs, err := store.List(context.Background())
-	if err != nil || len(runs) != n {
-		t.Fatalf("%d runs recorded (%v), want %d", len(runs), err, n)
-	}
-	log, err := audit.Open(filepath.Join(state, "audit.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
-	rep, err := log.Verify(context.Background())
-	if err != nil {
-		t.Fatalf("verify: %v", err)
-	}
-	for _, r := range runs {
-		rec, err := store.Get(context.Background(), r.ID)
-		if err != nil || rec.Run.State != "done" || len(rec.Caps) != 1 || len(rec.Denials) != 1 {
-			t.Errorf("run %s: %+v, %v", r.ID, rec, err)
-			continue
-		}
-		es, err := log.Entries(context.Background(), audit.Filter{Run: r.ID})
-		if err != nil || len(es) == 0 {
-			t.Errorf("run %s has %d audit entries (%v)", r.ID, len(es), err)
-		}
-	}
-	if rep.Checkpoints != n {
-		t.Errorf("%d checkpoints, want one per run (%d)", rep.Checkpoints, n)
-	}
+	checkSharedRuns(t, state, n)
 }
