@@ -6,57 +6,11 @@
 package main
 
 import (
-	"unsafe"
-
 	mandate "github.com/mandatevm/mandate/guest-sdk"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/attacks/attack"
+	"github.com/mandatevm/mandate/internal/attacks/attack/raw"
 )
-
-// Raw host calls: every pointer is a plain uint32 the guest chooses.
-
-//go:wasmimport mandate cap_lookup
-func capLookup(namePtr, nameLen, outPtr uint32) uint32
-
-//go:wasmimport mandate cap_call
-func capCall(h, opPtr, opLen, argPtr, argLen, outPtr uint32) uint32
-
-//go:wasmimport mandate cap_derive
-func capDerive(h, reqPtr, reqLen, outPtr uint32) uint32
-
-//go:wasmimport mandate cap_describe
-func capDescribe(h, outPtr uint32) uint32
-
-//go:wasmimport mandate blob_create
-func blobCreate(ptr, n, outPtr uint32) uint32
-
-//go:wasmimport mandate blob_len
-func blobLen(h, outPtr uint32) uint32
-
-//go:wasmimport mandate blob_read
-func blobRead(h, offset, bufPtr, bufLen, outPtr uint32) uint32
-
-//go:wasmimport mandate task_input
-func taskInput(outPtr uint32) uint32
-
-//go:wasmimport mandate last_error
-func lastError(bufPtr, bufLen, outPtr uint32) uint32
-
-//go:wasmimport mandate task_spawn
-func taskSpawn(h, reqPtr, reqLen, outPtr uint32) uint32
-
-//go:wasmimport mandate task_wait
-func taskWait(h, outPtr uint32) uint32
-
-var out uint32
-
-func addr(b []byte) uint32 { return uint32(uintptr(unsafe.Pointer(&b[0]))) }
-
-func outp() uint32 { return uint32(uintptr(unsafe.Pointer(&out))) }
-
-func r(k string, e uint32) { attack.Set(k, abi.Errno(e).String()) }
-
-const top = 0xffffffff
 
 func main() {
 	attack.ReadInput()
@@ -65,28 +19,28 @@ func main() {
 	fetch := []byte("fetch")
 	get := []byte(`{"method":"POST","url":"/api/overflow"}`)
 
-	r("lookup_len_wrap", capLookup(addr(name), top, outp()))
-	r("lookup_len_limit", capLookup(addr(name), abi.MaxNameLen+1, outp()))
-	r("op_len_wrap", capCall(web, addr(fetch), top-addr(fetch)+2, addr(get), uint32(len(get)), outp()))
-	r("op_len_limit", capCall(web, addr(fetch), abi.MaxOpLen+1, addr(get), uint32(len(get)), outp()))
-	r("args_len_wrap", capCall(web, addr(fetch), 5, addr(get), top-addr(get)+1, outp()))
-	r("args_len_4g", capCall(web, addr(fetch), 5, 0, top, outp()))
+	raw.Rec("lookup_len_wrap", raw.CapLookup(raw.Addr(name), raw.Top, raw.Out()))
+	raw.Rec("lookup_len_limit", raw.CapLookup(raw.Addr(name), abi.MaxNameLen+1, raw.Out()))
+	raw.Rec("op_len_wrap", raw.CapCall(web, raw.Addr(fetch), raw.Top-raw.Addr(fetch)+2, raw.Addr(get), uint32(len(get)), raw.Out()))
+	raw.Rec("op_len_limit", raw.CapCall(web, raw.Addr(fetch), abi.MaxOpLen+1, raw.Addr(get), uint32(len(get)), raw.Out()))
+	raw.Rec("args_len_wrap", raw.CapCall(web, raw.Addr(fetch), 5, raw.Addr(get), raw.Top-raw.Addr(get)+1, raw.Out()))
+	raw.Rec("args_len_4g", raw.CapCall(web, raw.Addr(fetch), 5, 0, raw.Top, raw.Out()))
 	big := make([]byte, abi.MaxArgLen+1)
 	copy(big, get)
-	r("args_len_limit", capCall(web, addr(fetch), 5, addr(big), uint32(len(big)), outp()))
-	r("derive_len_wrap", capDerive(web, 0x10, top-0xf, outp()))
-	r("blob_create_wrap", blobCreate(top-10, 20, outp()))
-	r("blob_create_limit", blobCreate(0, abi.MaxBlobLen+1, outp()))
-	r("blob_create_past_end", blobCreate(0x3fff_fff0, 0x11, outp()))
+	raw.Rec("args_len_limit", raw.CapCall(web, raw.Addr(fetch), 5, raw.Addr(big), uint32(len(big)), raw.Out()))
+	raw.Rec("derive_len_wrap", raw.CapDerive(web, 0x10, raw.Top-0xf, raw.Out()))
+	raw.Rec("blob_create_wrap", raw.BlobCreate(raw.Top-10, 20, raw.Out()))
+	raw.Rec("blob_create_limit", raw.BlobCreate(0, abi.MaxBlobLen+1, raw.Out()))
+	raw.Rec("blob_create_past_end", raw.BlobCreate(0x3fff_fff0, 0x11, raw.Out()))
 	b, _ := mandate.NewBlob([]byte("hello, world"))
 	buf := make([]byte, 16)
-	r("read_buf_wrap", blobRead(uint32(b.Handle()), 0, addr(buf), top-addr(buf)+1, outp()))
-	r("read_offset_past_end", blobRead(uint32(b.Handle()), 13, addr(buf), 16, outp()))
-	r("read_offset_4g", blobRead(uint32(b.Handle()), top, addr(buf), 16, outp()))
-	r("last_error_wrap", lastError(addr(buf), top, outp()))
-	r("spawn_len_wrap", taskSpawn(uint32(attack.Must(mandate.Lookup("spawner")).Handle()), addr(buf), top-addr(buf)+1, outp()))
+	raw.Rec("read_buf_wrap", raw.BlobRead(uint32(b.Handle()), 0, raw.Addr(buf), raw.Top-raw.Addr(buf)+1, raw.Out()))
+	raw.Rec("read_offset_past_end", raw.BlobRead(uint32(b.Handle()), 13, raw.Addr(buf), 16, raw.Out()))
+	raw.Rec("read_offset_4g", raw.BlobRead(uint32(b.Handle()), raw.Top, raw.Addr(buf), 16, raw.Out()))
+	raw.Rec("last_error_wrap", raw.LastError(raw.Addr(buf), raw.Top, raw.Out()))
+	raw.Rec("spawn_len_wrap", raw.TaskSpawn(uint32(attack.Must(mandate.Lookup("spawner")).Handle()), raw.Addr(buf), raw.Top-raw.Addr(buf)+1, raw.Out()))
 	// Good lengths still work.
-	r("read_ok", blobRead(uint32(b.Handle()), 7, addr(buf), 16, outp()))
-	attack.Note("read", string(buf[:out]))
+	raw.Rec("read_ok", raw.BlobRead(uint32(b.Handle()), 7, raw.Addr(buf), 16, raw.Out()))
+	attack.Note("read", string(buf[:raw.OutValue()]))
 	attack.Finish()
 }

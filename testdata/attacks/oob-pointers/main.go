@@ -8,57 +8,12 @@ package main
 
 import (
 	"encoding/json"
-	"unsafe"
 
 	mandate "github.com/mandatevm/mandate/guest-sdk"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/attacks/attack"
+	"github.com/mandatevm/mandate/internal/attacks/attack/raw"
 )
-
-// Raw host calls: every pointer is a plain uint32 the guest chooses.
-
-//go:wasmimport mandate cap_lookup
-func capLookup(namePtr, nameLen, outPtr uint32) uint32
-
-//go:wasmimport mandate cap_call
-func capCall(h, opPtr, opLen, argPtr, argLen, outPtr uint32) uint32
-
-//go:wasmimport mandate cap_derive
-func capDerive(h, reqPtr, reqLen, outPtr uint32) uint32
-
-//go:wasmimport mandate cap_describe
-func capDescribe(h, outPtr uint32) uint32
-
-//go:wasmimport mandate blob_create
-func blobCreate(ptr, n, outPtr uint32) uint32
-
-//go:wasmimport mandate blob_len
-func blobLen(h, outPtr uint32) uint32
-
-//go:wasmimport mandate blob_read
-func blobRead(h, offset, bufPtr, bufLen, outPtr uint32) uint32
-
-//go:wasmimport mandate task_input
-func taskInput(outPtr uint32) uint32
-
-//go:wasmimport mandate last_error
-func lastError(bufPtr, bufLen, outPtr uint32) uint32
-
-//go:wasmimport mandate task_spawn
-func taskSpawn(h, reqPtr, reqLen, outPtr uint32) uint32
-
-//go:wasmimport mandate task_wait
-func taskWait(h, outPtr uint32) uint32
-
-var out uint32
-
-func addr(b []byte) uint32 { return uint32(uintptr(unsafe.Pointer(&b[0]))) }
-
-func outp() uint32 { return uint32(uintptr(unsafe.Pointer(&out))) }
-
-func r(k string, e uint32) { attack.Set(k, abi.Errno(e).String()) }
-
-const top = 0xffffffff
 
 func main() {
 	in := attack.ReadInput()
@@ -73,27 +28,27 @@ func main() {
 	derive := []byte(`{"paths":["/api/oob"]}`)
 	spawn, _ := json.Marshal(abi.SpawnRequest{Module: in.Self, Timeout: "1s"})
 
-	r("lookup_name_oob", capLookup(0x7fff_fff0, 3, outp()))
-	r("lookup_out_oob", capLookup(addr(name), 3, top-1))
-	r("call_op_oob", capCall(web, top-4, 5, addr(get), uint32(len(get)), outp()))
-	r("call_args_oob", capCall(web, addr(fetch), 5, 0x7000_0000, 64, outp()))
+	raw.Rec("lookup_name_oob", raw.CapLookup(0x7fff_fff0, 3, raw.Out()))
+	raw.Rec("lookup_out_oob", raw.CapLookup(raw.Addr(name), 3, raw.Top-1))
+	raw.Rec("call_op_oob", raw.CapCall(web, raw.Top-4, 5, raw.Addr(get), uint32(len(get)), raw.Out()))
+	raw.Rec("call_args_oob", raw.CapCall(web, raw.Addr(fetch), 5, 0x7000_0000, 64, raw.Out()))
 	// Effects whose result cannot be written: refused before they happen.
-	r("fetch_out_oob", capCall(web, addr(fetch), 5, addr(get), uint32(len(get)), top-2))
-	r("fetch_out_unaligned_end", capCall(web, addr(fetch), 5, addr(get), uint32(len(get)), 0x7fff_fffe))
-	r("charge_out_oob", capCall(card, addr(chargeOp), 6, addr(charge), uint32(len(charge)), top))
-	r("derive_out_oob", capDerive(web, addr(derive), uint32(len(derive)), top-3))
-	r("spawn_out_oob", taskSpawn(sp, addr(spawn), uint32(len(spawn)), top-3))
-	r("spawn_req_oob", taskSpawn(sp, 0x7fff_0000, 100, outp()))
-	r("describe_out_oob", capDescribe(web, top))
-	r("input_out_oob", taskInput(top-1))
-	r("blob_create_oob", blobCreate(0x7fff_ff00, 0x200, outp()))
+	raw.Rec("fetch_out_oob", raw.CapCall(web, raw.Addr(fetch), 5, raw.Addr(get), uint32(len(get)), raw.Top-2))
+	raw.Rec("fetch_out_unaligned_end", raw.CapCall(web, raw.Addr(fetch), 5, raw.Addr(get), uint32(len(get)), 0x7fff_fffe))
+	raw.Rec("charge_out_oob", raw.CapCall(card, raw.Addr(chargeOp), 6, raw.Addr(charge), uint32(len(charge)), raw.Top))
+	raw.Rec("derive_out_oob", raw.CapDerive(web, raw.Addr(derive), uint32(len(derive)), raw.Top-3))
+	raw.Rec("spawn_out_oob", raw.TaskSpawn(sp, raw.Addr(spawn), uint32(len(spawn)), raw.Top-3))
+	raw.Rec("spawn_req_oob", raw.TaskSpawn(sp, 0x7fff_0000, 100, raw.Out()))
+	raw.Rec("describe_out_oob", raw.CapDescribe(web, raw.Top))
+	raw.Rec("input_out_oob", raw.TaskInput(raw.Top-1))
+	raw.Rec("blob_create_oob", raw.BlobCreate(0x7fff_ff00, 0x200, raw.Out()))
 	b, _ := mandate.NewBlob([]byte("hello"))
-	r("blob_read_buf_oob", blobRead(uint32(b.Handle()), 0, 0x7fff_fff0, 16, outp()))
-	r("blob_read_out_oob", blobRead(uint32(b.Handle()), 0, addr(name), 3, top))
-	r("blob_len_out_oob", blobLen(uint32(b.Handle()), top-2))
-	r("last_error_oob", lastError(top-5, 100, outp()))
-	r("wait_out_oob", taskWait(uint32(b.Handle()), top))
+	raw.Rec("blob_read_buf_oob", raw.BlobRead(uint32(b.Handle()), 0, 0x7fff_fff0, 16, raw.Out()))
+	raw.Rec("blob_read_out_oob", raw.BlobRead(uint32(b.Handle()), 0, raw.Addr(name), 3, raw.Top))
+	raw.Rec("blob_len_out_oob", raw.BlobLen(uint32(b.Handle()), raw.Top-2))
+	raw.Rec("last_error_oob", raw.LastError(raw.Top-5, 100, raw.Out()))
+	raw.Rec("wait_out_oob", raw.TaskWait(uint32(b.Handle()), raw.Top))
 	// The same calls with good pointers work.
-	r("fetch_ok", capCall(web, addr(fetch), 5, addr(get), uint32(len(get)), outp()))
+	raw.Rec("fetch_ok", raw.CapCall(web, raw.Addr(fetch), 5, raw.Addr(get), uint32(len(get)), raw.Out()))
 	attack.Finish()
 }
