@@ -80,3 +80,14 @@ func Has(k string) bool {
 
 // Merge adds a report another task returned (a child's) to this one.
 func Merge(report []byte) error { return json.Unmarshal(report, &res) }
+
+// TryInput is ReadInput for guests that also run as children, which may be
+// started with no input or one they only pass on: it returns the zero
+// Input rather than panicking.
+func TryInput() Input {
+	var in Input
+	if b, err := mandate.InputBytes(); err == nil {
+		json.Unmarshal(b, &in)
+	}
+	return in
+}

@@ -19,9 +19,7 @@ import (
 const charge90 = `{"payee":"airline.example","amount":"90.00","currency":"USD","idempotency_key":"approve-me"}`
 
 func main() {
-	raw, _ := mandate.InputBytes()
-	var in attack.Input
-	json.Unmarshal(raw, &in)
+	in := attack.TryInput()
 	card := attack.Must(mandate.Lookup("card"))
 	if in.Mode == "child" {
 		_, err := card.Call("charge", []byte(charge90))

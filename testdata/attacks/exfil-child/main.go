@@ -15,9 +15,7 @@ import (
 )
 
 func main() {
-	raw, _ := mandate.InputBytes()
-	var in attack.Input
-	json.Unmarshal(raw, &in)
+	in := attack.TryInput()
 	if in.Mode == "child" {
 		web := attack.Must(mandate.Lookup("web"))
 		_, err := web.Call("fetch", []byte(`{"method":"GET","url":"/api/child-clean"}`))

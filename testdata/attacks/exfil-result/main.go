@@ -14,9 +14,7 @@ import (
 )
 
 func main() {
-	raw, _ := mandate.InputBytes()
-	var in attack.Input
-	json.Unmarshal(raw, &in)
+	in := attack.TryInput()
 	if in.Mode == "child" {
 		d := attack.Must(mandate.Lookup("mydata"))
 		b, err := d.Call("read", []byte(`{"owner":"alice","fields":["passport"]}`))

@@ -14,9 +14,7 @@ import (
 )
 
 func main() {
-	raw, _ := mandate.InputBytes()
-	var in attack.Input
-	json.Unmarshal(raw, &in)
+	in := attack.TryInput()
 	switch in.Mode {
 	case "child":
 		web := attack.Must(mandate.Lookup("web"))

@@ -16,9 +16,7 @@ import (
 )
 
 func main() {
-	raw, _ := mandate.InputBytes()
-	var in attack.Input
-	json.Unmarshal(raw, &in)
+	in := attack.TryInput()
 	card := attack.Must(mandate.Lookup("card"))
 	if in.Mode == "child" {
 		a := []byte(`{"payee":"airline.example","amount":"80.00","currency":"USD","idempotency_key":"race"}`)

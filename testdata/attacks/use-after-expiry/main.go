@@ -17,9 +17,7 @@ import (
 const charge = `{"payee":"airline.example","amount":"5.00","currency":"USD"}`
 
 func main() {
-	raw, _ := mandate.InputBytes()
-	var in attack.Input
-	json.Unmarshal(raw, &in)
+	in := attack.TryInput()
 	old := attack.Must(mandate.Lookup("old"))
 	if in.Mode == "child" {
 		_, err := old.Call("charge", []byte(charge))

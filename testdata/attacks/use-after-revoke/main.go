@@ -16,9 +16,7 @@ import (
 )
 
 func main() {
-	raw, _ := mandate.InputBytes()
-	var in attack.Input
-	json.Unmarshal(raw, &in)
+	in := attack.TryInput()
 	if in.Mode == "child" {
 		web := attack.Must(mandate.Lookup("web"))
 		n := 0

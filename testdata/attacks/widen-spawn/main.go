@@ -15,9 +15,7 @@ import (
 )
 
 func main() {
-	raw, _ := mandate.InputBytes()
-	var in attack.Input
-	json.Unmarshal(raw, &in)
+	in := attack.TryInput()
 	sp := attack.Must(mandate.Lookup("spawner"))
 	if in.Mode == "public" {
 		// A child cleared for public data only asks for a grandchild
