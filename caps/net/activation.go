@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"strings"
 
-	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/kernel"
 )
 
@@ -41,17 +39,10 @@ func (k *Kind) Activation(call *kernel.Call) (map[string]any, error) {
 	if !ok {
 		return nil, errors.New("net: not a net scope")
 	}
-	r, err := abi.DecodeHTTPRequest(call.Args)
-	if err != nil {
-		return nil, err
-	}
-	// Constraints judge the request as it will be sent: spliced blobs
-	// substituted, exactly as Invoke does, so a placeholder cannot carry a
-	// value past a constraint.
-	if err := spliceRequest(call, &r, s.maxRequest); err != nil {
-		return nil, err
-	}
-	u, err := s.target(r.URL)
+	// Constraints judge the request as it will be sent, prepared exactly
+	// as Invoke prepares it (spliced blobs substituted), so a placeholder
+	// cannot carry a value past a constraint.
+	r, method, u, _, err := s.prepare(call)
 	if err != nil {
 		return nil, err
 	}
@@ -88,17 +79,11 @@ func (k *Kind) Activation(call *kernel.Call) (map[string]any, error) {
 		}
 		headers[name] = v
 	}
-	raw := r.Body
-	if r.BodyBlob != 0 {
-		b, err := call.Blob(r.BodyBlob)
-		if err != nil {
-			return nil, err
-		}
-		if int64(b.Len()) > s.maxRequest {
-			return nil, errors.New("body blob exceeds max_request_bytes")
-		}
-		raw, _ = io.ReadAll(b.Reader())
+	rb, err := s.body(call, r)
+	if err != nil {
+		return nil, err
 	}
+	raw, _ := io.ReadAll(rb.open())
 	var body any = string(raw)
 	if json.Valid(raw) {
 		if v, err := kernel.DecodeJSONValue(raw); err == nil {
@@ -106,7 +91,7 @@ func (k *Kind) Activation(call *kernel.Call) (map[string]any, error) {
 		}
 	}
 	return map[string]any{"request": map[string]any{
-		"method":  strings.ToUpper(r.Method),
+		"method":  method,
 		"path":    u.Path,
 		"query":   query,
 		"headers": headers,
