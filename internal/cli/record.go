@@ -38,7 +38,7 @@ func openStore(dir string) (*runstore.Store, error) {
 // readRecord reads the record of run id, or of the last run when id is
 // empty.
 func readRecord(ctx context.Context, dir, id string) (*Record, error) {
-	if _, err := os.Stat(filepath.Join(dir, runstore.FileName)); errors.Is(err, fs.ErrNotExist) && !hasLegacyRuns(dir) {
+	if nothingRecorded(dir) {
 		return nil, fmt.Errorf("%w in %s", runstore.ErrNoRuns, dir)
 	}
 	s, err := openStore(dir)
@@ -49,11 +49,16 @@ func readRecord(ctx context.Context, dir, id string) (*Record, error) {
 	return s.Get(ctx, id)
 }
 
-// hasLegacyRuns reports whether dir holds run records of the earlier JSON
-// format, which opening the store imports.
-func hasLegacyRuns(dir string) bool {
-	m, _ := filepath.Glob(filepath.Join(dir, "runs", "*.json"))
-	return len(m) > 0
+// nothingRecorded reports whether state directory dir has no run store and
+// no run records of the earlier JSON format (which opening the store
+// imports): reading it need not create a store. Any other problem with the
+// store's file is left for opening it to report.
+func nothingRecorded(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, runstore.FileName)); !errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	legacy, _ := filepath.Glob(filepath.Join(dir, "runs", "*.json"))
+	return len(legacy) == 0
 }
 
 // stateDir returns where runs are recorded: flag, else $MANDATE_STATE_DIR,

@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"text/tabwriter"
 
@@ -36,7 +34,7 @@ func runRuns(e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "mandate runs: %v\n", err)
 		return exitUsage
 	}
-	if _, err := os.Stat(filepath.Join(dir, runstore.FileName)); err != nil && !hasLegacyRuns(dir) {
+	if nothingRecorded(dir) {
 		fmt.Fprintf(e.stdout, "no runs recorded yet in %s\n", dir)
 		return exitOK
 	}
