@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/mod/sumdb/note"
@@ -24,23 +25,11 @@ func loadKey(path string) (note.Signer, note.Verifier, string, error) {
 			if err != nil {
 				return nil, nil, "", fmt.Errorf("audit key: %w", err)
 			}
-			f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-			if errors.Is(err, fs.ErrExist) {
-				continue // created concurrently: read it
-			}
-			if err != nil {
+			switch err := publishKey(path, skey); {
+			case errors.Is(err, fs.ErrExist):
+				continue // created concurrently: read theirs
+			case err != nil:
 				return nil, nil, "", fmt.Errorf("audit key: %w", err)
-			}
-			_, werr := f.WriteString(skey + "\n")
-			if werr == nil {
-				werr = f.Sync()
-			}
-			if cerr := f.Close(); werr == nil {
-				werr = cerr
-			}
-			if werr != nil {
-				os.Remove(path)
-				return nil, nil, "", fmt.Errorf("audit key: %w", werr)
 			}
 			return parseKey(skey)
 		}
@@ -64,6 +53,44 @@ func loadKey(path string) (note.Signer, note.Verifier, string, error) {
 		return s, v, vk, nil
 	}
 	return nil, nil, "", fmt.Errorf("audit key %s: created and removed concurrently", path)
+}
+
+// publishKey makes path hold skey, all or nothing: the key is written and
+// synced to a private temporary file in the same directory, then linked to
+// path, which fails with fs.ErrExist when another process got there first.
+// A reader can therefore never see a half-written key (creating path with
+// O_EXCL and then writing it let a concurrent first run read it empty).
+func publishKey(path, skey string) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".audit.key-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	err = f.Chmod(0o600)
+	if err == nil {
+		_, err = f.WriteString(skey + "\n")
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fs.ErrExist
+		}
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync() // best effort: the link itself is already atomic
+		d.Close()
+	}
+	return nil
 }
 
 // parseKey returns the signer of skey and the verifier (and its key

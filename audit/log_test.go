@@ -402,3 +402,38 @@ func TestReceipt(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyConcurrentCreate has several first users of a state directory
+// create its key at once: every one must get the same, complete key, and
+// no temporary file may be left behind. Creating the key file with O_EXCL
+// and then writing it let a concurrent reader see it empty (a CI failure:
+// "not a note signing key: malformed verifier id").
+func TestKeyConcurrentCreate(t *testing.T) {
+	for round := range 50 {
+		dir := t.TempDir()
+		path := filepath.Join(dir, KeyFile)
+		const n = 8
+		keys := make([]string, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() { _, _, keys[i], errs[i] = loadKey(path) })
+		}
+		wg.Wait()
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("round %d: loadKey %d: %v", round, i, errs[i])
+			}
+			if keys[i] != keys[0] {
+				t.Fatalf("round %d: loadKey %d got another key", round, i)
+			}
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ents) != 1 {
+			t.Fatalf("round %d: directory holds %d files, want only the key", round, len(ents))
+		}
+	}
+}
