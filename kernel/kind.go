@@ -47,6 +47,32 @@ type Scope interface {
 	Contains(other Scope) bool
 }
 
+// ScopeAs returns s as the kind's own scope type T. A kind is only ever
+// handed scopes its own Grant and Narrow made, so a nil scope or one of
+// another type is a kernel bug, reported as EINTERNAL naming the kind; it
+// must never panic the kind.
+func ScopeAs[T interface {
+	comparable
+	Scope
+}](s Scope, kind string) (T, error) {
+	var zero T
+	t, ok := s.(T)
+	if !ok || t == zero {
+		return zero, Errorf(abi.EINTERNAL, "%s: scope is %T, not %T", kind, s, zero)
+	}
+	return t, nil
+}
+
+// AsScope returns a kind's concrete scope as a Scope, or a nil Scope with
+// err, so a nil *T returned beside an error never becomes a non-nil Scope.
+// It lets a kind write Grant and Narrow as return kernel.AsScope(grant(spec)).
+func AsScope[T Scope](s T, err error) (Scope, error) {
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // GrantContext is what a kind may consult when minting a root scope: where
 // the manifest lives (relative file names resolve against it) and the host
 // environment (for secrets named in the manifest).

@@ -104,25 +104,17 @@ func (k *Kind) Ops() []string { return slices.Clone(allOps) }
 // Grant mints a root scope from a cap "data" block; errors are
 // *kernel.FieldError when they concern one field.
 func (k *Kind) Grant(_ kernel.GrantContext, spec []byte) (kernel.Scope, error) {
-	s, err := grant(spec)
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
+	return kernel.AsScope(grant(spec))
 }
 
 // Narrow returns the scope req asks for within parent: EINVAL for a
 // malformed request, EDENIED for any widening (never clamped).
 func (k *Kind) Narrow(parent kernel.Scope, req []byte) (kernel.Scope, error) {
-	p, ok := parent.(*Scope)
-	if !ok || p == nil {
-		return nil, kernel.Errorf(abi.EINTERNAL, "data: parent scope is %T, not *data.Scope", parent)
-	}
-	s, err := narrow(p, req)
+	p, err := kernel.ScopeAs[*Scope](parent, "data")
 	if err != nil {
 		return nil, err
 	}
-	return s, nil
+	return kernel.AsScope(narrow(p, req))
 }
 
 // Operation arguments.
@@ -158,9 +150,9 @@ func errOutside(what string) error {
 
 // Invoke performs read, query or write.
 func (k *Kind) Invoke(ctx context.Context, call *kernel.Call) (*kernel.Result, error) {
-	s, ok := call.Scope.(*Scope)
-	if !ok || s == nil {
-		return nil, kernel.Errorf(abi.EINTERNAL, "data: scope is %T, not *data.Scope", call.Scope)
+	s, err := kernel.ScopeAs[*Scope](call.Scope, "data")
+	if err != nil {
+		return nil, err
 	}
 	if !s.AllowsOp(call.Op) {
 		if !slices.Contains(allOps, call.Op) {

@@ -136,7 +136,10 @@ func (*Kind) Grant(_ kernel.GrantContext, b []byte) (kernel.Scope, error) {
 
 // Narrow implements kernel.Kind.
 func (*Kind) Narrow(parent kernel.Scope, b []byte) (kernel.Scope, error) {
-	p := parent.(*Scope)
+	p, err := kernel.ScopeAs[*Scope](parent, "declassify")
+	if err != nil {
+		return nil, err
+	}
 	var sp spec
 	if err := abi.DecodeJSON(b, &sp); err != nil {
 		return nil, kernel.Errorf(abi.EINVAL, "declassify: narrow: %v", err)
@@ -164,7 +167,10 @@ func (*Kind) Narrow(parent kernel.Scope, b []byte) (kernel.Scope, error) {
 
 // Invoke implements kernel.Kind.
 func (*Kind) Invoke(_ context.Context, call *kernel.Call) (*kernel.Result, error) {
-	s := call.Scope.(*Scope)
+	s, err := kernel.ScopeAs[*Scope](call.Scope, "declassify")
+	if err != nil {
+		return nil, err
+	}
 	var a struct {
 		Blob abi.Handle `json:"blob"`
 	}

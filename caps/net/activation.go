@@ -2,7 +2,6 @@ package net
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -35,9 +34,9 @@ func (k *Kind) Vars() []string { return []string{"request"} }
 //
 //	request.body.recipient in ["GB29NWBK60161331926819"] && request.body.amount <= 50
 func (k *Kind) Activation(call *kernel.Call) (map[string]any, error) {
-	s, ok := call.Scope.(*Scope)
-	if !ok {
-		return nil, errors.New("net: not a net scope")
+	s, err := kernel.ScopeAs[*Scope](call.Scope, "net")
+	if err != nil {
+		return nil, err
 	}
 	// Constraints judge the request as it will be sent, prepared exactly
 	// as Invoke prepares it (spliced blobs substituted), so a placeholder

@@ -24,9 +24,9 @@ func (k *Kind) Invoke(ctx context.Context, call *kernel.Call) (*kernel.Result, e
 	if call.Op != abi.NetFetchOp {
 		return nil, kernel.Errorf(abi.ENOTSUP, "net: no operation %q", call.Op)
 	}
-	s, ok := call.Scope.(*Scope)
-	if !ok || s == nil {
-		return nil, kernel.Errorf(abi.EINTERNAL, "net: scope is %T, not *net.Scope", call.Scope)
+	s, err := kernel.ScopeAs[*Scope](call.Scope, "net")
+	if err != nil {
+		return nil, err
 	}
 	log := call.Logger
 	if log == nil {
@@ -58,11 +58,11 @@ func (k *Kind) Precheck(call *kernel.Call) error {
 	if call.Op != abi.NetFetchOp {
 		return kernel.Errorf(abi.ENOTSUP, "net: no operation %q", call.Op)
 	}
-	s, ok := call.Scope.(*Scope)
-	if !ok || s == nil {
-		return kernel.Errorf(abi.EINTERNAL, "net: scope is %T, not *net.Scope", call.Scope)
+	s, err := kernel.ScopeAs[*Scope](call.Scope, "net")
+	if err != nil {
+		return err
 	}
-	_, _, _, _, err := s.prepare(call)
+	_, _, _, _, err = s.prepare(call)
 	return err
 }
 

@@ -110,26 +110,18 @@ func (k *Kind) Ops() []string { return []string{abi.NetFetchOp} }
 // documentation for the fields; errors are *kernel.FieldError when they
 // concern one field.
 func (k *Kind) Grant(g kernel.GrantContext, spec []byte) (kernel.Scope, error) {
-	s, err := grant(g, spec, k.defTimeout)
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
+	return kernel.AsScope(grant(g, spec, k.defTimeout))
 }
 
 // Narrow returns the scope req asks for within parent. A malformed request
 // is EINVAL; one that would widen parent in any way is EDENIED (matching
 // kernel.ErrDenied), naming what widened. Nothing is clamped.
 func (k *Kind) Narrow(parent kernel.Scope, req []byte) (kernel.Scope, error) {
-	p, ok := parent.(*Scope)
-	if !ok || p == nil {
-		return nil, kernel.Errorf(abi.EINTERNAL, "net: parent scope is %T, not *net.Scope", parent)
-	}
-	s, err := narrow(p, req)
+	p, err := kernel.ScopeAs[*Scope](parent, "net")
 	if err != nil {
 		return nil, err
 	}
-	return s, nil
+	return kernel.AsScope(narrow(p, req))
 }
 
 // CloseIdleConnections closes pooled connections, e.g. when a run ends.

@@ -110,25 +110,17 @@ func (k *Kind) Ops() []string { return []string{ChargeOp} }
 // documentation). Errors are *kernel.FieldError when they concern one
 // field.
 func (k *Kind) Grant(g kernel.GrantContext, spec []byte) (kernel.Scope, error) {
-	s, err := k.grant(g, spec)
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
+	return kernel.AsScope(k.grant(g, spec))
 }
 
 // Narrow returns the scope req asks for within parent. A malformed request
 // is EINVAL; one that would widen parent is EDENIED naming what widened.
 func (k *Kind) Narrow(parent kernel.Scope, req []byte) (kernel.Scope, error) {
-	p, ok := parent.(*Scope)
-	if !ok || p == nil {
-		return nil, kernel.Errorf(abi.EINTERNAL, "pay: parent scope is %T, not *pay.Scope", parent)
-	}
-	s, err := k.narrow(p, req)
+	p, err := kernel.ScopeAs[*Scope](parent, "pay")
 	if err != nil {
 		return nil, err
 	}
-	return s, nil
+	return kernel.AsScope(k.narrow(p, req))
 }
 
 // CloseIdleConnections closes pooled provider connections.
@@ -180,9 +172,12 @@ func (k *Kind) Invoke(ctx context.Context, call *kernel.Call) (*kernel.Result, e
 	if call.Op != ChargeOp {
 		return nil, kernel.Errorf(abi.ENOTSUP, "pay: no operation %q", call.Op)
 	}
-	s, ok := call.Scope.(*Scope)
-	if !ok || s == nil || s.ledger == nil {
-		return nil, kernel.Errorf(abi.EINTERNAL, "pay: scope is %T, not *pay.Scope", call.Scope)
+	s, err := kernel.ScopeAs[*Scope](call.Scope, "pay")
+	if err != nil {
+		return nil, err
+	}
+	if s.ledger == nil {
+		return nil, kernel.Errorf(abi.EINTERNAL, "pay: scope has no ledger")
 	}
 	// 1. Decode.
 	var a chargeArgs

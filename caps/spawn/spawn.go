@@ -207,9 +207,9 @@ func (*Kind) Grant(_ kernel.GrantContext, b []byte) (kernel.Scope, error) {
 
 // Narrow implements kernel.Kind.
 func (*Kind) Narrow(parent kernel.Scope, b []byte) (kernel.Scope, error) {
-	p, ok := parent.(*Scope)
-	if !ok {
-		return nil, kernel.Errorf(abi.EINTERNAL, "spawn: scope is %T", parent)
+	p, err := kernel.ScopeAs[*Scope](parent, "spawn")
+	if err != nil {
+		return nil, err
 	}
 	sp, err := decode(b)
 	if err != nil {
