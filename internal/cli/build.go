@@ -52,14 +52,10 @@ func runBuild(e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	switch len(pos) {
-	case 0:
-		return e.usageError(c, "missing the guest directory")
-	case 1:
-	default:
-		return e.usageError(c, "unexpected argument %q", pos[1])
+	dir, code, ok := e.oneArg(c, pos, "the guest directory")
+	if !ok {
+		return code
 	}
-	dir := pos[0]
 	fi, err := os.Stat(dir)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "mandate build: %v\n", err)

@@ -159,17 +159,14 @@ func runCheck(e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	switch len(pos) {
-	case 0:
-		return e.usageError(c, "missing the manifest")
-	case 1:
-	default:
-		return e.usageError(c, "unexpected argument %q", pos[1])
+	file, code, ok := e.oneArg(c, pos, "the manifest")
+	if !ok {
+		return code
 	}
 	if *format != "text" && *format != "json" {
 		return e.usageError(c, "unknown format %q (formats: text, json)", *format)
 	}
-	m, err := manifest.Load(pos[0], vars)
+	m, err := manifest.Load(file, vars)
 	if err != nil {
 		return e.manifestError(err)
 	}

@@ -175,6 +175,18 @@ func (e *env) parse(c *command, fs *flag.FlagSet, args []string) ([]string, int,
 	}
 }
 
+// oneArg returns the one positional argument pos must hold; what names it
+// in the usage error when it is missing, and an extra one is named too.
+func (e *env) oneArg(c *command, pos []string, what string) (arg string, code int, ok bool) {
+	switch {
+	case len(pos) == 0:
+		return "", e.usageError(c, "missing %s", what), false
+	case len(pos) > 1:
+		return "", e.usageError(c, "unexpected argument %q", pos[1]), false
+	}
+	return pos[0], exitOK, true
+}
+
 func (e *env) usageError(c *command, format string, args ...any) int {
 	fmt.Fprintf(e.stderr, "mandate %s: %s\nRun 'mandate help %s' for usage.\n", c.name, fmt.Sprintf(format, args...), c.name)
 	return exitUsage

@@ -126,13 +126,10 @@ func runData(e *env, args []string) int {
 		}
 		return e.dataExport(path, *collection)
 	}
-	switch {
-	case len(pos) == 0:
-		return e.usageError(c, "missing the file to import")
-	case len(pos) > 1:
-		return e.usageError(c, "unexpected argument %q", pos[1])
+	file, code, ok := e.oneArg(c, pos, "the file to import")
+	if !ok {
+		return code
 	}
-	file := pos[0]
 	if !importable(file) {
 		return e.usageError(c, "%s: want a .json or .csv file", file)
 	}

@@ -158,13 +158,8 @@ func runRun(e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	switch len(pos) {
-	case 0:
-		return e.usageError(c, "missing the manifest")
-	case 1:
-		o.manifest = pos[0]
-	default:
-		return e.usageError(c, "unexpected argument %q", pos[1])
+	if o.manifest, code, ok = e.oneArg(c, pos, "the manifest"); !ok {
+		return code
 	}
 	o.level = hclog.LevelFromString(*level)
 	if o.level == hclog.NoLevel {
