@@ -9,11 +9,9 @@ import (
 	"io"
 	gonet "net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,42 +40,6 @@ const (
 	attackerEnvVar  = "NET_ATTACKER_TOKEN"
 	attackerMaxResp = 4096
 )
-
-// seenRequest is one request a test server received.
-type seenRequest struct {
-	Method     string
-	RequestURI string
-	Path       string // decoded
-	Host       string
-	Header     http.Header
-	Body       []byte
-}
-
-// recorder is a loopback server that records every request.
-type recorder struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	reqs []seenRequest
-	n    atomic.Int64
-}
-
-func (r *recorder) record(req *http.Request) seenRequest {
-	b, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
-	s := seenRequest{Method: req.Method, RequestURI: req.RequestURI, Path: req.URL.Path, Host: req.Host, Header: req.Header.Clone(), Body: b}
-	r.n.Add(1)
-	r.mu.Lock()
-	r.reqs = append(r.reqs, s)
-	r.mu.Unlock()
-	return s
-}
-
-func (r *recorder) all() []seenRequest {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]seenRequest(nil), r.reqs...)
-}
-
-func (r *recorder) port() string { return r.srv.URL[strings.LastIndexByte(r.srv.URL, ':')+1:] }
 
 // attackerPattern is the body the guest splices by blob (same as the
 // guest's pattern).
@@ -316,7 +278,7 @@ type attackEnv struct {
 	k             *kernel.Kernel
 	mod           sandbox.Module
 	grants        []kernel.GrantSpec
-	granted, evil *recorder
+	granted, evil *kerneltest.Recorder
 	grantedOrigin string
 	evilOrigin    string
 	grantedHost   string
@@ -329,21 +291,17 @@ func newAttackEnv(t *testing.T) *attackEnv {
 	ctx := context.Background()
 
 	// The evil origin: anything that reaches it is a failure.
-	evil := &recorder{}
-	evil.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		evil.record(r)
+	evil := kerneltest.NewRecorder(func(w http.ResponseWriter, r *http.Request, _ kerneltest.Request) {
 		fmt.Fprint(w, "evil")
-	}))
-	t.Cleanup(evil.srv.Close)
-	evilOrigin := "http://evil.example:" + evil.port()
+	})
+	t.Cleanup(evil.Close)
+	evilOrigin := "http://evil.example:" + evil.Port()
 
 	// The granted origin.
-	granted := &recorder{}
 	quit := make(chan struct{})
 	var hangHeld atomic.Int64 // nanoseconds the hanging request was held
 	var grantedOrigin string
-	granted.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen := granted.record(r)
+	granted := kerneltest.NewRecorder(func(w http.ResponseWriter, r *http.Request, seen kerneltest.Request) {
 		switch p := r.URL.Path; p {
 		case "/search/echo-headers":
 			for name, vs := range r.Header {
@@ -403,11 +361,11 @@ func newAttackEnv(t *testing.T) *attackEnv {
 			http.Redirect(w, r, evilOrigin+"/x", http.StatusFound)
 			return
 		case "/search/r-evil-proto":
-			w.Header().Set("Location", "//evil.example:"+evil.port()+"/search")
+			w.Header().Set("Location", "//evil.example:"+evil.Port()+"/search")
 			w.WriteHeader(http.StatusFound)
 			return
 		case "/search/r-userinfo":
-			w.Header().Set("Location", grantedOrigin+"@evil.example:"+evil.port()+"/search")
+			w.Header().Set("Location", grantedOrigin+"@evil.example:"+evil.Port()+"/search")
 			w.WriteHeader(http.StatusFound)
 			return
 		case "/search/r-https":
@@ -461,11 +419,11 @@ func newAttackEnv(t *testing.T) *attackEnv {
 			return
 		}
 		fmt.Fprintf(w, "ok %s %s", r.Method, r.URL.Path)
-	}))
-	t.Cleanup(granted.srv.Close)
+	})
+	t.Cleanup(granted.Close)
 	t.Cleanup(func() { close(quit) }) // runs before Close: release a hanging handler
-	grantedOrigin = "http://granted.example:" + granted.port()
-	grantedHost := "granted.example:" + granted.port()
+	grantedOrigin = "http://granted.example:" + granted.Port()
+	grantedHost := "granted.example:" + granted.Port()
 
 	// Both names resolve to loopback; only grants with allow_private may
 	// dial them.
@@ -596,14 +554,14 @@ func TestGuestAttacks(t *testing.T) {
 	}
 
 	// Nothing ever reached the evil origin.
-	if n := evil.n.Load(); n != 0 {
-		t.Errorf("the evil origin received %d requests: %+v", n, evil.all())
+	if n := len(evil.Requests()); n != 0 {
+		t.Errorf("the evil origin received %d requests: %+v", n, evil.Requests())
 	}
 
 	// What reached the granted origin stayed within the scope.
 	seen := map[string]int{}
 	var uploads [][]byte
-	for _, r := range granted.all() {
+	for _, r := range granted.Requests() {
 		seen[r.Path]++
 		if r.Path != "/search" && !strings.HasPrefix(r.Path, "/search/") {
 			t.Errorf("the granted server saw a path outside /search: %q (request URI %q)", r.Path, r.RequestURI)
@@ -688,7 +646,7 @@ func TestGuestAttacks(t *testing.T) {
 	if d := task.Denials(); d < 60 {
 		t.Errorf("task recorded %d denials, want every refusal counted", d)
 	}
-	t.Logf("%d results, %d requests reached the granted server; guest run %v, test %v", len(got), len(granted.all()), runTime, time.Since(start))
+	t.Logf("%d results, %d requests reached the granted server; guest run %v, test %v", len(got), len(granted.Requests()), runTime, time.Since(start))
 }
 
 // redactSecret replaces every case-insensitive occurrence of the kernel.Secret,
@@ -745,7 +703,7 @@ func TestGuestEchoBypass(t *testing.T) {
 			}
 		})
 	}
-	if n := e.evil.n.Load(); n != 0 {
+	if n := len(e.evil.Requests()); n != 0 {
 		t.Errorf("the evil origin received %d requests", n)
 	}
 }

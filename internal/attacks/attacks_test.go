@@ -328,7 +328,7 @@ func (e *env) onlyPaths(t *testing.T, paths ...string) {
 		want[p]++
 	}
 	got := map[string]int{}
-	for _, s := range e.granted.all() {
+	for _, s := range e.granted.Requests() {
 		got[s.Path]++
 	}
 	for p, n := range got {
@@ -382,7 +382,7 @@ var flowAttacks = []attack{
 		},
 		audit: []string{"deny call:fetch EDENIED"},
 		check: func(t *testing.T, e *env, o *outcome) {
-			for _, s := range e.granted.all() {
+			for _, s := range e.granted.Requests() {
 				if !strings.HasPrefix(s.Path, "/api/") && s.Path != "/api" {
 					t.Errorf("the granted server saw a path out of scope: %s", s)
 				}
@@ -431,7 +431,7 @@ var flowAttacks = []attack{
 		audit: []string{"deny call:fetch EFLOW", "allow call:fetch ESUCCESS"},
 		check: func(t *testing.T, e *env, o *outcome) {
 			e.onlyPaths(t, "/vault/store")
-			for _, s := range e.granted.all() {
+			for _, s := range e.granted.Requests() {
 				if s.Path == "/vault/store" && !strings.Contains(string(s.Body), alicePassport) {
 					t.Errorf("the vault did not get the passport by handle: %s", s)
 				}
@@ -518,7 +518,7 @@ var flowAttacks = []attack{
 		audit: []string{"allow call:declassify ESUCCESS", "deny call:fetch EFLOW", "deny derive EDENIED"},
 		check: func(t *testing.T, e *env, o *outcome) {
 			e.onlyPaths(t, "/api/declassified")
-			for _, s := range e.granted.all() {
+			for _, s := range e.granted.Requests() {
 				if s.Path == "/api/declassified" && !strings.Contains(string(s.Body), "gold") {
 					t.Errorf("the declassified plan did not arrive: %s", s)
 				}
@@ -648,7 +648,7 @@ var payAttacks = []attack{
 				t.Errorf("the provider saw %d charges", n)
 			}
 			e.onlyPaths(t, "/api/transfer")
-			for _, s := range e.granted.all() {
+			for _, s := range e.granted.Requests() {
 				if s.Method != "GET" {
 					t.Errorf("a %s reached the server without approval", s.Method)
 				}
@@ -669,7 +669,7 @@ var payAttacks = []attack{
 		},
 		audit: []string{"deny call:fetch EREVOKED", "deny derive EREVOKED", "deny spawn EREVOKED", "deny call:charge EREVOKED"},
 		check: func(t *testing.T, e *env, o *outcome) {
-			for _, s := range e.granted.all() {
+			for _, s := range e.granted.Requests() {
 				if s.Path == "/api/after-revoke" {
 					t.Errorf("a request after the revocation reached the server")
 				}
@@ -746,7 +746,7 @@ var limitAttacks = []attack{
 				}
 			}
 			n := 0
-			for _, s := range e.granted.all() {
+			for _, s := range e.granted.Requests() {
 				if s.Path == "/api/flood" {
 					n++
 				}

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	gonet "net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
 	"sort"
@@ -62,41 +60,6 @@ const benefitsJSON = `[
  {"id":"b-bob","owner":"bob","fields":{"plan":"silver","passport":"` + bobPassport + `","salary":` + bobSalary + `},
   "labels":{"passport":["pii:$owner"],"salary":["financial:$owner"]}}
 ]`
-
-// seen is one request a recording server received.
-type seen struct {
-	Method, URI, Path, Host string
-	Header                  http.Header
-	Body                    []byte
-}
-
-func (s seen) String() string {
-	return fmt.Sprintf("%s %s (host %s) header=%v body=%q", s.Method, s.URI, s.Host, s.Header, s.Body)
-}
-
-// recorder is a loopback HTTP server that records every request it gets.
-type recorder struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	reqs []seen
-}
-
-func (r *recorder) record(req *http.Request) seen {
-	b, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
-	s := seen{Method: req.Method, URI: req.RequestURI, Path: req.URL.Path, Host: req.Host, Header: req.Header.Clone(), Body: b}
-	r.mu.Lock()
-	r.reqs = append(r.reqs, s)
-	r.mu.Unlock()
-	return s
-}
-
-func (r *recorder) all() []seen {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]seen(nil), r.reqs...)
-}
-
-func (r *recorder) port() string { return r.srv.URL[strings.LastIndexByte(r.srv.URL, ':')+1:] }
 
 // clock is the pay kind's settable time source.
 type clock struct {
@@ -157,8 +120,8 @@ type env struct {
 	provider  *paytest.Provider
 	clk       *clock
 	test      *kerneltest.Kind
-	granted   *recorder
-	evil      *recorder
+	granted   *kerneltest.Recorder
+	evil      *kerneltest.Recorder
 	approvals atomic.Int64
 
 	lookupMu sync.Mutex
@@ -182,20 +145,16 @@ func newEnv(t *testing.T, o envOptions) *env {
 	e := &env{clk: &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}}
 
 	// The evil origin: any request that reaches it is a failure.
-	e.evil = &recorder{}
-	e.evil.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e.evil.record(r)
+	e.evil = kerneltest.NewRecorder(func(w http.ResponseWriter, r *http.Request, _ kerneltest.Request) {
 		fmt.Fprint(w, "evil")
-	}))
-	t.Cleanup(e.evil.srv.Close)
-	e.evilOrigin = "http://evil.example:" + e.evil.port()
+	})
+	t.Cleanup(e.evil.Close)
+	e.evilOrigin = "http://evil.example:" + e.evil.Port()
 
 	// The granted origin: /api is public, /vault is cleared for Alice's
 	// PII. /api/redirect is an open redirect, /api/echo and /vault/echo
 	// echo the request.
-	e.granted = &recorder{}
-	e.granted.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := e.granted.record(r)
+	e.granted = kerneltest.NewRecorder(func(w http.ResponseWriter, r *http.Request, s kerneltest.Request) {
 		switch r.URL.Path {
 		case "/api/redirect":
 			w.Header().Set("Location", r.URL.Query().Get("to"))
@@ -216,9 +175,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 			return
 		}
 		fmt.Fprintf(w, "ok %s %s", r.Method, r.URL.Path)
-	}))
-	t.Cleanup(e.granted.srv.Close)
-	e.grantedHost = "granted.example:" + e.granted.port()
+	})
+	t.Cleanup(e.granted.Close)
+	e.grantedHost = "granted.example:" + e.granted.Port()
 	e.grantedOrigin = "http://" + e.grantedHost
 
 	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
@@ -405,8 +364,8 @@ type input struct {
 
 func (e *env) input(name, mode string) []byte {
 	in := input{
-		Granted: e.grantedOrigin, GrantedHost: e.grantedHost, GrantedPort: e.granted.port(),
-		Evil: e.evilOrigin, EvilPort: e.evil.port(), Digests: map[string]string{}, Mode: mode,
+		Granted: e.grantedOrigin, GrantedHost: e.grantedHost, GrantedPort: e.granted.Port(),
+		Evil: e.evilOrigin, EvilPort: e.evil.Port(), Digests: map[string]string{}, Mode: mode,
 	}
 	for n, w := range guests {
 		in.Digests[n] = sandbox.Digest(w)
@@ -434,7 +393,7 @@ func (e *env) module(t *testing.T, name string) sandbox.Module {
 // read Alice's plan and finish normally.
 func (e *env) control(t *testing.T, o envOptions) {
 	t.Helper()
-	before := len(e.granted.all())
+	before := len(e.granted.Requests())
 	task, err := e.k.Run(context.Background(), kernel.TaskSpec{
 		Module: e.module(t, controlName), Principal: "alice", Grants: e.grantSpecs(t, o),
 		Input: e.input(controlName, ""), Limits: kernel.Limits{Timeout: 20 * time.Second, Memory: 64 << 20},
@@ -445,7 +404,7 @@ func (e *env) control(t *testing.T, o envOptions) {
 	if got, _ := task.Result(); string(got) != "ok gold" {
 		t.Fatalf("the well-behaved guest's result %q, want %q (stderr: %s)", got, "ok gold", task.Stderr())
 	}
-	after := e.granted.all()
+	after := e.granted.Requests()
 	if len(after) != before+1 || after[len(after)-1].Path != "/api/control" {
 		t.Fatalf("the granted server did not see the well-behaved guest's request")
 	}

@@ -232,10 +232,10 @@ func runAttack(t *testing.T, a attack) {
 // kernel holds entered the guest.
 func (e *env) checkNoLeak(t *testing.T, task *kernel.Task) {
 	t.Helper()
-	if got := e.evil.all(); len(got) > 0 {
+	if got := e.evil.Requests(); len(got) > 0 {
 		t.Errorf("the evil server received %d requests, first: %s", len(got), got[0])
 	}
-	for _, s := range e.granted.all() {
+	for _, s := range e.granted.Requests() {
 		if strings.HasPrefix(s.Path, "/vault") {
 			if strings.Contains(s.String(), bobPassport) || strings.Contains(s.String(), aliceSalary) {
 				t.Errorf("the vault received data it is not cleared for: %s", s)
@@ -248,7 +248,7 @@ func (e *env) checkNoLeak(t *testing.T, task *kernel.Task) {
 				// it must appear nowhere else.
 				h := s.Header.Clone()
 				h.Del("Authorization")
-				if strings.Contains(s.URI+fmt.Sprint(h)+string(s.Body), sec) {
+				if strings.Contains(s.RequestURI+fmt.Sprint(h)+string(s.Body), sec) {
 					t.Errorf("the granted server saw %s outside its header: %s", what, s)
 				}
 				continue

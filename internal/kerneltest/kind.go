@@ -1,6 +1,8 @@
-// Package kerneltest provides a small capability kind for kernel tests and
-// benchmarks: Kind("test") with a numeric level and a set of ops, narrowed
-// by lowering the level or dropping ops.
+// Package kerneltest provides what tests of the kernel and the kinds share:
+// a small capability kind for kernel tests and benchmarks, Kind("test")
+// with a numeric level and a set of ops, narrowed by lowering the level or
+// dropping ops; a Buffer for logs written from many goroutines; and a
+// Recorder, a loopback HTTP server that records every request it gets.
 //
 //	k, _ := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{kerneltest.New()}})
 //	scope, _ := k.Grant("test", kernel.GrantContext{}, []byte(`{"level":3}`))
