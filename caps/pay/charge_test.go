@@ -30,28 +30,10 @@ var testGC = kernel.GrantContext{LookupEnv: func(name string) (string, bool) {
 	return "", false
 }}
 
-// clock is a settable time source.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 type env struct {
 	k     *pay.Kind
 	p     *paytest.Provider
-	clk   *clock
+	clk   *paytest.Clock
 	scope kernel.Scope
 }
 
@@ -62,8 +44,8 @@ func newEnv(t *testing.T, extra string) *env {
 	p := paytest.NewProvider()
 	t.Cleanup(p.Close)
 	p.RequireInstrument(testInstrument)
-	clk := &clock{t: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)}
-	k := pay.New(pay.WithClock(clk.now))
+	clk := paytest.NewClock(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+	k := pay.New(pay.WithClock(clk.Now))
 	t.Cleanup(k.CloseIdleConnections)
 	e := &env{k: k, p: p, clk: clk}
 	e.scope = e.grant(t, extra)
@@ -216,7 +198,7 @@ func TestChargeChecks(t *testing.T) {
 
 func TestCheckOrder(t *testing.T) {
 	e := newEnv(t, `,"expires":"1h"`)
-	e.clk.add(2 * time.Hour)
+	e.clk.Add(2 * time.Hour)
 	// Decoding first, then expiry before the scope checks.
 	_, err := e.charge(e.scope, `{"payee":"evil.example"}`, nil)
 	wantErrno(t, "malformed and expired", err, abi.EINVAL)
@@ -229,7 +211,7 @@ func TestExpiry(t *testing.T) {
 	if _, err := e.charge(e.scope, chargeArgs("airline.example", "1", "a"), nil); err != nil {
 		t.Fatal(err)
 	}
-	e.clk.add(24 * time.Hour)
+	e.clk.Add(24 * time.Hour)
 	_, err := e.charge(e.scope, chargeArgs("airline.example", "1", "b"), nil)
 	wantErrno(t, "at expiry", err, abi.EEXPIRED)
 	// A replay of a key used before expiry is refused too.
@@ -243,7 +225,7 @@ func TestExpiry(t *testing.T) {
 	if _, err := abs.charge(abs.scope, chargeArgs("airline.example", "1", "a"), nil); err != nil {
 		t.Fatal(err)
 	}
-	abs.clk.add(time.Hour)
+	abs.clk.Add(time.Hour)
 	_, err = abs.charge(abs.scope, chargeArgs("airline.example", "1", "b"), nil)
 	wantErrno(t, "RFC 3339 expiry", err, abi.EEXPIRED)
 }

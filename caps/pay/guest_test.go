@@ -31,8 +31,8 @@ func TestGuestHostile(t *testing.T) {
 	p := paytest.NewProvider()
 	defer p.Close()
 	p.RequireInstrument(testInstrument)
-	clk := &clock{t: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)}
-	kind := pay.New(pay.WithClock(clk.now))
+	clk := paytest.NewClock(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+	kind := pay.New(pay.WithClock(clk.Now))
 	defer kind.CloseIdleConnections()
 
 	logs := &kerneltest.Buffer{}
@@ -57,7 +57,7 @@ func TestGuestHostile(t *testing.T) {
 		return kernel.GrantSpec{Name: name, Kind: "pay", Scope: s}
 	}
 	grants := []kernel.GrantSpec{grant("card", ""), grant("old", `,"expires":"1h"`)}
-	clk.add(2 * time.Hour) // "old" has expired by the time the guest runs
+	clk.Add(2 * time.Hour) // "old" has expired by the time the guest runs
 
 	mod, err := eng.Compile(ctx, wasm)
 	if err != nil {

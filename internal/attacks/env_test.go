@@ -61,24 +61,6 @@ const benefitsJSON = `[
   "labels":{"passport":["pii:$owner"],"salary":["financial:$owner"]}}
 ]`
 
-// clock is the pay kind's settable time source.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // resolver serves compiled guests by digest to spawning tasks.
 type resolver struct {
 	eng  sandbox.Engine
@@ -118,7 +100,7 @@ type env struct {
 	logs      *logBuffer
 	store     *data.Store
 	provider  *paytest.Provider
-	clk       *clock
+	clk       *paytest.Clock
 	test      *kerneltest.Kind
 	granted   *kerneltest.Recorder
 	evil      *kerneltest.Recorder
@@ -142,7 +124,7 @@ type envOptions struct {
 func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
 	ctx := context.Background()
-	e := &env{clk: &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}}
+	e := &env{clk: paytest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))}
 
 	// The evil origin: any request that reaches it is a failure.
 	e.evil = kerneltest.NewRecorder(func(w http.ResponseWriter, r *http.Request, _ kerneltest.Request) {
@@ -215,7 +197,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	e.provider = paytest.NewProvider()
 	t.Cleanup(e.provider.Close)
 	e.provider.RequireInstrument(cardSecret)
-	payKind := pay.New(pay.WithClock(e.clk.now))
+	payKind := pay.New(pay.WithClock(e.clk.Now))
 	t.Cleanup(payKind.CloseIdleConnections)
 
 	alog, err := audit.Open(filepath.Join(t.TempDir(), "audit.db"))

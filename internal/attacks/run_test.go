@@ -103,7 +103,7 @@ func runAttack(t *testing.T, a attack) {
 			grants[i].Rate = a.rate
 		}
 	}
-	e.clk.add(2 * time.Hour) // "old" expires
+	e.clk.Add(2 * time.Hour) // "old" expires
 	if a.before != nil {
 		a.before(t, e)
 	}

@@ -1,7 +1,8 @@
 // Package paytest is a loopback payment provider for tests and examples:
 // it speaks the provider API of caps/pay (POST /charges), records every
 // charge it accepts, honours idempotency keys, and can be told to fail the
-// next charges, to hang, or to require a particular instrument.
+// next charges, to hang, or to require a particular instrument. Clock is a
+// settable time source for pay.WithClock.
 //
 //	p := paytest.NewProvider()
 //	defer p.Close()
