@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
 )
 
@@ -78,26 +79,18 @@ func FuzzNarrow(f *testing.F) {
 		parents = append(parents, s.(*Scope))
 	}
 	f.Fuzz(func(t *testing.T, which uint8, req []byte) {
-		parent := parents[int(which)%len(parents)]
+		chain := []kernel.Scope{parents[int(which)%len(parents)]}
 		// Narrow a chain a few times, so rule lists accumulate.
 		for range 3 {
-			cs, err := k.Narrow(parent, req)
-			if err != nil {
-				switch kernel.ErrnoOf(err) {
-				case abi.EINVAL, abi.ELIMIT, abi.EDENIED:
-				default:
-					t.Fatalf("Narrow(%s, %q): errno %s (%v)", parent, req, kernel.ErrnoOf(err), err)
-				}
+			cs, ok := kerneltest.CheckNarrow(t, k, chain, req, abi.EINVAL, abi.ELIMIT, abi.EDENIED)
+			if !ok {
 				return
-			}
-			if !parent.Contains(cs) {
-				t.Fatalf("Narrow(%s, %q) = %s: not within the parent", parent, req, cs)
 			}
 			same, err := k.Narrow(cs, []byte(`{}`))
 			if err != nil || !cs.Contains(same) || !same.Contains(cs) {
 				t.Fatalf("Narrow(%s, {}) = %v, %v: not the same scope", cs, same, err)
 			}
-			parent = cs.(*Scope)
+			chain = append(chain, cs)
 		}
 	})
 }

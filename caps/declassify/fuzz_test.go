@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
 )
 
@@ -57,19 +58,7 @@ func FuzzNarrow(f *testing.F) {
 		parents = append(parents, s)
 	}
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
-		parent := parents[int(which)%len(parents)]
-		cs, err := k.Narrow(parent, b)
-		if err != nil {
-			switch kernel.ErrnoOf(err) {
-			case abi.EINVAL, abi.EDENIED:
-			default:
-				t.Fatalf("Narrow(%q): errno %s (%v)", b, kernel.ErrnoOf(err), err)
-			}
-			return
-		}
-		if !parent.Contains(cs) {
-			t.Fatalf("Narrow(%q) = %+v: not within %+v", b, cs, parent)
-		}
+		kerneltest.CheckNarrow(t, k, []kernel.Scope{parents[int(which)%len(parents)]}, b, abi.EINVAL, abi.EDENIED)
 	})
 }
 

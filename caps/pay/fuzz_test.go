@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/caps/pay/paytest"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
 )
 
@@ -154,20 +155,9 @@ func FuzzNarrow(f *testing.F) {
 	f.Fuzz(func(t *testing.T, which uint8, req []byte) {
 		chain := []kernel.Scope{parents[int(which)%len(parents)]}
 		for range 2 {
-			parent := chain[len(chain)-1]
-			cs, err := k.Narrow(parent, req)
-			if err != nil {
-				switch kernel.ErrnoOf(err) {
-				case abi.EINVAL, abi.ELIMIT, abi.EDENIED:
-				default:
-					t.Fatalf("Narrow(%s, %q): errno %s (%v)", parent, req, kernel.ErrnoOf(err), err)
-				}
+			cs, ok := kerneltest.CheckNarrow(t, k, chain, req, abi.EINVAL, abi.ELIMIT, abi.EDENIED)
+			if !ok {
 				return
-			}
-			for i, a := range chain {
-				if !a.Contains(cs) {
-					t.Fatalf("Narrow(%s, %q) = %s: not within ancestor %d %s", parent, req, cs, i, a)
-				}
 			}
 			if b, _ := cs.MarshalJSON(); strings.Contains(string(b), fuzzInstrument) {
 				t.Fatalf("scope JSON leaks the instrument: %s", b)

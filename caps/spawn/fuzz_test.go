@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
 )
 
@@ -66,18 +67,9 @@ func FuzzNarrow(f *testing.F) {
 		parents = append(parents, s)
 	}
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
-		parent := parents[int(which)%len(parents)]
-		cs, err := k.Narrow(parent, b)
-		if err != nil {
-			switch kernel.ErrnoOf(err) {
-			case abi.EINVAL, abi.EDENIED:
-			default:
-				t.Fatalf("Narrow(%q): errno %s (%v)", b, kernel.ErrnoOf(err), err)
-			}
+		cs, ok := kerneltest.CheckNarrow(t, k, []kernel.Scope{parents[int(which)%len(parents)]}, b, abi.EINVAL, abi.EDENIED)
+		if !ok {
 			return
-		}
-		if !parent.Contains(cs) {
-			t.Fatalf("Narrow(%q) = %+v: not within %+v", b, cs, parent)
 		}
 		if c := cs.(*Scope); c.maxDepth < 1 || c.maxChildren < 1 || len(c.modules) == 0 {
 			t.Fatalf("Narrow(%q) = %+v: out of bounds", b, c)

@@ -121,7 +121,10 @@ func (k *Kind) Grant(_ kernel.GrantContext, spec []byte) (kernel.Scope, error) {
 
 // Narrow lowers the level and drops ops; more is refused.
 func (k *Kind) Narrow(parent kernel.Scope, req []byte) (kernel.Scope, error) {
-	p := parent.(*Scope)
+	p, err := kernel.ScopeAs[*Scope](parent, "test")
+	if err != nil {
+		return nil, err
+	}
 	var v scopeJSON
 	if err := abi.DecodeJSON(req, &v); err != nil {
 		return nil, kernel.Errorf(abi.EINVAL, "narrow: %v", err)
@@ -153,7 +156,10 @@ func (k *Kind) Narrow(parent kernel.Scope, req []byte) (kernel.Scope, error) {
 
 // Invoke implements the ops.
 func (k *Kind) Invoke(_ context.Context, call *kernel.Call) (*kernel.Result, error) {
-	s := call.Scope.(*Scope)
+	s, err := kernel.ScopeAs[*Scope](call.Scope, "test")
+	if err != nil {
+		return nil, err
+	}
 	if !slices.Contains(s.ops, call.Op) {
 		return nil, kernel.Errorf(abi.EDENIED, "op %q not in scope", call.Op)
 	}
