@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
+	"testing"
 
 	"github.com/mandatevm/mandate/internal/guestbuild"
 )
@@ -25,7 +27,7 @@ var (
 )
 
 // BuildGuests builds every guest in GuestNames, in parallel, and keeps them
-// for Guest. Call it from TestMain. guestbuild caches the modules by
+// for Guest. Main calls it. guestbuild caches the modules by
 // content in the user cache dir (or $MANDATE_CACHE_DIR), so reruns are fast.
 func BuildGuests() error {
 	_, file, _, ok := runtime.Caller(0)
@@ -53,6 +55,16 @@ func BuildGuests() error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// Main is an engine package's whole TestMain: it builds the guests, then
+// runs the tests, and exits with their status (1 if a guest did not build).
+func Main(m *testing.M) {
+	if err := BuildGuests(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
 }
 
 // Guest returns the module BuildGuests built for name (without the

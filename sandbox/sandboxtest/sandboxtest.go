@@ -2,13 +2,7 @@
 // one set of tests of the sandbox.Engine contract, run by each engine's own
 // tests. It is imported only by tests.
 //
-//	func TestMain(m *testing.M) {
-//		if err := sandboxtest.BuildGuests(); err != nil {
-//			fmt.Fprintln(os.Stderr, err)
-//			os.Exit(1)
-//		}
-//		os.Exit(m.Run())
-//	}
+//	func TestMain(m *testing.M) { sandboxtest.Main(m) }
 //
 //	func TestConformance(t *testing.T) {
 //		sandboxtest.Run(t, func(t testing.TB, cfg sandbox.Config) sandbox.Engine {

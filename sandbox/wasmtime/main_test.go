@@ -3,8 +3,6 @@
 package wasmtime
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/mandatevm/mandate/sandbox/sandboxtest"
@@ -14,10 +12,4 @@ import (
 // guest is compiled once per machine rather than once per test.
 var testCacheDir = sandboxtest.CacheDir(Name)
 
-func TestMain(m *testing.M) {
-	if err := sandboxtest.BuildGuests(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { sandboxtest.Main(m) }

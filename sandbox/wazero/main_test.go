@@ -1,8 +1,6 @@
 package wazero
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/mandatevm/mandate/sandbox/sandboxtest"
@@ -12,10 +10,4 @@ import (
 // guest is compiled once per machine rather than once per test.
 var testCacheDir = sandboxtest.CacheDir(Name)
 
-func TestMain(m *testing.M) {
-	if err := sandboxtest.BuildGuests(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { sandboxtest.Main(m) }
