@@ -24,6 +24,7 @@ import (
 	"github.com/mandatevm/mandate/caps/pay/paytest"
 	"github.com/mandatevm/mandate/caps/spawn"
 	"github.com/mandatevm/mandate/constraint"
+	guest "github.com/mandatevm/mandate/internal/attacks/attack"
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
@@ -331,21 +332,8 @@ func dedupJSON(t *testing.T, s string) string {
 	return string(b)
 }
 
-// input is what every guest gets: where things are and the digests of
-// the guests it may spawn.
-type input struct {
-	Granted     string            `json:"granted"`
-	GrantedHost string            `json:"granted_host"`
-	GrantedPort string            `json:"granted_port"`
-	Evil        string            `json:"evil"`
-	EvilPort    string            `json:"evil_port"`
-	Self        string            `json:"self"`
-	Digests     map[string]string `json:"digests"`
-	Mode        string            `json:"mode,omitempty"`
-}
-
 func (e *env) input(name, mode string) []byte {
-	in := input{
+	in := guest.Input{
 		Granted: e.grantedOrigin, GrantedHost: e.grantedHost, GrantedPort: e.granted.Port(),
 		Evil: e.evilOrigin, EvilPort: e.evil.Port(), Digests: map[string]string{}, Mode: mode,
 	}
