@@ -3,6 +3,8 @@ package attacks_test
 import (
 	"encoding/binary"
 	"testing"
+
+	"github.com/mandatevm/mandate/internal/wasmasm"
 )
 
 // The table-exhaustion attack cannot be written in Go: the Go compiler
@@ -18,34 +20,6 @@ import (
 //
 // initial is the table's declared initial size: a second variant declares
 // a huge one, which the engine must refuse rather than allocate.
-
-func uleb(v uint64) []byte { return binary.AppendUvarint(nil, v) }
-
-func sleb(v int64) []byte {
-	var b []byte
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
-
-func section(id byte, body []byte) []byte {
-	return append(append([]byte{id}, uleb(uint64(len(body)))...), body...)
-}
-
-func name(s string) []byte { return append(uleb(uint64(len(s))), s...) }
-
-func cat(bs ...[]byte) []byte {
-	var out []byte
-	for _, b := range bs {
-		out = append(out, b...)
-	}
-	return out
-}
 
 // tableBomb assembles the module.
 func tableBomb(initial uint32, delta int64) []byte {
@@ -70,42 +44,42 @@ func tableBomb(initial uint32, delta int64) []byte {
 		void     = 0x40
 		opPrefix = 0xfc
 	)
-	types := section(1, cat(uleb(3),
+	types := wasmasm.Section(1, wasmasm.Cat(wasmasm.Uleb(3),
 		[]byte{0x60, 0, 0},                     // 0: () -> ()
 		[]byte{0x60, 3, i32, i32, i32, 1, i32}, // 1: blob_create
 		[]byte{0x60, 1, i32, 1, i32},           // 2: task_result
 	))
-	imports := section(2, cat(uleb(2),
-		name("mandate"), name("blob_create"), []byte{0x00}, uleb(1),
-		name("mandate"), name("task_result"), []byte{0x00}, uleb(2),
+	imports := wasmasm.Section(2, wasmasm.Cat(wasmasm.Uleb(2),
+		wasmasm.Name("mandate"), wasmasm.Name("blob_create"), []byte{0x00}, wasmasm.Uleb(1),
+		wasmasm.Name("mandate"), wasmasm.Name("task_result"), []byte{0x00}, wasmasm.Uleb(2),
 	))
-	funcs := section(3, cat(uleb(1), uleb(0)))
-	table := section(4, cat(uleb(1), []byte{funcref, 0x00}, uleb(uint64(initial))))
-	memory := section(5, cat(uleb(1), []byte{0x00}, uleb(1)))
-	exports := section(7, cat(uleb(2),
-		name("memory"), []byte{0x02}, uleb(0),
-		name("_start"), []byte{0x00}, uleb(2), // functions 0 and 1 are imports
+	funcs := wasmasm.Section(3, wasmasm.Cat(wasmasm.Uleb(1), wasmasm.Uleb(0)))
+	table := wasmasm.Section(4, wasmasm.Cat(wasmasm.Uleb(1), []byte{funcref, 0x00}, wasmasm.Uleb(uint64(initial))))
+	memory := wasmasm.Section(5, wasmasm.Cat(wasmasm.Uleb(1), []byte{0x00}, wasmasm.Uleb(1)))
+	exports := wasmasm.Section(7, wasmasm.Cat(wasmasm.Uleb(2),
+		wasmasm.Name("memory"), []byte{0x02}, wasmasm.Uleb(0),
+		wasmasm.Name("_start"), []byte{0x00}, wasmasm.Uleb(2), // functions 0 and 1 are imports
 	))
-	code := cat(
-		uleb(1), []byte{1, i32}, // local 0: rounds
+	code := wasmasm.Cat(
+		wasmasm.Uleb(1), []byte{1, i32}, // local 0: rounds
 		[]byte{opBlock, void, opLoop, void},
-		[]byte{0xd0, funcref}, []byte{opI32}, sleb(delta), []byte{opPrefix}, uleb(15), uleb(0), // table.grow 0
-		[]byte{opI32}, sleb(-1), []byte{opEq, opBrIf}, uleb(1),
-		[]byte{opGet}, uleb(0), []byte{opI32}, sleb(1), []byte{opAdd, opTee}, uleb(0),
-		[]byte{opI32}, sleb(4096), []byte{opGeU, opBrIf}, uleb(1),
-		[]byte{opBr}, uleb(0),
+		[]byte{0xd0, funcref}, []byte{opI32}, wasmasm.Sleb(delta), []byte{opPrefix}, wasmasm.Uleb(15), wasmasm.Uleb(0), // table.grow 0
+		[]byte{opI32}, wasmasm.Sleb(-1), []byte{opEq, opBrIf}, wasmasm.Uleb(1),
+		[]byte{opGet}, wasmasm.Uleb(0), []byte{opI32}, wasmasm.Sleb(1), []byte{opAdd, opTee}, wasmasm.Uleb(0),
+		[]byte{opI32}, wasmasm.Sleb(4096), []byte{opGeU, opBrIf}, wasmasm.Uleb(1),
+		[]byte{opBr}, wasmasm.Uleb(0),
 		[]byte{opEnd, opEnd},
 		// memory[0] = rounds; memory[4] = table.size
-		[]byte{opI32}, sleb(0), []byte{opGet}, uleb(0), []byte{opStore, 2, 0},
-		[]byte{opI32}, sleb(4), []byte{opPrefix}, uleb(16), uleb(0), []byte{opStore, 2, 0},
+		[]byte{opI32}, wasmasm.Sleb(0), []byte{opGet}, wasmasm.Uleb(0), []byte{opStore, 2, 0},
+		[]byte{opI32}, wasmasm.Sleb(4), []byte{opPrefix}, wasmasm.Uleb(16), wasmasm.Uleb(0), []byte{opStore, 2, 0},
 		// blob_create(0, 8, 16); task_result(memory[16])
-		[]byte{opI32}, sleb(0), []byte{opI32}, sleb(8), []byte{opI32}, sleb(16), []byte{opCall}, uleb(0), []byte{opDrop},
-		[]byte{opI32}, sleb(16), []byte{opLoad, 2, 0}, []byte{opCall}, uleb(1), []byte{opDrop},
+		[]byte{opI32}, wasmasm.Sleb(0), []byte{opI32}, wasmasm.Sleb(8), []byte{opI32}, wasmasm.Sleb(16), []byte{opCall}, wasmasm.Uleb(0), []byte{opDrop},
+		[]byte{opI32}, wasmasm.Sleb(16), []byte{opLoad, 2, 0}, []byte{opCall}, wasmasm.Uleb(1), []byte{opDrop},
 		[]byte{opEnd},
 	)
-	body := cat(uleb(uint64(len(code))), code)
-	codeSec := section(10, cat(uleb(1), body))
-	return cat([]byte{0, 'a', 's', 'm', 1, 0, 0, 0}, types, imports, funcs, table, memory, exports, codeSec)
+	body := wasmasm.Cat(wasmasm.Uleb(uint64(len(code))), code)
+	codeSec := wasmasm.Section(10, wasmasm.Cat(wasmasm.Uleb(1), body))
+	return wasmasm.Module(types, imports, funcs, table, memory, exports, codeSec)
 }
 
 // tableResult decodes the bomb's 8-byte result: rounds, final table size.

@@ -2,7 +2,6 @@ package sandboxtest
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/mandatevm/mandate/internal/guestbuild"
+	"github.com/mandatevm/mandate/internal/wasmasm"
 )
 
 // GuestNames are the guests of testdata/guests the suite runs, without the
@@ -91,59 +91,25 @@ func CacheDir(engine string) string {
 // Go guest can not (a Go program never recurses on the wasm stack, and
 // never grows a table).
 
-// wasmModule assembles a module from (section id, payload) pairs.
-func wasmModule(secs ...[]byte) []byte {
-	out := []byte("\x00asm\x01\x00\x00\x00")
-	for _, s := range secs {
-		out = append(out, s[0])
-		out = binary.AppendUvarint(out, uint64(len(s)-1))
-		out = append(out, s[1:]...)
-	}
-	return out
-}
-
-func vec(items ...[]byte) []byte {
-	out := binary.AppendUvarint(nil, uint64(len(items)))
-	for _, it := range items {
-		out = append(out, it...)
-	}
-	return out
-}
-
-func name(s string) []byte { return append(binary.AppendUvarint(nil, uint64(len(s))), s...) }
-
-func sleb32(v int32) []byte {
-	var b []byte
-	x := int64(v)
-	for {
-		c := byte(x & 0x7f)
-		x >>= 7
-		if (x == 0 && c&0x40 == 0) || (x == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
-
 // reactorModule is a module with one memory page, the given tables section
 // payload (nil for none), and one exported function "run" of type
 // (func (result i32)) with body code (without locals and end).
 func reactorModule(table []byte, code []byte) []byte {
 	secs := [][]byte{
-		append([]byte{1}, vec([]byte{0x60, 0x00, 0x01, 0x7f})...), // type 0: () -> i32
-		append([]byte{3}, vec([]byte{0x00})...),                   // func 0: type 0
+		wasmasm.Section(1, wasmasm.Vec([]byte{0x60, 0x00, 0x01, 0x7f})), // type 0: () -> i32
+		wasmasm.Section(3, wasmasm.Vec([]byte{0x00})),                   // func 0: type 0
 	}
 	if table != nil {
-		secs = append(secs, append([]byte{4}, table...))
+		secs = append(secs, wasmasm.Section(4, table))
 	}
 	body := append([]byte{0x00}, code...) // no locals
 	body = append(body, 0x0b)
 	secs = append(secs,
-		[]byte{5, 0x01, 0x00, 0x01},                                                               // memory 0: min 1 page
-		append([]byte{7}, vec(append(name("run"), 0x00, 0x00))...),                                // export "run" = func 0
-		append([]byte{10}, vec(append(binary.AppendUvarint(nil, uint64(len(body))), body...))...), // code
+		wasmasm.Section(5, []byte{0x01, 0x00, 0x01}),                                         // memory 0: min 1 page
+		wasmasm.Section(7, wasmasm.Vec(append(wasmasm.Name("run"), 0x00, 0x00))),             // export "run" = func 0
+		wasmasm.Section(10, wasmasm.Vec(wasmasm.Cat(wasmasm.Uleb(uint64(len(body))), body))), // code
 	)
-	return wasmModule(secs...)
+	return wasmasm.Module(secs...)
 }
 
 // RecursionModule is a reactor whose entry "run" calls itself forever: it
@@ -158,11 +124,11 @@ func RecursionModule() []byte {
 // with Code 1) when the table grew from 0 to n elements.
 func TableGrowModule(n int32) []byte {
 	code := []byte{0xd0, 0x70, 0x41} // ref.null func; i32.const n
-	code = append(code, sleb32(n)...)
+	code = append(code, wasmasm.Sleb(int64(n))...)
 	code = append(code,
 		0xfc, 0x0f, 0x00, // table.grow 0
 		0x41, 0x01, // i32.const 1
 		0x6a, // i32.add
 	)
-	return reactorModule(vec([]byte{0x70, 0x00, 0x00}), code) // funcref, min 0, no max
+	return reactorModule(wasmasm.Vec([]byte{0x70, 0x00, 0x00}), code) // funcref, min 0, no max
 }

@@ -35,6 +35,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mandatevm/mandate/internal/wasmasm"
 	"github.com/mandatevm/mandate/sandbox"
 )
 
@@ -396,16 +397,16 @@ func (s *suite) testImportRefused(t *testing.T) {
 	}
 	// So is a host function imported with the wrong signature: echo takes
 	// two i32s, this module imports it as () -> i32.
-	wrongSig := wasmModule(
-		append([]byte{1}, vec([]byte{0x60, 0x00, 0x01, 0x7f})...),
-		append([]byte{2}, vec(append(append(name("mandate_test"), name("echo")...), 0x00, 0x00))...),
-		[]byte{5, 0x01, 0x00, 0x01},
+	wrongSig := wasmasm.Module(
+		wasmasm.Section(1, wasmasm.Vec([]byte{0x60, 0x00, 0x01, 0x7f})),
+		wasmasm.Section(2, wasmasm.Vec(wasmasm.Cat(wasmasm.Name("mandate_test"), wasmasm.Name("echo"), []byte{0x00, 0x00}))),
+		wasmasm.Section(5, []byte{0x01, 0x00, 0x01}),
 	)
 	if _, err := e.Compile(context.Background(), wrongSig); err == nil || !strings.Contains(err.Error(), "mandate_test.echo") {
 		t.Fatalf("Compile with a wrong signature = %v, want an error naming mandate_test.echo", err)
 	}
 	// A module with no memory is refused (host functions need one).
-	noMem := wasmModule(append([]byte{1}, vec([]byte{0x60, 0x00, 0x00})...))
+	noMem := wasmasm.Module(wasmasm.Section(1, wasmasm.Vec([]byte{0x60, 0x00, 0x00})))
 	if _, err := e.Compile(context.Background(), noMem); err == nil {
 		t.Fatalf("Compile of a module without memory succeeded")
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+
+	"github.com/mandatevm/mandate/internal/wasmasm"
 )
 
 func TestParseTablesAndImports(t *testing.T) {
@@ -30,14 +32,13 @@ func TestParseTablesAndImports(t *testing.T) {
 	}
 }
 
-// module assembles a module from sections (id, payload).
+// module assembles a module from sections given as id then payload.
 func module(secs ...[]byte) []byte {
-	out := []byte("\x00asm\x01\x00\x00\x00")
+	var out [][]byte
 	for _, s := range secs {
-		out = append(out, s[0], byte(len(s)-1)) // payloads here are < 128 bytes
-		out = append(out, s[1:]...)
+		out = append(out, wasmasm.Section(s[0], s[1:]))
 	}
-	return out
+	return wasmasm.Module(out...)
 }
 
 func TestCoalesceRefuses(t *testing.T) {
