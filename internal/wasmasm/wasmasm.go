@@ -12,17 +12,6 @@ package wasmasm
 
 import "encoding/binary"
 
-// Section ids (the binary format, section 5.5).
-const (
-	SecType   = 1
-	SecImport = 2
-	SecFunc   = 3
-	SecTable  = 4
-	SecMemory = 5
-	SecExport = 7
-	SecCode   = 10
-)
-
 // Uleb is v in unsigned LEB128.
 func Uleb(v uint64) []byte { return binary.AppendUvarint(nil, v) }
 

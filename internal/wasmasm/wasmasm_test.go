@@ -18,8 +18,8 @@ func TestEncodings(t *testing.T) {
 		{Sleb(-123456), []byte{0xc0, 0xbb, 0x78}},
 		{Name("ab"), []byte{2, 'a', 'b'}},
 		{Vec([]byte{1}, []byte{2, 3}), []byte{2, 1, 2, 3}},
-		{Section(SecMemory, Vec([]byte{0, 1})), []byte{5, 3, 1, 0, 1}},
-		{Section(SecCode, make([]byte, 200))[:3], []byte{10, 0xc8, 0x01}},
+		{Section(5, Vec([]byte{0, 1})), []byte{5, 3, 1, 0, 1}},
+		{Section(10, make([]byte, 200))[:3], []byte{10, 0xc8, 0x01}},
 		{Module(), []byte("\x00asm\x01\x00\x00\x00")},
 	} {
 		if !bytes.Equal(c.got, c.want) {
