@@ -10,8 +10,12 @@ import (
 
 func TestReadSecret(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "key"), []byte("s3cret\r\n"), 0o600)
-	os.WriteFile(filepath.Join(dir, "empty"), []byte("\n"), 0o600)
+	if err := os.WriteFile(filepath.Join(dir, "key"), []byte("s3cret\r\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "empty"), []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	g := GrantContext{Dir: dir, LookupEnv: func(k string) (string, bool) {
 		v, ok := map[string]string{"TOKEN": "tok", "BLANK": ""}[k]
 		return v, ok

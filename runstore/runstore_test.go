@@ -168,7 +168,9 @@ func TestCorruptAndForeign(t *testing.T) {
 	junkDir := t.TempDir()
 	junk := filepath.Join(junkDir, FileName)
 	content := []byte(strings.Repeat("garbage ", 1000))
-	os.WriteFile(junk, content, 0o600)
+	if err := os.WriteFile(junk, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Open(junkDir); err == nil || !strings.Contains(err.Error(), "not a Mandate run store") || !strings.Contains(err.Error(), junk) {
 		t.Errorf("junk file: %v", err)
 	}
@@ -231,12 +233,18 @@ func TestLegacyImport(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	runs := filepath.Join(dir, "runs")
-	os.MkdirAll(runs, 0o700)
+	if err := os.MkdirAll(runs, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	rec := sampleRecord("20261101T000000Z-abcdef", time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
 	rec.Denials, rec.Flows = nil, nil
 	b, _ := json.Marshal(rec)
-	os.WriteFile(filepath.Join(runs, rec.Run.ID+".json"), b, 0o600)
-	os.WriteFile(filepath.Join(runs, "broken.json"), []byte(`{"version":1,`), 0o600)
+	if err := os.WriteFile(filepath.Join(runs, rec.Run.ID+".json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(runs, "broken.json"), []byte(`{"version":1,`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	s, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -259,7 +259,9 @@ func TestOpenCorrupted(t *testing.T) {
 	// A truncated (corrupted) store.
 	b, _ := os.ReadFile(p)
 	trunc := filepath.Join(dir, "trunc.db")
-	os.WriteFile(trunc, append(b[:100:100], make([]byte, 300)...), 0o600)
+	if err := os.WriteFile(trunc, append(b[:100:100], make([]byte, 300)...), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if s2, err := Open(trunc); err == nil {
 		_, _, gerr := s2.Get(context.Background(), "benefits", "b-bob")
 		s2.Close()

@@ -35,7 +35,9 @@ func TestTaxPrepReceipt(t *testing.T) {
 	b, _ := os.ReadFile(receipt)
 	i := bytes.Index(b, []byte(`"principal": "alice"`))
 	b[i+len(`"principal": "`)] = 'm' // "mlice"
-	os.WriteFile(receipt, b, 0o644)
+	if err := os.WriteFile(receipt, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out.Reset()
 	errs.Reset()
 	if code := cli.Main([]string{"verify", receipt, "--state-dir", state}, nil, &out, &errs); code != 1 || !strings.Contains(errs.String(), "does NOT verify") {

@@ -244,9 +244,13 @@ func TestCheckNoSeed(t *testing.T) {
 
 func TestCheckCommand(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "m.wasm"), []byte("x"), 0o644)
-	os.WriteFile(filepath.Join(dir, "records.json"), []byte(checkRecords), 0o644)
-	os.WriteFile(filepath.Join(dir, "m.hcl"), []byte(`task "t" {
+	if err := os.WriteFile(filepath.Join(dir, "m.wasm"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "records.json"), []byte(checkRecords), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "m.hcl"), []byte(`task "t" {
   module    = "m.wasm"
   principal = "alice"
   seed "records" { file = "records.json" }
@@ -259,15 +263,19 @@ func TestCheckCommand(t *testing.T) {
     origin = var.origin
   }
 }
-`), 0o644)
-	os.WriteFile(filepath.Join(dir, "spawn.hcl"), []byte(`task "t" {
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "spawn.hcl"), []byte(`task "t" {
   module    = "m.wasm"
   principal = "alice"
   cap "spawn" "kids" {
     modules = ["missing"]
   }
 }
-`), 0o644)
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	m := filepath.Join(dir, "m.hcl")
 	run := func(args ...string) (int, string, string) {
 		var out, errb bytes.Buffer

@@ -79,7 +79,9 @@ func TestMigrationFailureChangesNothing(t *testing.T) {
 func TestForeignAndCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	junk := filepath.Join(dir, "junk.db")
-	os.WriteFile(junk, []byte(strings.Repeat("not a database ", 200)), 0o600)
+	if err := os.WriteFile(junk, []byte(strings.Repeat("not a database ", 200)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Open(junk, v1); err == nil || !strings.Contains(err.Error(), "not a Mandate test store") {
 		t.Errorf("junk file: %v", err)
 	}
