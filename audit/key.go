@@ -65,12 +65,9 @@ func publishKey(path, skey string) error {
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
+	tmp := f.Name() // mode 0600, as CreateTemp makes it
 	defer os.Remove(tmp)
-	err = f.Chmod(0o600)
-	if err == nil {
-		_, err = f.WriteString(skey + "\n")
-	}
+	_, err = f.WriteString(skey + "\n")
 	if err == nil {
 		err = f.Sync()
 	}
@@ -81,10 +78,7 @@ func publishKey(path, skey string) error {
 		return err
 	}
 	if err := os.Link(tmp, path); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return fs.ErrExist
-		}
-		return err
+		return err // fs.ErrExist when another process published first
 	}
 	if d, err := os.Open(filepath.Dir(path)); err == nil {
 		d.Sync() // best effort: the link itself is already atomic
