@@ -13,7 +13,10 @@ import (
 // Kind is a kind of capability: net, data, pay, spawn... Each lives in its
 // own package under caps/ and is registered with the kernel by name. A kind
 // never sees handles or other tasks: the kernel resolves handles, checks
-// revocation and rights, and hands the kind a Call.
+// revocation and rights, and hands the kind a Call. Narrow and Invoke only
+// ever get scopes the kind's own Grant and Narrow made; ScopeAs recovers
+// the concrete type (EINTERNAL otherwise), and AsScope keeps a nil one
+// returned with an error from becoming a non-nil Scope.
 type Kind interface {
 	// Name is the kind's short name, e.g. "net".
 	Name() string
