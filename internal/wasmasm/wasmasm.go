@@ -1,7 +1,8 @@
-// Package wasmasm assembles small WebAssembly modules byte by byte, for
-// tests of what a Go guest cannot do: recurse on the wasm stack, grow a
-// table, import a host function with the wrong signature, declare odd
-// sections. It is imported only by tests.
+// Package wasmasm encodes the WebAssembly binary format: the integers,
+// names, vectors and sections that sandbox/internal/wasmbin writes when it
+// rewrites a module, and that tests use to assemble small modules byte by
+// byte for what a Go guest cannot do: recurse on the wasm stack, grow a
+// table, import a host function with the wrong signature.
 //
 //	wasm := wasmasm.Module(
 //		wasmasm.Section(1, wasmasm.Vec([]byte{0x60, 0, 1, 0x7f})), // type 0: () -> i32

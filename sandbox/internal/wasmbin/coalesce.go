@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"encoding/binary"
 	"slices"
+
+	"github.com/mandatevm/mandate/internal/wasmasm"
 )
 
 // Why coalesce data segments?
@@ -79,7 +81,7 @@ func Coalesce(wasm []byte, bin *Module) ([]byte, bool) {
 	body := binary.AppendUvarint(nil, uint64(len(merged)))
 	for _, s := range merged {
 		body = append(body, 0x00, 0x41) // active on memory 0; i32.const
-		body = appendSleb32(body, int32(s.off))
+		body = append(body, wasmasm.Sleb(int64(int32(s.off)))...)
 		body = append(body, 0x0b) // end
 		body = binary.AppendUvarint(body, uint64(len(s.init)))
 		body = append(body, s.init...)
@@ -207,16 +209,4 @@ func (r *reader) sleb32() (int32, error) {
 		return 0, ErrMalformed
 	}
 	return int32(v), nil
-}
-
-func appendSleb32(b []byte, v int32) []byte {
-	x := int64(v)
-	for {
-		c := byte(x & 0x7f)
-		x >>= 7
-		if (x == 0 && c&0x40 == 0) || (x == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
 }

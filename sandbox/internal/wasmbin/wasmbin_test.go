@@ -89,7 +89,7 @@ func TestCoalesceRefuses(t *testing.T) {
 
 func TestSleb32RoundTrip(t *testing.T) {
 	for _, v := range []int32{0, 1, -1, 63, 64, -64, -65, 1 << 20, -1 << 31, 1<<31 - 1} {
-		b := appendSleb32(nil, v)
+		b := wasmasm.Sleb(int64(v))
 		got, err := (&reader{b: b}).sleb32()
 		if err != nil || got != v {
 			t.Errorf("sleb32(% x) = %d, %v; want %d", b, got, err, v)
