@@ -2,24 +2,81 @@ package kernel
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 )
 
 // ApprovalRequest is what an approver is asked: which task, acting for
-// whom, wants to do what with which capability.
+// whom, wants to do what with which capability, and why a person is asked.
+// The effect is what the kernel will do if the answer is yes, as the kind
+// prepared it (method and URL, payee and amount...), never a paraphrase.
 type ApprovalRequest struct {
 	Task      string
 	Principal string
 	Module    string
 	Cap       string
-	Kind      string
-	Op        string
+	// CapName is the manifest name of the capability or its root grant.
+	CapName string
+	Kind    string
+	Op      string
 	// Summary is one line a person can judge, e.g.
 	// "charge 612.00 USD to airline.example".
 	Summary string
-	// Details are the call's arguments as the kind sees them.
-	Details map[string]any
+	// Details are the effect's parts (method, url, body, payee, amount,
+	// currency...), bounded and printable.
+	Details []Detail
+	// Reasons say why a person is asked: the kind's own threshold
+	// ("amount above approve_above 500.00 USD") and each approve_when that
+	// matched.
+	Reasons []string
+}
+
+// Text is the request as a person reads it: the same text the audit log
+// records of the decision. Every part is escaped (Printable), so a guest
+// cannot write to the approver's terminal.
+func (r ApprovalRequest) Text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "task %s, acting for %s, asks to %s\n", Printable(r.Task), Printable(r.Principal), Printable(r.Summary))
+	fmt.Fprintf(&b, "  capability: %s %q (%s)\n", Printable(r.Kind), Printable(r.CapName), Printable(r.Cap))
+	for _, d := range r.Details {
+		fmt.Fprintf(&b, "  %s: %s\n", Printable(d.Name), Printable(d.Value))
+	}
+	for _, why := range r.Reasons {
+		fmt.Fprintf(&b, "  because: %s\n", Printable(why))
+	}
+	return b.String()
+}
+
+// MaxShown bounds each value shown to an approver.
+const MaxShown = 512
+
+// Printable returns s as it may be shown on a terminal: control
+// characters (C0, DEL, C1), invalid UTF-8 and bidirectional overrides are
+// escaped as Go escapes, and anything past MaxShown bytes is cut and
+// marked. Everything a guest can influence goes through it before a person
+// reads it.
+func Printable(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if b.Len() >= MaxShown {
+			fmt.Fprintf(&b, "... (%d bytes)", len(s))
+			break
+		}
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // Approver decides whether a use that needs a person's yes may go ahead.
@@ -40,42 +97,39 @@ func (f ApproverFunc) Approve(ctx context.Context, req ApprovalRequest) (bool, e
 // DenyAll refuses every approval: the default when nobody can be asked.
 var DenyAll = ApproverFunc(func(context.Context, ApprovalRequest) (bool, error) { return false, nil })
 
-// Approve asks the kernel's approver to allow this call, with a summary a
-// person can judge and the details of the call. A kind calls it before an
-// effect that needs a yes (a payment above its threshold). It returns nil
-// on yes and an error matching ErrApproval on no; the decision is audited
-// either way.
-func (c *Call) Approve(ctx context.Context, summary string, details map[string]any) error {
-	switch {
-	case c.approve != nil:
-		return c.approve(ctx, summary, details)
-	case c.task != nil && c.cap != nil:
-		return c.task.approve(ctx, c.cap, c.Op, summary, details)
-	}
-	return Errorf(abi.EAPPROVAL, "approval needed (%s) but no approver is configured", summary)
+// showDefault is what an approver sees of a call whose kind shows nothing
+// of its own.
+func showDefault(op string, args []byte) Effect {
+	return Effect{Summary: fmt.Sprintf("%s (%d bytes of arguments)", op, len(args)),
+		Details: []Detail{{"arguments", string(args)}}}
 }
 
-// approve is the kernel side of Call.Approve for a call on c by t.
-func (t *Task) approve(ctx context.Context, c *Cap, op, summary string, details map[string]any) error {
+// approve asks the kernel's approver about a call on c by t, showing the
+// prepared effect, and audits the question and the answer with the text
+// the approver saw. It returns nil on yes and an error matching
+// ErrApproval on no.
+func (t *Task) approve(ctx context.Context, c *Cap, op string, eff Effect, reasons []string) error {
 	req := ApprovalRequest{
 		Task: t.id, Principal: t.principal, Module: t.module,
-		Cap: c.id, Kind: c.kind.Name(), Op: op, Summary: summary, Details: details,
+		Cap: c.id, CapName: c.displayName(), Kind: c.kind.Name(), Op: op,
+		Summary: eff.Summary, Details: eff.Details, Reasons: reasons,
 	}
+	text := req.Text()
 	ok, err := t.k.approver.Approve(ctx, req)
 	if err != nil {
-		err = &Error{Errno: abi.EAPPROVAL, Msg: "approval failed: " + summary, Err: err}
+		err = &Error{Errno: abi.EAPPROVAL, Msg: "approval failed: " + eff.Summary, Err: err}
 	} else if !ok {
-		err = Errorf(abi.EAPPROVAL, "approval refused: %s", summary)
+		err = Errorf(abi.EAPPROVAL, "approval refused: %s", eff.Summary)
 	}
 	d := Allow
 	if err != nil {
 		d = Deny
 	}
-	if aerr := t.k.audit(ctx, t, c, "approve:"+op, d, err); aerr != nil {
+	if aerr := t.k.auditText(ctx, t, c, "approve:"+op, d, err, text); aerr != nil {
 		return aerr
 	}
 	if err == nil {
-		t.logger.Info("approved", "cap", c.id, "op", op, "summary", summary)
+		t.logger.Info("approved", "cap", c.id, "op", op, "summary", eff.Summary)
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -12,15 +13,22 @@ import (
 type approveKind struct{ effects int }
 
 func (*approveKind) Name() string                              { return "appr" }
-func (*approveKind) Ops() []string                             { return []string{"act"} }
+func (*approveKind) Info() Info                                { return Info{Ops: []string{"act"}} }
 func (*approveKind) Grant(GrantContext, []byte) (Scope, error) { return nopScope{}, nil }
 func (*approveKind) Narrow(Scope, []byte) (Scope, error)       { return nopScope{}, nil }
-func (k *approveKind) Invoke(ctx context.Context, c *Call) (*Result, error) {
-	if err := c.Approve(ctx, "do the thing", map[string]any{"amount": 3}); err != nil {
-		return nil, err
-	}
-	k.effects++
-	return nil, nil
+func (*approveKind) Describe(Scope) Description                { return Description{} }
+func (k *approveKind) Prepare(c *Call) (Op, error) {
+	return Op{
+		NoResult:      true,
+		NeedsApproval: "the thing always needs a yes",
+		Show: func() Effect {
+			return Effect{Summary: "do the thing", Details: []Detail{{"amount", "3"}}}
+		},
+		Effect: func(context.Context) (*Result, error) {
+			k.effects++
+			return nil, nil
+		},
+	}, nil
 }
 
 type recAuditor struct{ evs []AuditEvent }
@@ -38,7 +46,8 @@ func TestApproval(t *testing.T) {
 		effects  int
 	}{
 		{"yes", ApproverFunc(func(_ context.Context, r ApprovalRequest) (bool, error) {
-			if r.Summary != "do the thing" || r.Principal != "p" || r.Op != "act" {
+			if r.Summary != "do the thing" || r.Principal != "p" || r.Op != "act" || len(r.Details) != 1 || r.Details[0].Value != "3" ||
+				len(r.Reasons) != 1 || r.Reasons[0] != "the thing always needs a yes" || r.CapName != "a" {
 				t.Errorf("approval request %+v", r)
 			}
 			return true, nil
@@ -58,7 +67,7 @@ func TestApproval(t *testing.T) {
 			}
 			task := &Task{k: k, id: "t1", principal: "p", table: NewCapTable(8), names: map[string]*Cap{}, logger: hclog.NewNullLogger()}
 			task.resolveBlob = task.table.GetBlob
-			c, _ := k.newCap(kind, nopScope{}, "a", nil, task, false, Constraints{})
+			c, _ := k.newCap(k.kinds["appr"], nopScope{}, "a", nil, task, false, Constraints{})
 			h, _ := task.table.InsertCap(c)
 			_, err = task.Invoke(context.Background(), h, "act", nil)
 			if got := ErrnoOf(err); got != tc.want {
@@ -75,6 +84,11 @@ func TestApproval(t *testing.T) {
 			}
 			if approvals != 1 {
 				t.Fatalf("%d approval decisions audited, want 1: %+v", approvals, aud.evs)
+			}
+			for _, ev := range aud.evs {
+				if ev.Op == "approve:act" && !strings.Contains(ev.Reason, "amount: 3") {
+					t.Fatalf("the audit entry does not carry what the approver was shown: %q", ev.Reason)
+				}
 			}
 		})
 	}

@@ -13,13 +13,16 @@ import (
 type Cap struct {
 	id     string
 	kind   Kind
+	reg    *registered
 	scope  Scope
 	name   string // the manifest's name for a root grant; "" for derived
 	parent *Cap
 	holder *Task
 	audit  bool // decisions are written to the audit log before effect
 	cons   Constraints
-	rate   *bucket // nil: no rate of its own (its ancestors' still apply)
+	rate   *bucket    // nil: no rate of its own (its ancestors' still apply)
+	allow  *allowance // nil: no max_uses or budget of its own
+	passed bool       // minted for a child task by task_spawn
 
 	revoked atomic.Bool
 	dropped atomic.Bool

@@ -219,32 +219,61 @@ func (t *CapTable) remove(h abi.Handle) (entry, error) {
 	return e, nil
 }
 
-// Fork returns a new table holding the entries named by handles, under new
-// handles in the same order, with the given limit. It is how a child task
-// receives what its parent passes (after any narrowing). Unknown handles
-// are an error and nothing is forked.
-func (t *CapTable) Fork(limit int, handles ...abi.Handle) (*CapTable, []abi.Handle, error) {
+// reserve holds a slot for an entry that a call will produce, so a call
+// whose result would not fit is refused before its effect. The slot counts
+// against the limit until fill or unreserve.
+func (t *CapTable) reserve() (int, error) {
 	t.mu.Lock()
-	es := make([]entry, len(handles))
-	for i, h := range handles {
-		s, ok := t.lookup(h)
-		if !ok {
-			t.mu.Unlock()
-			return nil, nil, Errorf(abi.EBADHANDLE, "handle %#x is not in this task's table", uint32(h))
-		}
-		es[i] = s.entry
+	defer t.mu.Unlock()
+	if t.n >= t.limit {
+		return -1, Errorf(abi.ELIMIT, "capability table full (%d handles)", t.limit)
 	}
-	t.mu.Unlock()
-	nt := NewCapTable(limit)
-	out := make([]abi.Handle, len(es))
-	for i, e := range es {
-		h, err := nt.insert(e)
-		if err != nil {
-			return nil, nil, err
+	var idx uint32
+	if n := len(t.free); n > 0 {
+		idx = t.free[n-1]
+		t.free = t.free[:n-1]
+	} else {
+		if len(t.slots) >= MaxHandles {
+			return -1, Errorf(abi.ELIMIT, "capability table has no free slot")
 		}
-		out[i] = h
+		idx = uint32(len(t.slots))
+		t.slots = append(t.slots, slot{gen: 1})
 	}
-	return nt, out, nil
+	t.n++
+	return int(idx), nil
+}
+
+// fill puts e in the slot reserve returned and gives its handle. A blob
+// past the table's byte limit is refused (ELIMIT) and the slot freed.
+func (t *CapTable) fill(idx int, e entry) (abi.Handle, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var size int64
+	if e.blob != nil {
+		size = int64(e.blob.Len())
+		if t.blobLimit > 0 && t.blobBytes+size > t.blobLimit {
+			t.unreserveLocked(idx)
+			return 0, Errorf(abi.ELIMIT, "a %d-byte blob would bring the blobs held to %d bytes, over the task's limit of %d (drop blobs no longer needed)",
+				size, t.blobBytes+size, t.blobLimit)
+		}
+	}
+	s := &t.slots[idx]
+	s.entry, s.used = e, true
+	t.blobBytes += size
+	return abi.MakeHandle(uint32(idx), s.gen), nil
+}
+
+// unreserve frees a slot reserve returned that was never filled.
+func (t *CapTable) unreserve(idx int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.unreserveLocked(idx)
+}
+
+// Preconditions: t.mu is held.
+func (t *CapTable) unreserveLocked(idx int) {
+	t.n--
+	t.free = append(t.free, uint32(idx))
 }
 
 // caps returns every capability in the table.

@@ -91,30 +91,6 @@ func TestCapTableGenerationRetire(t *testing.T) {
 	}
 }
 
-func TestCapTableFork(t *testing.T) {
-	tb := NewCapTable(8)
-	a, _ := tb.InsertBlob(NewBlob([]byte("a"), Label{}))
-	b, _ := tb.InsertBlob(NewBlob([]byte("b"), Label{}))
-	_, _ = tb.InsertBlob(NewBlob([]byte("c"), Label{}))
-	child, hs, err := tb.Fork(2, b, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if child.Len() != 2 {
-		t.Fatalf("child has %d entries, want 2", child.Len())
-	}
-	got, _ := child.GetBlob(hs[0])
-	if string(got.Bytes()) != "b" {
-		t.Fatalf("forked order: got %q want b", got.Bytes())
-	}
-	if _, _, err := tb.Fork(2, a, 12345); !errors.Is(err, ErrBadHandle) {
-		t.Fatalf("fork with invented handle: %v", err)
-	}
-	if _, _, err := tb.Fork(1, a, b); !errors.Is(err, ErrLimit) {
-		t.Fatalf("fork past child limit: %v", err)
-	}
-}
-
 // TestCapTableHammer inserts, reads and removes from many goroutines; run
 // with -race. No goroutine may ever see another's entry through its own
 // handle.

@@ -2,9 +2,7 @@ package kernel
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"slices"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 )
@@ -30,15 +28,6 @@ type ConstraintCompiler interface {
 	Compile(src string, vars []string) (Constraint, error)
 }
 
-// Activator is implemented by kinds whose calls can be constrained: it
-// names the variables an expression may use and computes their values
-// for a call. A kind without it exposes one variable, "args", the call's
-// argument document decoded as JSON.
-type Activator interface {
-	Vars() []string
-	Activation(call *Call) (map[string]any, error)
-}
-
 // Constraints are the expressions a capability carries.
 type Constraints struct {
 	When        []Constraint
@@ -49,8 +38,8 @@ func (cs Constraints) empty() bool { return len(cs.When) == 0 && len(cs.ApproveW
 
 // ConstraintVars returns the variables constraints on kind may use.
 func ConstraintVars(kind Kind) []string {
-	if a, ok := kind.(Activator); ok {
-		return a.Vars()
+	if v := kind.Info().Vars; v != nil {
+		return v
 	}
 	return []string{"args"}
 }
@@ -69,7 +58,7 @@ func (k *Kernel) CompileConstraints(kind string, when, approveWhen []string) (Co
 	if k.compiler == nil {
 		return cs, fmt.Errorf("constraints are not supported: the kernel has no constraint compiler")
 	}
-	vars := ConstraintVars(kd)
+	vars := kd.vars
 	for _, src := range when {
 		c, err := k.compiler.Compile(src, vars)
 		if err != nil {
@@ -98,9 +87,10 @@ func hasConstraints(c *Cap) bool {
 }
 
 // checkConstraints evaluates every `when` of c and its ancestors against
-// the call, and reports whether an `approve_when` of any of them matched.
-func checkConstraints(ctx context.Context, c *Cap, call *Call) (needApproval []string, err error) {
-	act, err := activation(c.kind, call)
+// the prepared call, and reports each `approve_when` of any of them that
+// matched.
+func checkConstraints(ctx context.Context, c *Cap, call *Call, op *Op) (needApproval []string, err error) {
+	act, err := activation(call, op)
 	if err != nil {
 		return nil, Errorf(abi.EDENIED, "constraints cannot be evaluated: %v", err)
 	}
@@ -120,91 +110,20 @@ func checkConstraints(ctx context.Context, c *Cap, call *Call) (needApproval []s
 				return nil, Errorf(abi.EDENIED, "approve_when %q (on %s) cannot be evaluated: %v", a.Source(), x.id, err)
 			}
 			if ok {
-				needApproval = append(needApproval, a.Source())
+				needApproval = append(needApproval, fmt.Sprintf("approve_when %q (on %s) matched", a.Source(), x.id))
 			}
 		}
 	}
 	return needApproval, nil
 }
 
-func activation(kind Kind, call *Call) (map[string]any, error) {
-	if a, ok := kind.(Activator); ok {
-		return a.Activation(call)
+func activation(call *Call, op *Op) (map[string]any, error) {
+	if op.Vars != nil {
+		return op.Vars()
 	}
 	v, err := DecodeJSONValue(call.Args)
 	if err != nil {
 		return nil, err
 	}
 	return map[string]any{"args": v}, nil
-}
-
-// DecodeJSONValue decodes a JSON document for a constraint activation:
-// objects become map[string]any, whole numbers int64 (so `amount <= 50`
-// compares integers), other numbers float64. Empty input is an empty
-// object.
-func DecodeJSONValue(b []byte) (any, error) {
-	if len(b) == 0 {
-		return map[string]any{}, nil
-	}
-	var v any
-	if err := abi.DecodeJSONNumber(b, &v); err != nil {
-		return nil, err
-	}
-	return normaliseNumbers(v), nil
-}
-
-func normaliseNumbers(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i
-		}
-		f, _ := x.Float64()
-		return f
-	case map[string]any:
-		for k, e := range x {
-			x[k] = normaliseNumbers(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = normaliseNumbers(e)
-		}
-	}
-	return v
-}
-
-// splitConstraintReq removes "when" and "approve_when" from a derive
-// request, returning the rest for the kind.
-func splitConstraintReq(req []byte) (rest []byte, when, approveWhen []string, err error) {
-	var m map[string]json.RawMessage
-	if err := abi.DecodeJSON(req, &m); err != nil || m == nil {
-		return req, nil, nil, nil // the kind reports malformed requests
-	}
-	take := func(key string) ([]string, error) {
-		raw, ok := m[key]
-		if !ok {
-			return nil, nil
-		}
-		delete(m, key)
-		var one string
-		if json.Unmarshal(raw, &one) == nil {
-			return []string{one}, nil
-		}
-		var many []string
-		if err := json.Unmarshal(raw, &many); err != nil {
-			return nil, Errorf(abi.EINVAL, "%s must be a string or a list of strings", key)
-		}
-		return slices.DeleteFunc(many, func(s string) bool { return s == "" }), nil
-	}
-	if when, err = take("when"); err != nil {
-		return nil, nil, nil, err
-	}
-	if approveWhen, err = take("approve_when"); err != nil {
-		return nil, nil, nil, err
-	}
-	if when == nil && approveWhen == nil {
-		return req, nil, nil, nil
-	}
-	rest, _ = json.Marshal(m)
-	return rest, when, approveWhen, nil
 }

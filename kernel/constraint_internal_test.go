@@ -43,7 +43,7 @@ func TestDerivedConstraintsAccumulate(t *testing.T) {
 	}
 	task := &Task{k: k, id: "t1", principal: "p", table: NewCapTable(16), names: map[string]*Cap{}, logger: hclog.NewNullLogger()}
 	task.resolveBlob = task.table.GetBlob
-	root, _ := k.newCap(nopKind{}, nopScope{}, "c", nil, task, false, Constraints{})
+	root, _ := k.newCap(k.kinds["nop"], nopScope{}, "c", nil, task, false, Constraints{})
 	rh, _ := task.table.InsertCap(root)
 	ctx := context.Background()
 	call := func(h abi.Handle) abi.Errno {

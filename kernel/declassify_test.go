@@ -16,6 +16,7 @@ func TestDeclassify(t *testing.T) {
 	audit := &recAudit{}
 	e := newEnv(t, func(c *kernel.Config) {
 		c.Kinds = append(c.Kinds, declassify.New())
+		c.Declassifiers = []string{declassify.KindName}
 		c.Auditor = audit
 	})
 	spec := e.spec(t, "declassify", kernel.Limits{}, `{"id":"p1","fields":{"passport":"X1234567","nationality":"PT"}}`)

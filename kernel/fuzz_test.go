@@ -137,37 +137,37 @@ func FuzzLabelJSON(f *testing.F) {
 	})
 }
 
-// FuzzSplitConstraintReq: splitting the constraints off a derive request
-// never panics, and what remains has no when or approve_when. (A single
-// "when": "" or null yields the expression "", which CompileConstraints
-// then refuses; an empty string in a list is dropped.)
-func FuzzSplitConstraintReq(f *testing.F) {
+// FuzzSplitKernelReq: taking the kernel's attributes (when, approve_when,
+// max_uses, budget) off a derive request never panics, errors are EINVAL,
+// and what is left for the kind has none of them.
+func FuzzSplitKernelReq(f *testing.F) {
 	for _, s := range []string{
 		`{"methods":["GET"],"when":"request.method == \"GET\""}`, `{"when":["a","","b"],"approve_when":"x"}`,
 		`{"when":1}`, `{"approve_when":[1]}`, `{}`, `[`, `{"when":null}`, `{"paths":["/a"]}`,
+		`{"max_uses":1}`, `{"max_uses":-1,"budget":"x"}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		rest, when, approveWhen, err := splitConstraintReq(b)
-		if err != nil {
-			if ErrnoOf(err) != abi.EINVAL {
-				t.Fatalf("splitConstraintReq(%q): errno %s", b, ErrnoOf(err))
+		m, err := splitKernelReq(b)
+		if err != nil || m == nil {
+			return
+		}
+		for _, key := range []string{"when", "approve_when"} {
+			if _, err := takeExprs(m, key); err != nil && ErrnoOf(err) != abi.EINVAL {
+				t.Fatalf("takeExprs(%q, %s): errno %s", b, key, ErrnoOf(err))
 			}
-			return
+			if _, ok := m[key]; ok {
+				t.Fatalf("takeExprs(%q): %s kept", b, key)
+			}
 		}
-		if when == nil && approveWhen == nil {
-			return
+		rest, err := json.Marshal(m)
+		if err != nil {
+			t.Fatalf("remarshal of %q: %v", b, err)
 		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(rest, &m); err != nil {
-			t.Fatalf("splitConstraintReq(%q): rest %q is not an object: %v", b, rest, err)
-		}
-		if _, ok := m["when"]; ok {
-			t.Fatalf("splitConstraintReq(%q): rest %s keeps when", b, rest)
-		}
-		if _, ok := m["approve_when"]; ok {
-			t.Fatalf("splitConstraintReq(%q): rest %s keeps approve_when", b, rest)
+		var back map[string]json.RawMessage
+		if err := json.Unmarshal(rest, &back); err != nil {
+			t.Fatalf("rest %q of %q is not an object: %v", rest, b, err)
 		}
 	})
 }

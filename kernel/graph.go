@@ -45,6 +45,22 @@ type GraphCap struct {
 	// Rate is the rate set on this capability ("10/s"); its ancestors'
 	// apply too.
 	Rate string `json:"rate,omitempty"`
+	// View is what the capability allows as its kind describes it, and
+	// its own uses and budget.
+	View CapView `json:"view"`
+}
+
+// CapView is the readable view of a capability: its kind's description of
+// the scope (Kind.Describe), its own max_uses and budget with what its
+// subtree used of them, and whether it crossed a task boundary (passed to
+// its holder by the holder of its parent).
+type CapView struct {
+	Fields  []Detail `json:"fields,omitempty"`
+	MaxUses int64    `json:"max_uses,omitempty"`
+	Uses    int64    `json:"uses,omitempty"`
+	Budget  string   `json:"budget,omitempty"`
+	Spent   string   `json:"spent,omitempty"`
+	Passed  bool     `json:"passed,omitempty"`
 }
 
 // Graph returns a snapshot of every task and capability.
@@ -74,10 +90,33 @@ func (k *Kernel) Graph() Graph {
 			ID: c.id, Kind: c.kind.Name(), Name: c.name, Holder: c.holderID(), Parent: c.parentID(),
 			Scope: scopeJSON(c.scope), Revoked: c.Revoked(), Dropped: c.dropped.Load(), Audited: c.audit,
 			When: sources(c.cons.When), ApproveWhen: sources(c.cons.ApproveWhen),
-			Rate: c.Rate().String(),
+			Rate: c.Rate().String(), View: c.view(),
 		})
 	}
 	return g
+}
+
+// view describes c for the graph.
+func (c *Cap) view() CapView {
+	v := CapView{Fields: describeGuarded(c.kind, c.scope).Fields, Passed: c.passed}
+	if u, ok := c.Usage(); ok {
+		v.MaxUses, v.Uses = u.MaxUses, u.Uses
+		if u.Budget > 0 {
+			v.Budget, v.Spent = c.formatAmount(u.Budget), c.formatAmount(u.Spent)
+		}
+	}
+	return v
+}
+
+// describeGuarded asks kind to describe s, turning a panic into an empty
+// description.
+func describeGuarded(kind Kind, s Scope) (d Description) {
+	defer func() {
+		if r := recover(); r != nil {
+			d = Description{}
+		}
+	}()
+	return kind.Describe(s)
 }
 
 func sources(cs []Constraint) []string {

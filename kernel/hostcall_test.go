@@ -44,17 +44,19 @@ func (m *fakeMemory) WriteUint32Le(off, v uint32) bool {
 
 type nopKind struct{}
 
-func (nopKind) Name() string  { return "nop" }
-func (nopKind) Ops() []string { return []string{"noop", "echo"} }
+func (nopKind) Name() string { return "nop" }
+func (nopKind) Info() Info   { return Info{Ops: []string{"noop", "echo"}} }
 func (nopKind) Grant(GrantContext, []byte) (Scope, error) {
 	return nopScope{}, nil
 }
 func (nopKind) Narrow(Scope, []byte) (Scope, error) { return nopScope{}, nil }
-func (nopKind) Invoke(_ context.Context, c *Call) (*Result, error) {
+func (nopKind) Describe(Scope) Description          { return Description{} }
+func (nopKind) Prepare(c *Call) (Op, error) {
 	if c.Op == "echo" {
-		return &Result{Data: c.Args}, nil
+		args := c.Args
+		return Op{Effect: func(context.Context) (*Result, error) { return &Result{Data: args}, nil }}, nil
 	}
-	return nil, nil
+	return Op{NoResult: true}, nil
 }
 
 type nopScope struct{}
@@ -84,7 +86,7 @@ func newBareTask(t testing.TB) (*Kernel, *Task) {
 		state: TaskRunning, done: make(chan struct{}),
 	}
 	task.resolveBlob = task.table.GetBlob
-	c, _ := k.newCap(nopKind{}, nopScope{}, "c", nil, task, false, Constraints{})
+	c, _ := k.newCap(k.kinds["nop"], nopScope{}, "c", nil, task, false, Constraints{})
 	task.table.InsertCap(c)
 	task.names["c"] = c
 	task.table.InsertBlob(NewBlob([]byte("blob"), NewLabel([]string{"pii:x"}, nil)))

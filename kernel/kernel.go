@@ -20,6 +20,7 @@ package kernel
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -47,12 +48,26 @@ type Config struct {
 	Modules ModuleResolver
 	// MaxTasks bounds the tasks running at once; 0 means DefaultMaxTasks.
 	MaxTasks int
+	// Declassifiers names the registered kinds granted the privilege to
+	// lower labels: the label their results carry is the one they compute,
+	// not joined with the caller's, and every use of them is audited
+	// whatever the manifest says. No other kind can lower a label.
+	Declassifiers []string
+}
+
+// registered is a kind as the kernel knows it: its static Info, read once,
+// and the privileges granted at registration.
+type registered struct {
+	kind   Kind
+	info   Info
+	vars   []string
+	lowers bool // may lower labels (Config.Declassifiers)
 }
 
 // Kernel runs tasks and mediates every call they make.
 type Kernel struct {
 	engine   sandbox.Engine
-	kinds    map[string]Kind
+	kinds    map[string]*registered
 	logger   hclog.Logger
 	auditor  Auditor
 	approver Approver
@@ -76,7 +91,7 @@ func New(cfg Config) (*Kernel, error) {
 	}
 	k := &Kernel{
 		engine:  cfg.Engine,
-		kinds:   make(map[string]Kind),
+		kinds:   make(map[string]*registered),
 		logger:  cfg.Logger,
 		auditor: cfg.Auditor,
 	}
@@ -100,7 +115,20 @@ func New(cfg Config) (*Kernel, error) {
 		if _, dup := k.kinds[kind.Name()]; dup {
 			return nil, fmt.Errorf("kernel: kind %q registered twice", kind.Name())
 		}
-		k.kinds[kind.Name()] = kind
+		info := kind.Info()
+		r := &registered{kind: kind, info: info, vars: info.Vars}
+		r.info.Ops = slices.Clone(info.Ops)
+		if r.vars == nil {
+			r.vars = []string{"args"}
+		}
+		k.kinds[kind.Name()] = r
+	}
+	for _, name := range cfg.Declassifiers {
+		r, ok := k.kinds[name]
+		if !ok {
+			return nil, fmt.Errorf("kernel: declassifier %q is not a registered kind", name)
+		}
+		r.lowers = true
 	}
 	if err := cfg.Engine.Host(abi.ModuleName, k.hostFuncs()); err != nil {
 		return nil, fmt.Errorf("kernel: registering host functions: %w", err)
@@ -113,8 +141,23 @@ func (k *Kernel) Engine() sandbox.Engine { return k.engine }
 
 // Kind returns the registered kind with the given name.
 func (k *Kernel) Kind(name string) (Kind, bool) {
-	kind, ok := k.kinds[name]
-	return kind, ok
+	r, ok := k.kinds[name]
+	if !ok {
+		return nil, false
+	}
+	return r.kind, true
+}
+
+// KindInfo returns the static description of the registered kind name.
+func (k *Kernel) KindInfo(name string) (Info, bool) {
+	r, ok := k.kinds[name]
+	if !ok {
+		return Info{}, false
+	}
+	info := r.info
+	info.Ops = slices.Clone(info.Ops)
+	info.Vars = slices.Clone(r.vars)
+	return info, true
 }
 
 // Kinds lists the registered kinds' names, sorted.
@@ -133,17 +176,27 @@ func (k *Kernel) Grant(kind string, g GrantContext, spec []byte) (Scope, error) 
 	if !ok {
 		return nil, fmt.Errorf("unknown capability kind %q (known: %v)", kind, k.Kinds())
 	}
-	return kd.Grant(g, spec)
+	return kd.kind.Grant(g, spec)
 }
 
 // audit records ev, filling in the task's identity. A failure to record
 // is an internal error: the caller denies.
 func (k *Kernel) audit(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error) error {
-	return k.auditCall(ctx, t, c, op, d, err, "")
+	return k.record(ctx, t, c, op, d, err, "", "")
 }
 
 // auditCall is audit with the digest of the call's arguments.
 func (k *Kernel) auditCall(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error, argsDigest string) error {
+	return k.record(ctx, t, c, op, d, err, argsDigest, "")
+}
+
+// auditText is audit with a text for the entry's reason when there is no
+// error: what an approver was shown, or what a grant passed to a child is.
+func (k *Kernel) auditText(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error, text string) error {
+	return k.record(ctx, t, c, op, d, err, "", text)
+}
+
+func (k *Kernel) record(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error, argsDigest, text string) error {
 	ev := AuditEvent{
 		Time:      now(),
 		Task:      t.id,
@@ -153,8 +206,13 @@ func (k *Kernel) auditCall(ctx context.Context, t *Task, c *Cap, op string, d De
 		Decision:  d,
 		Errno:     ErrnoOf(err),
 	}
-	if err != nil {
+	switch {
+	case err != nil && text != "":
+		ev.Reason = err.Error() + "\n" + text
+	case err != nil:
 		ev.Reason = err.Error()
+	default:
+		ev.Reason = text
 	}
 	if c != nil {
 		ev.Cap, ev.Kind = c.id, c.kind.Name()

@@ -3,8 +3,11 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
@@ -13,30 +16,183 @@ import (
 // Kind is a kind of capability: net, data, pay, spawn... Each lives in its
 // own package under caps/ and is registered with the kernel by name. A kind
 // never sees handles or other tasks: the kernel resolves handles, checks
-// revocation and rights, and hands the kind a Call. Narrow and Invoke only
+// revocation, and hands the kind a Call to prepare. Narrow and Prepare only
 // ever get scopes the kind's own Grant and Narrow made; ScopeAs recovers
 // the concrete type (EINTERNAL otherwise), and AsScope keeps a nil one
 // returned with an error from becoming a non-nil Scope.
+//
+// A kind decides nothing on its own and acts only when the kernel says so:
+// Prepare checks a call against the scope and describes it, and the kernel
+// runs every call through one pipeline (mediator.go, docs/ARCHITECTURE.md, "the mediation pipeline")
+// before it runs the prepared Effect.
 type Kind interface {
 	// Name is the kind's short name, e.g. "net".
 	Name() string
-	// Ops lists the operations Invoke accepts.
-	Ops() []string
+	// Info is the kind's static description: its operations, the
+	// variables its constraints see, the unit of its amounts. The kernel
+	// reads it once, at registration.
+	Info() Info
 	// Grant mints a root scope from a manifest grant: spec is the cap
-	// block's body as a JSON object. Errors should be *FieldError when
-	// they concern one field, so the manifest can point at its line.
+	// block's body as a JSON object, without the kernel's own attributes
+	// (audit, rate, when, approve_when, max_uses, budget). Errors should
+	// be *FieldError when they concern one field, so the manifest can
+	// point at its line.
 	Grant(g GrantContext, spec []byte) (Scope, error)
 	// Narrow returns a scope within parent as the request (a JSON object,
 	// see ABI.md for each kind) asks, or an error: any request that would
 	// widen parent is refused with an error matching ErrDenied, never
-	// silently clamped.
+	// silently clamped. It has no side effect: the kernel may still refuse
+	// the derivation after it.
 	Narrow(parent Scope, req []byte) (Scope, error)
-	// Invoke performs the operation and returns its result, or nil for
-	// none. Errors should be *Error values (see Errorf); any other error
-	// reaches the guest as EINTERNAL. The kernel recycles the Call: a kind
-	// must not keep it, or its Args, after Invoke returns (Result.Data may
-	// be Args itself, which the kernel then owns).
-	Invoke(ctx context.Context, call *Call) (*Result, error)
+	// Prepare decodes the call's arguments once, splices the blobs they
+	// name (Call.Blob), checks everything the scope decides (method, path,
+	// payee, expiry...) and returns what the kernel decides on, with the
+	// Effect that performs the call. It must have no side effect: no
+	// request, no write, no debit. Errors should be *Error values (see
+	// Errorf); any other error reaches the guest as EINTERNAL. The kernel
+	// recycles the Call: neither the Op nor its Effect may keep it, or its
+	// Args, past the Effect's return (Result.Data may be Args itself, which
+	// the kernel then owns).
+	Prepare(call *Call) (Op, error)
+	// Describe is the static view of a scope, for mandate check, mandate
+	// graph and the guest's cap_describe: every field of the grant that
+	// limits it, in readable units, without defaults that were not set.
+	Describe(s Scope) Description
+}
+
+// Info is what a kind is, independent of any grant.
+type Info struct {
+	// Ops lists the operations Prepare accepts. A spawn kind has the one
+	// operation OpSpawn, reached through task_spawn instead of cap_call.
+	Ops []string
+	// Vars names the variables `when` and `approve_when` see; nil means
+	// one, "args", the call's argument document decoded as JSON.
+	Vars []string
+	// Amounts, when set, says the kind's calls carry an amount (Op.Amount)
+	// and how a `budget` on its grants is read and shown.
+	Amounts AmountUnit
+}
+
+// AmountUnit reads and writes the amounts of a kind whose calls carry one
+// (a charge's minor units), for a given scope (its currency).
+type AmountUnit interface {
+	ParseAmount(s Scope, text string) (int64, error)
+	FormatAmount(s Scope, n int64) string
+}
+
+// OpSpawn is the operation task_spawn prepares on a spawn capability.
+const OpSpawn = "spawn"
+
+// Op is a prepared call: everything the kernel decides on, and the effect
+// it runs when every check has passed. The zero Op is a call that sends
+// nothing out, carries no amount, needs nothing, and does nothing.
+type Op struct {
+	// Sink is where the call sends data, nil when it sends nothing out:
+	// the calling task's label and every blob spliced through Call.Blob
+	// must flow to it (laws 6 and 7).
+	Sink *Sink
+	// Vars computes the values `when` and `approve_when` see, as the
+	// kind's Info.Vars names them; nil means {"args": the decoded
+	// arguments}. The kernel calls it only when the capability carries
+	// constraints.
+	Vars func() (map[string]any, error)
+	// Show describes the effect for a person: what an approver is asked
+	// and what the audit log records of an approval. Called only when an
+	// approval is needed; nil shows the operation and the argument size.
+	Show func() Effect
+	// NeedsApproval is the kind's own reason to ask a person before the
+	// effect, e.g. "above approve_above 500.00 USD"; "" for none.
+	NeedsApproval string
+	// Amount is what the call spends in the kind's unit (Info.Amounts),
+	// debited from every budget on the capability's chain.
+	Amount int64
+	// Free marks a call that uses nothing of max_uses or budget (an
+	// idempotent replay of a charge already made).
+	Free bool
+	// NoResult marks a call that never returns a handle, so no table slot
+	// is reserved for it.
+	NoResult bool
+	// Spawn is what a spawn capability allows this child (OpSpawn only).
+	Spawn *SpawnBounds
+	// Reserve, when set, takes what the kind itself must hold while the
+	// call is decided (pay: its idempotency key), at the kernel's reserve
+	// step, before the uses and budget: release gives it back if the call
+	// is then refused (the kernel calls it at most once, and never after
+	// the effect ran); free reports that the call turned out to spend
+	// nothing (the key is being charged by another call, whose receipt
+	// this one will replay).
+	Reserve func() (release func(), free bool, err error)
+	// Effect performs the call. nil is an effect that does nothing.
+	Effect func(ctx context.Context) (*Result, error)
+}
+
+// Sink is a destination of data and what it is cleared for.
+type Sink struct {
+	// Clearance is the highest label data sent there may carry.
+	Clearance Label
+	// RefusesTainted refuses any data with an integrity taint (a net
+	// capability with accepts_untrusted = false).
+	RefusesTainted bool
+}
+
+// Effect is what a person is shown before approving a call: one line a
+// person can judge ("charge 10.00 USD to attacker.example") and the
+// details it is made of (method, URL, payee, amount...), bounded and
+// printable.
+type Effect struct {
+	Summary string
+	Details []Detail
+}
+
+// Detail is one named value of an Effect.
+type Detail struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// SpawnBounds is what a spawn capability allows one child.
+type SpawnBounds struct {
+	Module      string // the digest asked for, allowed by the scope
+	MaxDepth    int
+	MaxChildren int
+	MaxMemory   uint64        // 0: the parent's own limit
+	MaxTimeout  time.Duration // 0: the parent's remaining time
+}
+
+// Description is the static view of a scope a kind gives.
+type Description struct {
+	// Fields are the scope's limits in the order the kind documents
+	// them, each in readable units ("800.00 USD", "GET, POST").
+	Fields []Detail
+	// Sink is the clearance of what the scope sends out, nil when it
+	// sends nothing.
+	Sink *Sink
+	// Label is what the capability's results carry, beyond the caller's
+	// label (a net origin's taint, a data source's tags).
+	Label Label
+	// Reaches names the data or endpoints the scope can reach, for
+	// mandate check ("https://flights.example/search", "alice/benefits").
+	Reaches []string
+}
+
+// NotPerformed marks an effect's error as one that happened before
+// anything left the kernel (a dial the egress guard refused, a provider
+// that refused the charge): uses, budget and rate tokens reserved for the
+// call are given back.
+func NotPerformed(err error) error {
+	if err == nil {
+		return nil
+	}
+	return notPerformed{err}
+}
+
+type notPerformed struct{ error }
+
+func (e notPerformed) Unwrap() error { return e.error }
+
+func wasPerformed(err error) bool {
+	var np notPerformed
+	return !errors.As(err, &np)
 }
 
 // Scope is what a capability allows. A scope is immutable once minted;
@@ -110,14 +266,6 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
 
-// Prechecker is implemented by a kind that can tell, without acting,
-// whether its scope allows a call. The kernel asks before it evaluates
-// constraints and asks for approvals, so a person is never asked to approve
-// a call the kind would then refuse. Invoke must still check everything.
-type Prechecker interface {
-	Precheck(call *Call) error
-}
-
 // TaskInfo identifies the task making a call, for kinds whose effect
 // depends on who acts (the principal) and for their logs.
 type TaskInfo struct {
@@ -136,15 +284,14 @@ type Call struct {
 	Logger hclog.Logger
 
 	blob    func(abi.Handle) (*Blob, error)
-	task    *Task // the calling task and the capability, for Approve
-	cap     *Cap
-	approve func(ctx context.Context, summary string, details map[string]any) error // tests only
+	task    *Task
 	spliced []*Blob
 }
 
 // Blob resolves a blob handle named in the call's arguments, in the calling
 // task's table only. The kernel records every blob a kind splices into an
-// effect, so flow checks can cover it.
+// effect: each must flow to the call's sink, and the result carries its
+// label.
 func (c *Call) Blob(h abi.Handle) (*Blob, error) {
 	if c.blob == nil {
 		return nil, ErrBadHandle
@@ -153,12 +300,15 @@ func (c *Call) Blob(h abi.Handle) (*Blob, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkSpliced(c.cap, b); err != nil {
-		return nil, err
+	if len(c.spliced) >= MaxSpliced {
+		return nil, Errorf(abi.ELIMIT, "a call may splice at most %d blobs", MaxSpliced)
 	}
 	c.spliced = append(c.spliced, b)
 	return b, nil
 }
+
+// MaxSpliced bounds the blobs one call may splice.
+const MaxSpliced = 64
 
 // TaskLabel is the calling task's label at the call: what everything it
 // writes carries. A kind that stores data (a sink with per-item labels)
@@ -175,9 +325,27 @@ func (c *Call) Spliced() []*Blob { return append([]*Blob(nil), c.spliced...) }
 
 // Result is what an operation produced. The kernel turns Data into a blob
 // labelled Label joined with the calling task's label and the labels of
-// every blob the kind read through Call.Blob (declassify's result alone
-// keeps exactly Label).
+// every blob the kind read through Call.Blob; only a kind registered with
+// the privilege to lower labels (Config.Declassifiers) has its Label kept
+// exactly.
 type Result struct {
 	Data  []byte
 	Label Label
+	// Free reports that the effect spent nothing after all (it replayed
+	// an idempotent charge another call made meanwhile): the uses and
+	// budget reserved for it are given back.
+	Free bool
+}
+
+// FormatBytes shows a size for a person: "64 MiB", "1.5 KiB", "300 B".
+func FormatBytes(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
 }

@@ -1,7 +1,6 @@
 package kernel_test
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -55,7 +54,7 @@ func TestScopeAs(t *testing.T) {
 
 // TestKindsRefuseForeignScopes: every kind handed a scope it did not make
 // (a kernel bug, never a guest's doing) answers EINTERNAL naming itself,
-// from Narrow and from Invoke, and does not panic.
+// from Narrow and from Prepare, and does not panic.
 func TestKindsRefuseForeignScopes(t *testing.T) {
 	for _, k := range []kernel.Kind{
 		data.New(nil), declassify.New(), net.New(), pay.New(), spawn.New(),
@@ -65,13 +64,13 @@ func TestKindsRefuseForeignScopes(t *testing.T) {
 			if kernel.ErrnoOf(err) != abi.EINTERNAL || !strings.HasPrefix(err.Error(), k.Name()+": scope is") {
 				t.Errorf("%s.Narrow(%s scope) = %v; want EINTERNAL naming the kind", k.Name(), name, err)
 			}
-			if k.Name() == "spawn" {
-				continue // the kernel performs spawns; the kind has no Invoke of its own
-			}
-			ops := k.Ops()
-			_, err = k.Invoke(context.Background(), &kernel.Call{Op: ops[0], Scope: s, Args: []byte(`{}`)})
+			ops := k.Info().Ops
+			_, err = k.Prepare(&kernel.Call{Op: ops[0], Scope: s, Args: []byte(`{}`)})
 			if kernel.ErrnoOf(err) != abi.EINTERNAL || !strings.HasPrefix(err.Error(), k.Name()+": scope is") {
-				t.Errorf("%s.Invoke(%s scope) = %v; want EINTERNAL naming the kind", k.Name(), name, err)
+				t.Errorf("%s.Prepare(%s scope) = %v; want EINTERNAL naming the kind", k.Name(), name, err)
+			}
+			if d := k.Describe(s); len(d.Fields) != 0 {
+				t.Errorf("%s.Describe(%s scope) = %+v; want nothing", k.Name(), name, d)
 			}
 		}
 	}

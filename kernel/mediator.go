@@ -83,7 +83,9 @@ func (t *Task) Invoke(ctx context.Context, h abi.Handle, op string, args []byte)
 }
 
 // invoke is Invoke with the operation name as the guest's bytes: it is
-// matched against the kind's operations without allocating.
+// matched against the kind's operations without allocating. It is the
+// pipeline's first two steps for cap_call (lookup, revocation) and the
+// kind's Prepare; decide does the rest.
 func (t *Task) invoke(ctx context.Context, h abi.Handle, op []byte, args []byte) (abi.Handle, error) {
 	c, err := t.table.GetCap(h)
 	if err != nil {
@@ -92,102 +94,278 @@ func (t *Task) invoke(ctx context.Context, h abi.Handle, op []byte, args []byte)
 	if err := usable(c); err != nil {
 		return 0, t.deny(ctx, c, "call:"+string(op), err)
 	}
-	kop, ok := findOp(c.kind.Ops(), op)
-	if !ok {
+	kop, ok := findOp(c.reg.info.Ops, op)
+	if !ok || kop == OpSpawn {
 		return 0, t.deny(ctx, c, "call:"+string(op), Errorf(abi.ENOTSUP, "kind %s has no operation %q", c.kind.Name(), op))
 	}
 	if len(args) > abi.MaxArgLen {
 		return 0, t.deny(ctx, c, "call:"+kop, Errorf(abi.ELIMIT, "arguments of %d bytes exceed %d", len(args), abi.MaxArgLen))
 	}
-	if err := takeRate(c, time.Now); err != nil {
-		return 0, t.deny(ctx, c, "call:"+kop, err)
+	call := t.newCall(c, kop, args)
+	defer freeCall(call)
+	prep, err := prepareGuarded(c.kind, call)
+	if err != nil {
+		return 0, t.refuse(ctx, c, "call:"+kop, err)
 	}
-	// Constraints, flow checks and approvals hook in here (later kinds).
-	_, declassify := c.kind.(Declassifier)
-	audited := c.audit || declassify
-	var digest string
-	if audited {
-		sum := sha256.Sum256(args)
-		digest = hex.EncodeToString(sum[:])
-		if err := t.k.auditCall(ctx, t, c, "call:"+kop, Allow, nil, digest); err != nil {
-			return 0, t.fail("call:"+kop, err)
+	e, err := t.decide(ctx, c, "call:"+kop, call, &prep, modeCall, func(ctx context.Context) (entry, error) {
+		res, err := runEffect(ctx, c.kind, prep.Effect)
+		if err != nil || res == nil {
+			return entry{}, err
 		}
+		if res.Free {
+			prep.Free = true // decide gives the reservation back
+		}
+		if len(res.Data) > abi.MaxBlobLen {
+			return entry{}, Errorf(abi.ELIMIT, "result of %d bytes exceeds %d", len(res.Data), abi.MaxBlobLen)
+		}
+		// What the kind read through Call.Blob may be in its result (a
+		// copy, a server's echo): the result carries those blobs' labels
+		// too, so handing a blob to a kind never launders it.
+		label := res.Label
+		if !c.reg.lowers {
+			label = label.Join(t.Label())
+			for _, b := range call.spliced {
+				label = label.Join(b.label)
+			}
+		}
+		return entry{blob: newBlobOwned(res.Data, label)}, nil
+	})
+	if err != nil {
+		return 0, err
 	}
+	return e, nil
+}
+
+// newCall takes a Call from the pool for a call on c.
+func (t *Task) newCall(c *Cap, op string, args []byte) *Call {
 	call := callPool.Get().(*Call)
 	*call = Call{
-		Op:     kop,
+		Op:     op,
 		Args:   args,
 		Scope:  c.scope,
 		Task:   t.info,
 		Logger: t.logger,
 		blob:   t.resolveBlob,
 		task:   t,
-		cap:    c,
 	}
-	var res *Result
-	err = t.checkSink(c)
-	if err == nil {
-		err = precheckGuarded(c.kind, call)
-	}
-	if err == nil {
-		err = t.constrain(ctx, c, call)
-	}
-	if err == nil {
-		res, err = invokeGuarded(ctx, c.kind, call)
-	}
-	// What the kind read through Call.Blob may be in its result (a copy,
-	// a server's echo): the result carries those blobs' labels too, so
-	// handing a blob to a kind never launders it.
-	var read Label
-	for _, b := range call.spliced {
-		read = read.Join(b.label)
-	}
+	return call
+}
+
+func freeCall(call *Call) {
 	*call = Call{}
 	callPool.Put(call)
-	if audited {
-		if aerr := t.k.auditCall(ctx, t, c, "call:"+kop, Outcome, err, digest); aerr != nil && err == nil {
+}
+
+// refuse records err from a step before any effect: a denial (audited and
+// counted) or a malformed request (the task's last error).
+func (t *Task) refuse(ctx context.Context, c *Cap, op string, err error) error {
+	if isDenial(err) {
+		return t.deny(ctx, c, op, err)
+	}
+	return t.fail(op, err)
+}
+
+// decide is the one mediation pipeline, shared by cap_call, cap_derive
+// and task_spawn once the capability was looked up, found usable and the
+// call prepared (docs/ARCHITECTURE.md, "the mediation pipeline"):
+//
+//	reserve (a handle slot for the result, rate tokens, uses and budget)
+//	-> flow (the task's label and every spliced blob against the sink)
+//	-> constraints (every when of the chain; which approve_when match)
+//	-> approval (the person sees the prepared effect)
+//	-> audit allow (durable, when the capability is audited)
+//	-> effect -> audit outcome -> install the result, commit reservations
+//
+// A refusal at any step releases what was reserved: no effect, no debit,
+// no token, no handle, and no "allow" in the log. effect returns the entry
+// to install (the zero entry for none).
+func (t *Task) decide(ctx context.Context, c *Cap, op string, call *Call, prep *Op, mode callMode, effect func(context.Context) (entry, error)) (abi.Handle, error) {
+	// Reserve.
+	var r reservation
+	if err := t.reserve(c, prep, mode, &r); err != nil {
+		return 0, t.deny(ctx, c, op, err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			r.release(t.table)
+		}
+	}()
+	// Flow.
+	if prep.Sink != nil {
+		if err := checkFlow("task ", t.id, t.Label(), prep.Sink, c); err != nil {
+			return 0, t.deny(ctx, c, op, err)
+		}
+		for _, b := range call.spliced {
+			if err := checkFlow("a spliced blob", "", b.label, prep.Sink, c); err != nil {
+				return 0, t.deny(ctx, c, op, err)
+			}
+		}
+	}
+	// Constraints, then approval.
+	var reasons []string
+	if mode != modeDerive && hasConstraints(c) {
+		need, err := checkConstraints(ctx, c, call, prep)
+		if err != nil {
+			return 0, t.deny(ctx, c, op, err)
+		}
+		reasons = need
+	}
+	if prep.NeedsApproval != "" {
+		reasons = append([]string{prep.NeedsApproval}, reasons...)
+	}
+	if len(reasons) > 0 {
+		eff := showDefault(call.Op, call.Args)
+		if prep.Show != nil {
+			eff = prep.Show()
+		}
+		if err := t.approve(ctx, c, call.Op, eff, reasons); err != nil {
+			return 0, t.deny(ctx, c, op, err)
+		}
+	}
+	// Audit allow, durable before the effect (law 8).
+	var digest string
+	if c.audit {
+		sum := sha256.Sum256(call.Args)
+		digest = hex.EncodeToString(sum[:])
+		if err := t.k.auditCall(ctx, t, c, op, Allow, nil, digest); err != nil {
+			return 0, t.fail(op, err)
+		}
+	}
+	// Effect.
+	e, err := effect(ctx)
+	if c.audit {
+		if aerr := t.k.auditCall(ctx, t, c, op, Outcome, err, digest); aerr != nil && err == nil {
 			err = aerr
 		}
 	}
 	if err != nil {
-		if isDenial(err) {
-			return 0, t.deny(ctx, c, "call:"+kop, err)
+		if wasPerformed(err) {
+			r.commit() // the effect may have happened: it counts
 		}
-		return 0, t.fail("call:"+kop, err)
+		if isDenial(err) {
+			return 0, t.deny(ctx, c, op, err)
+		}
+		return 0, t.fail(op, err)
 	}
-	if res == nil {
+	// Install. An effect that turned out to spend nothing (Result.Free)
+	// gives its uses and budget back; its rate token stays spent.
+	if prep.Free && r.allow != nil {
+		releaseAllowance(r.allow, r.amount)
+		r.allow = nil
+	}
+	r.commit()
+	done = true
+	if e == (entry{}) {
+		r.unslot(t.table)
 		return 0, nil
 	}
-	if len(res.Data) > abi.MaxBlobLen {
-		return 0, t.fail("call:"+kop, Errorf(abi.ELIMIT, "result of %d bytes exceeds %d", len(res.Data), abi.MaxBlobLen))
-	}
-	label := res.Label.Join(t.Label()).Join(read)
-	if declassify {
-		label = res.Label
-	}
-	b := newBlobOwned(res.Data, label)
-	bh, err := t.hold(b)
+	h, err := r.install(t, e)
 	if err != nil {
-		return 0, t.deny(ctx, c, "call:"+kop, err)
+		return 0, t.fail(op, err)
 	}
-	return bh, nil
+	return h, nil
 }
 
-// constrain checks the constraints of c and its ancestors against the
-// call and asks for approval when an approve_when matched. It runs before
-// the kind acts, so a refused call has no effect.
-func (t *Task) constrain(ctx context.Context, c *Cap, call *Call) error {
-	if !hasConstraints(c) {
+// callMode is which host call a decision is for.
+type callMode int
+
+const (
+	modeCall   callMode = iota // cap_call
+	modeDerive                 // cap_derive: no use, no rate token, no constraint of the parent's
+	modeSpawn                  // task_spawn
+)
+
+// reservation is what a call holds while it is decided: a table slot for
+// its result, rate tokens and uses on the capability's chain.
+type reservation struct {
+	slot    int // -1: none
+	rates   []*bucket
+	allow   []*allowance
+	amount  int64
+	undo    func() // gives back Op.Reserve's reservation
+	settled bool   // rates and allowances committed or released
+}
+
+// reserve takes everything the call needs before any check that can
+// refuse it, all or nothing.
+func (t *Task) reserve(c *Cap, prep *Op, mode callMode, r *reservation) error {
+	r.slot = -1
+	if !prep.NoResult {
+		slot, err := t.table.reserve()
+		if err != nil {
+			return err
+		}
+		r.slot = slot
+	}
+	if mode == modeDerive {
+		r.settled = true
 		return nil
 	}
-	need, err := checkConstraints(ctx, c, call)
+	if prep.Reserve != nil {
+		undo, free, err := prep.Reserve()
+		if err != nil {
+			r.release(t.table)
+			return err
+		}
+		r.undo = undo
+		if free {
+			prep.Free = true
+		}
+	}
+	rates, err := takeRate(c, time.Now)
 	if err != nil {
+		r.release(t.table)
 		return err
 	}
-	if len(need) > 0 {
-		return t.approve(ctx, c, call.Op, fmt.Sprintf("%s on %s %q matches approve_when %q", call.Op, c.kind.Name(), c.displayName(), need[0]), nil)
+	r.rates = rates
+	if !prep.Free {
+		if chain := chainAllowances(c); chain != nil {
+			if err := reserveAllowance(chain, prep.Amount, c.formatAmount); err != nil {
+				r.release(t.table)
+				return err
+			}
+			r.allow, r.amount = chain, prep.Amount
+		}
 	}
 	return nil
+}
+
+// release gives back everything not yet committed.
+func (r *reservation) release(tab *CapTable) {
+	if !r.settled {
+		giveRate(r.rates)
+		releaseAllowance(r.allow, r.amount)
+		if r.undo != nil {
+			r.undo()
+		}
+		r.settled = true
+	}
+	r.unslot(tab)
+}
+
+// commit keeps the rate tokens and uses: the effect happened.
+func (r *reservation) commit() { r.settled = true }
+
+func (r *reservation) unslot(tab *CapTable) {
+	if r.slot >= 0 {
+		tab.unreserve(r.slot)
+		r.slot = -1
+	}
+}
+
+// install puts e in the reserved slot, after checking that a blob may
+// enter the task (its clearance, the bytes it may hold).
+func (r *reservation) install(t *Task, e entry) (abi.Handle, error) {
+	if e.blob != nil {
+		if err := t.mayHold(e.blob.label); err != nil {
+			r.unslot(t.table)
+			return 0, err
+		}
+	}
+	h, err := t.table.fill(r.slot, e)
+	r.slot = -1
+	return h, err
 }
 
 // callPool recycles Calls: kinds must not keep a Call after Invoke
@@ -203,34 +381,35 @@ func findOp(ops []string, op []byte) (string, bool) {
 	return "", false
 }
 
-// invokeGuarded calls the kind, turning a panic into EINTERNAL: a kind bug
-// triggered by guest input denies the call and the kernel stays up.
-// precheckGuarded asks a Prechecker kind whether its scope allows call,
-// turning a panic into EINTERNAL.
-func precheckGuarded(kind Kind, call *Call) (err error) {
-	pc, ok := kind.(Prechecker)
-	if !ok {
-		return nil
-	}
+// prepareGuarded asks the kind to prepare call, turning a panic into
+// EINTERNAL: a kind bug triggered by guest input denies the call and the
+// kernel stays up.
+func prepareGuarded(kind Kind, call *Call) (op Op, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = &Error{Errno: abi.EINTERNAL, Msg: fmt.Sprintf("kind %s panicked: %v", kind.Name(), r)}
+			op, err = Op{}, &Error{Errno: abi.EINTERNAL, Msg: fmt.Sprintf("kind %s panicked: %v", kind.Name(), r)}
 		}
 	}()
-	return pc.Precheck(call)
+	return kind.Prepare(call)
 }
 
-func invokeGuarded(ctx context.Context, kind Kind, call *Call) (res *Result, err error) {
+// runEffect runs a prepared effect, turning a panic into EINTERNAL.
+func runEffect(ctx context.Context, kind Kind, f func(context.Context) (*Result, error)) (res *Result, err error) {
+	if f == nil {
+		return nil, nil
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			res, err = nil, &Error{Errno: abi.EINTERNAL, Msg: fmt.Sprintf("kind %s panicked: %v", kind.Name(), r)}
 		}
 	}()
-	return kind.Invoke(ctx, call)
+	return f(ctx)
 }
 
 // DeriveHandle narrows the capability h names as req asks and inserts the
-// result into the task's table.
+// result into the task's table, through the same pipeline as a call: the
+// narrowing is decided first, and the new capability joins the tree only
+// once a slot for it is reserved and the derivation is audited.
 func (t *Task) DeriveHandle(ctx context.Context, h abi.Handle, req []byte) (abi.Handle, error) {
 	const op = "derive"
 	c, err := t.table.GetCap(h)
@@ -240,32 +419,46 @@ func (t *Task) DeriveHandle(ctx context.Context, h abi.Handle, req []byte) (abi.
 	if err := usable(c); err != nil {
 		return 0, t.deny(ctx, c, op, err)
 	}
-	d, err := deriveGuarded(t.k, c, t, req)
+	d, err := narrowGuarded(t.k, c, req)
 	if err != nil {
 		return 0, t.deny(ctx, c, op, err)
 	}
-	if c.audit {
-		if err := t.k.audit(ctx, t, d, op, Allow, nil); err != nil {
-			t.k.Revoke(d)
-			return 0, t.fail(op, err)
+	call := t.newCall(c, op, req)
+	defer freeCall(call)
+	// A derivation spends no use and no rate token: only calls do.
+	prep := Op{Free: true}
+	return t.decideDerive(ctx, c, call, &prep, d)
+}
+
+// decideDerive runs a derivation through decide, with minting as its
+// effect.
+func (t *Task) decideDerive(ctx context.Context, c *Cap, call *Call, prep *Op, d derivation) (abi.Handle, error) {
+	var minted *Cap
+	nh, err := t.decide(ctx, c, "derive", call, prep, modeDerive, func(context.Context) (entry, error) {
+		m, err := t.k.mint(d, t, "", false)
+		if err != nil {
+			return entry{}, err
 		}
-	}
-	nh, err := t.table.InsertCap(d)
+		minted = m
+		return entry{cap: m}, nil
+	})
 	if err != nil {
-		t.k.Revoke(d)
-		return 0, t.deny(ctx, c, op, err)
+		if minted != nil {
+			t.k.Revoke(minted)
+		}
+		return 0, err
 	}
-	t.logger.Debug("derived", "parent", c.id, "cap", d.id)
+	t.logger.Debug("derived", "parent", c.id, "cap", minted.id)
 	return nh, nil
 }
 
-func deriveGuarded(k *Kernel, c *Cap, t *Task, req []byte) (d *Cap, err error) {
+func narrowGuarded(k *Kernel, c *Cap, req []byte) (d derivation, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			d, err = nil, &Error{Errno: abi.EINTERNAL, Msg: fmt.Sprintf("kind %s panicked in narrow: %v", c.kind.Name(), r)}
+			d, err = derivation{}, &Error{Errno: abi.EINTERNAL, Msg: fmt.Sprintf("kind %s panicked in narrow: %v", c.kind.Name(), r)}
 		}
 	}()
-	return k.Derive(c, t, req)
+	return k.narrow(c, req)
 }
 
 // RevokeHandle revokes the capability h names and everything derived from
@@ -309,7 +502,7 @@ func (t *Task) Describe(ctx context.Context, h abi.Handle) (abi.Handle, error) {
 		return 0, t.deny(ctx, nil, op, err)
 	}
 	d := capDescription{
-		ID: c.id, Kind: c.kind.Name(), Name: c.name, Ops: slices.Clone(c.kind.Ops()),
+		ID: c.id, Kind: c.kind.Name(), Name: c.name, Ops: slices.Clone(c.reg.info.Ops),
 		Scope: scopeJSON(c.scope), Revoked: c.Revoked(),
 	}
 	bh, err := t.table.InsertBlob(newBlobOwned(mustJSON(d), Label{}))

@@ -45,7 +45,7 @@ func TestPayBudgetHoldsAgainstRacingChildren(t *testing.T) {
 		Module: mod, Principal: "alice", Input: in,
 		Limits: kernel.Limits{Timeout: 2 * time.Minute, Memory: 64 << 20},
 		Grants: []kernel.GrantSpec{
-			{Name: "card", Kind: "pay", Scope: grant("pay", fmt.Sprintf(`{"provider":%q,"allow_private":true,"instrument":{"env":"CARD"},"payees":["airline.example"],"currency":"USD","budget":"100.00"}`, prov.URL))},
+			{Name: "card", Kind: "pay", Scope: grant("pay", fmt.Sprintf(`{"provider":%q,"allow_private":true,"instrument":{"env":"CARD"},"payees":["airline.example"],"currency":"USD"}`, prov.URL)), Allowance: kernel.Allowance{Budget: 10000}},
 			{Name: "children", Kind: "spawn", Scope: grant("spawn", fmt.Sprintf(`{"modules":[%q],"max_children":10}`, sandbox.Digest(child)))},
 		},
 	})

@@ -104,7 +104,10 @@ func (b *bucket) refill(now time.Time) {
 // one, all or none: a call refused by a parent's rate does not spend the
 // child's allowance. Buckets are locked root first, so concurrent calls on
 // one subtree cannot deadlock.
-func takeRate(c *Cap, clock func() time.Time) error {
+//
+// It returns the buckets it took from, for giveRate when the call is then
+// refused: a refused call spends no token.
+func takeRate(c *Cap, clock func() time.Time) ([]*bucket, error) {
 	var chain []*bucket
 	for x := c; x != nil; x = x.parent {
 		if x.rate != nil {
@@ -112,7 +115,7 @@ func takeRate(c *Cap, clock func() time.Time) error {
 		}
 	}
 	if len(chain) == 0 {
-		return nil // no clock read on the common path
+		return nil, nil // no clock read on the common path
 	}
 	now := clock()
 	for i := len(chain) - 1; i >= 0; i-- {
@@ -126,11 +129,20 @@ func takeRate(c *Cap, clock func() time.Time) error {
 	for _, b := range chain {
 		b.refill(now)
 		if b.tokens < 1 {
-			return Errorf(abi.ELIMIT, "rate limit %s reached; retry later", b.rate)
+			return nil, Errorf(abi.ELIMIT, "rate limit %s reached; retry later", b.rate)
 		}
 	}
 	for _, b := range chain {
 		b.tokens--
 	}
-	return nil
+	return chain, nil
+}
+
+// giveRate returns one token to each bucket takeRate took it from.
+func giveRate(chain []*bucket) {
+	for _, b := range chain {
+		b.mu.Lock()
+		b.tokens = min(float64(b.rate.N), b.tokens+1)
+		b.mu.Unlock()
+	}
 }

@@ -24,28 +24,18 @@ type ModuleResolver interface {
 	Module(ctx context.Context, digest string) (sandbox.Module, error)
 }
 
-// SpawnScope is the scope of a spawn capability (caps/spawn): which
-// modules a task may start as children, how deep and how many, and the
-// most memory and time each child may get.
-type SpawnScope interface {
-	Scope
-	AllowsModule(digest string) bool
-	// MaxDepth bounds the depth of a child (the holder's depth + 1).
-	MaxDepth() int
-	// MaxChildren bounds how many children one task may spawn.
-	MaxChildren() int
-	// MaxMemory and MaxTimeout bound each child; 0 means no bound beyond
-	// the parent's own limits.
-	MaxMemory() uint64
-	MaxTimeout() time.Duration
-}
-
 // Spawn starts a child task as the request asks, under the spawn
-// capability h names, and returns a handle to it. Law 3 holds for
-// children: every capability passed is derived anew for the child
-// (narrowed as asked, never wider), the child starts at the parent's label
-// (spawning never launders), and its limits are no larger than the
-// parent's remaining ones.
+// capability h names, and returns a handle to it. It runs the same
+// pipeline as a call (decide): the spawn kind prepares the request (the
+// module allowed, the bounds of the child), the kernel plans the child
+// (depth, limits, clearance, input, every capability passed, narrowed as
+// asked and never wider) without effect, then reserves (a handle for the
+// child, a place among the parent's children and the kernel's running
+// tasks, rate tokens and uses of the spawn capability), checks constraints
+// and approval, audits, and only then makes the child. Each capability
+// passed is an audit entry of its own ("pass"). The child starts at the
+// parent's label (spawning never launders), and its limits are no larger
+// than the parent's remaining ones.
 func (t *Task) Spawn(ctx context.Context, h abi.Handle, req []byte) (abi.Handle, error) {
 	const op = "spawn"
 	sc, err := t.table.GetCap(h)
@@ -55,21 +45,41 @@ func (t *Task) Spawn(ctx context.Context, h abi.Handle, req []byte) (abi.Handle,
 	if err := usable(sc); err != nil {
 		return 0, t.deny(ctx, sc, op, err)
 	}
-	scope, ok := sc.scope.(SpawnScope)
-	if !ok {
+	if _, ok := findOp(sc.reg.info.Ops, []byte(OpSpawn)); !ok {
 		return 0, t.deny(ctx, sc, op, Errorf(abi.EWRONGTYPE, "capability %s (%s) is not a spawn capability", sc.id, sc.kind.Name()))
 	}
-	child, err := t.spawn(ctx, sc, scope, req)
-	if err != nil {
-		if isDenial(err) {
-			return 0, t.deny(ctx, sc, op, err)
-		}
-		return 0, t.fail(op, err)
+	if len(req) > abi.MaxArgLen {
+		return 0, t.deny(ctx, sc, op, Errorf(abi.ELIMIT, "spawn request of %d bytes exceeds %d", len(req), abi.MaxArgLen))
 	}
-	th, err := t.table.InsertTask(child.task)
+	call := t.newCall(sc, OpSpawn, req)
+	defer freeCall(call)
+	prep, err := prepareGuarded(sc.kind, call)
+	if err == nil && prep.Spawn == nil {
+		err = Errorf(abi.EINTERNAL, "kind %s prepared a spawn without bounds", sc.kind.Name())
+	}
 	if err != nil {
-		child.abort()
-		return 0, t.deny(ctx, sc, op, err)
+		return 0, t.refuse(ctx, sc, op, err)
+	}
+	plan, err := t.planChild(ctx, sc, prep.Spawn, req)
+	if err != nil {
+		return 0, t.refuse(ctx, sc, op, err)
+	}
+	prep.Reserve = plan.reserve
+	var child *pendingChild
+	th, err := t.decide(ctx, sc, op, call, &prep, modeSpawn, func(ctx context.Context) (entry, error) {
+		c, err := t.makeChild(ctx, plan)
+		if err != nil {
+			// Nothing ran: the child never started.
+			return entry{}, NotPerformed(err)
+		}
+		child = c
+		return entry{task: c.task}, nil
+	})
+	if err != nil {
+		if child != nil {
+			child.abort()
+		}
+		return 0, err
 	}
 	child.start(ctx)
 	return th, nil
@@ -84,32 +94,49 @@ type pendingChild struct {
 
 func (p *pendingChild) start(ctx context.Context) { p.task.launch(ctx, p.spec) }
 
-// abort undoes a child that will not run: what was passed is revoked and
-// its place among running tasks given back.
+// abort undoes a child that will not run: what was passed is revoked.
+// Its place among running tasks is given back by the reservation.
 func (p *pendingChild) abort() {
 	for _, c := range p.passed {
 		p.task.k.Revoke(c)
 	}
-	p.task.k.live.Add(-1)
 }
 
-func (t *Task) spawn(ctx context.Context, sc *Cap, scope SpawnScope, raw []byte) (*pendingChild, error) {
+// childPlan is a child decided but not yet made.
+type childPlan struct {
+	parent    *Task
+	module    sandbox.Module
+	limits    Limits
+	clearance *Label
+	input     *Blob
+	passed    []passedCap
+	depth     int
+	bounds    *SpawnBounds
+}
+
+// passedCap is a capability the parent passes, narrowed as asked.
+type passedCap struct {
+	name   string
+	narrow string
+	d      derivation
+}
+
+// planChild decides everything about a child that can be decided without
+// effect: a refusal here leaves nothing behind.
+func (t *Task) planChild(ctx context.Context, sc *Cap, b *SpawnBounds, raw []byte) (*childPlan, error) {
 	k := t.k
 	r, err := abi.DecodeSpawnRequest(raw)
 	if err != nil {
 		return nil, Errorf(abi.EINVAL, "spawn: %v", err)
 	}
-	if err := t.constrain(ctx, sc, &Call{Op: "spawn", Args: raw, Scope: sc.scope, Task: t.info, Logger: t.logger, blob: t.resolveBlob, task: t, cap: sc}); err != nil {
-		return nil, err
-	}
-	if !scope.AllowsModule(r.Module) {
-		return nil, Errorf(abi.EDENIED, "spawn: module %s is not allowed by %s", r.Module, sc.id)
+	if r.Module != b.Module {
+		return nil, Errorf(abi.EINTERNAL, "spawn: kind %s prepared module %s for %s", sc.kind.Name(), b.Module, r.Module)
 	}
 	depth := t.depth + 1
-	if depth > scope.MaxDepth() || depth > MaxSpawnDepth {
-		return nil, Errorf(abi.ELIMIT, "spawn: a child would be at depth %d (limit %d)", depth, min(scope.MaxDepth(), MaxSpawnDepth))
+	if depth > b.MaxDepth || depth > MaxSpawnDepth {
+		return nil, Errorf(abi.ELIMIT, "spawn: a child would be at depth %d (limit %d)", depth, min(b.MaxDepth, MaxSpawnDepth))
 	}
-	limits, err := t.childLimits(scope, r)
+	limits, err := t.childLimits(b, r)
 	if err != nil {
 		return nil, err
 	}
@@ -123,94 +150,125 @@ func (t *Task) spawn(ctx context.Context, sc *Cap, scope SpawnScope, raw []byte)
 	if mod.Digest() != r.Module {
 		return nil, Errorf(abi.EINTERNAL, "spawn: resolver returned %s for %s", mod.Digest(), r.Module)
 	}
-	t.mu.Lock()
-	if t.children >= scope.MaxChildren() {
-		t.mu.Unlock()
-		return nil, Errorf(abi.ELIMIT, "spawn: task %s has spawned %d children (limit %d)", t.id, t.children, scope.MaxChildren())
-	}
-	t.children++
-	t.mu.Unlock()
-	// A refused spawn started no child: it does not use up max_children.
-	spawned := false
-	defer func() {
-		if !spawned {
-			t.mu.Lock()
-			t.children--
-			t.mu.Unlock()
-		}
-	}()
-
-	spec := TaskSpec{Module: mod, Principal: t.principal, Name: "child", Limits: limits}
-	child, err := k.newTask(spec, t)
-	if err != nil {
-		return nil, err
-	}
-	child.label = t.Label()
-	child.clearance = t.clearance
+	p := &childPlan{parent: t, module: mod, limits: limits, clearance: t.clearance, depth: depth, bounds: b}
 	if r.Clearance != nil {
 		want := NewLabel(*r.Clearance, nil)
 		if pc, bounded := t.Clearance(); bounded && !want.CanFlowTo(pc) {
 			return nil, flowErr("the child's clearance", want, pc, "its parent's clearance")
 		}
-		child.clearance = &want
+		p.clearance = &want
 	}
-	if err := child.mayHold(child.label); err != nil {
-		return nil, Errorf(abi.EFLOW, "spawn: the child would start at its parent's label, above its clearance: %v", err)
+	label := t.Label()
+	if p.clearance != nil && !label.CanFlowTo(*p.clearance) {
+		return nil, Errorf(abi.EFLOW, "spawn: the child would start at its parent's label, above its clearance: %v",
+			flowErr("data", label, *p.clearance, "the child"))
 	}
 	if r.Input != 0 {
 		in, err := t.table.GetBlob(r.Input)
 		if err != nil {
 			return nil, err
 		}
-		if err := child.mayHold(in.label); err != nil {
-			return nil, err
+		if p.clearance != nil && !in.label.CanFlowTo(*p.clearance) {
+			return nil, flowErr("the child's input", in.label, *p.clearance, "the child")
 		}
-		child.input = in
+		p.input = in
 	}
-	var passed []*Cap
-	undo := func() {
-		for _, c := range passed {
-			k.Revoke(c)
-		}
+	if len(r.Caps) > limits.MaxHandles {
+		return nil, Errorf(abi.ELIMIT, "spawn: %d capabilities passed exceed the child's %d handles", len(r.Caps), limits.MaxHandles)
 	}
+	seen := map[string]bool{}
 	for _, pc := range r.Caps {
+		if seen[pc.Name] {
+			return nil, Errorf(abi.EINVAL, "spawn: capability name %q passed twice", pc.Name)
+		}
+		seen[pc.Name] = true
 		c, err := t.table.GetCap(pc.Handle)
 		if err != nil {
-			undo()
 			return nil, err
+		}
+		if err := usable(c); err != nil {
+			return nil, fmt.Errorf("passing %q: %w", pc.Name, err)
 		}
 		narrow := []byte(pc.Narrow)
 		if len(narrow) == 0 || string(narrow) == "null" {
 			narrow = []byte("{}")
 		}
-		d, err := deriveGuarded(k, c, child, narrow)
+		d, err := narrowGuarded(k, c, narrow)
 		if err != nil {
-			undo()
 			return nil, fmt.Errorf("passing %q: %w", pc.Name, err)
 		}
-		passed = append(passed, d)
-		d.name = pc.Name
-		if _, err := child.table.InsertCap(d); err != nil {
-			undo()
-			return nil, err
-		}
-		child.names[pc.Name] = d
+		p.passed = append(p.passed, passedCap{name: pc.Name, narrow: string(narrow), d: d})
 	}
-	if err := k.admit(); err != nil {
-		undo()
+	return p, nil
+}
+
+// reserve takes the child's place among the parent's children and the
+// kernel's running tasks; the function it returns gives them back.
+func (p *childPlan) reserve() (func(), bool, error) {
+	t := p.parent
+	t.mu.Lock()
+	if t.children >= p.bounds.MaxChildren {
+		t.mu.Unlock()
+		return nil, false, Errorf(abi.ELIMIT, "spawn: task %s has spawned %d children (limit %d)", t.id, t.children, p.bounds.MaxChildren)
+	}
+	t.children++
+	t.mu.Unlock()
+	if err := t.k.admit(); err != nil {
+		t.mu.Lock()
+		t.children--
+		t.mu.Unlock()
+		return nil, false, err
+	}
+	return func() {
+		t.mu.Lock()
+		t.children--
+		t.mu.Unlock()
+		t.k.live.Add(-1)
+	}, false, nil
+}
+
+// makeChild is the effect of a spawn: the child task and the capabilities
+// passed to it, each minted for the child and audited as it crosses the
+// task boundary, before the child can run.
+func (t *Task) makeChild(ctx context.Context, p *childPlan) (*pendingChild, error) {
+	k := t.k
+	spec := TaskSpec{Module: p.module, Principal: t.principal, Name: "child", Limits: p.limits}
+	child, err := k.newTask(spec, t)
+	if err != nil {
 		return nil, err
 	}
-	t.logger.Info("spawned", "child", child.id, "module", r.Module, "caps", len(passed), "depth", depth)
-	spawned = true
-	return &pendingChild{task: child, spec: spec, passed: passed}, nil
+	child.label = t.Label()
+	child.clearance = p.clearance
+	child.input = p.input
+	pc := &pendingChild{task: child, spec: spec}
+	for _, pass := range p.passed {
+		d, err := k.mint(pass.d, child, pass.name, true)
+		if err != nil {
+			pc.abort()
+			return nil, fmt.Errorf("passing %q: %w", pass.name, err)
+		}
+		pc.passed = append(pc.passed, d)
+		if _, err := child.table.InsertCap(d); err != nil {
+			pc.abort()
+			return nil, err
+		}
+		child.names[pass.name] = d
+		text := fmt.Sprintf("passed %s to %s as %q, narrowed by %s", d.parent.id, child.id, pass.name, pass.narrow)
+		if err := k.auditText(ctx, t, d, "pass", Allow, nil, text); err != nil {
+			pc.abort()
+			return nil, err
+		}
+	}
+	t.logger.Info("spawned", "child", child.id, "module", p.module.Digest(), "caps", len(pc.passed), "depth", p.depth)
+	return pc, nil
 }
 
 // childLimits computes a child's limits: what the request asks, or else
 // the most the parent may give, and never more than the parent's own
 // memory, the time the parent has left, or the spawn capability's bounds.
-func (t *Task) childLimits(scope SpawnScope, r abi.SpawnRequest) (Limits, error) {
+func (t *Task) childLimits(b *SpawnBounds, r abi.SpawnRequest) (Limits, error) {
 	memCap := t.limits.Memory
-	if m := scope.MaxMemory(); m > 0 && m < memCap {
+	if m := b.MaxMemory; m > 0 && m < memCap {
 		memCap = m
 	}
 	left := time.Until(t.deadline)
@@ -218,7 +276,7 @@ func (t *Task) childLimits(scope SpawnScope, r abi.SpawnRequest) (Limits, error)
 		return Limits{}, Errorf(abi.ELIMIT, "spawn: the parent has no time left")
 	}
 	timeCap := left
-	if d := scope.MaxTimeout(); d > 0 && d < timeCap {
+	if d := b.MaxTimeout; d > 0 && d < timeCap {
 		timeCap = d
 	}
 	l := Limits{Memory: memCap, Timeout: timeCap, MaxHandles: t.limits.MaxHandles, MaxOutput: t.limits.MaxOutput,

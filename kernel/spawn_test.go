@@ -108,7 +108,7 @@ func TestSpawnChildGetsOnlyWhatIsPassed(t *testing.T) {
 			passed = &g.Caps[i]
 		}
 	}
-	if passed == nil || passed.Parent == "" || passed.Name != "test" || string(passed.Scope) != `{"level":2,"ops":["noop","echo","level","panic","splice"]}` {
+	if passed == nil || passed.Parent == "" || passed.Name != "test" || string(passed.Scope) != `{"level":2,"ops":["noop","echo","level","panic","splice","spend","fail"]}` {
 		t.Fatalf("passed capability in the graph: %+v", passed)
 	}
 }

@@ -78,6 +78,10 @@ type GrantSpec struct {
 	// Rate bounds how often the capability and everything derived from it
 	// may be called; zero is no bound.
 	Rate Rate
+	// Allowance bounds the effects the capability and everything derived
+	// from it may have (max_uses) and, for a kind with amounts, what they
+	// may spend together (budget, see Kernel.ParseBudget); zero is none.
+	Allowance Allowance
 }
 
 // TaskSpec describes a task to start.
@@ -198,12 +202,19 @@ func (k *Kernel) Start(ctx context.Context, spec TaskSpec) (*Task, error) {
 		if g.Rate.N < 0 || !g.Rate.IsZero() && g.Rate.Per <= 0 {
 			return nil, fmt.Errorf("kernel: grant %q: invalid rate %d per %s", g.Name, g.Rate.N, g.Rate.Per)
 		}
-		c, err := k.newCap(kind, g.Scope, g.Name, nil, t, g.Audit, g.Constraints)
-		if err != nil {
-			return nil, err
+		if g.Allowance.MaxUses < 0 || g.Allowance.Budget < 0 {
+			return nil, fmt.Errorf("kernel: grant %q: negative max_uses or budget", g.Name)
 		}
+		if g.Allowance.Budget > 0 && kind.info.Amounts == nil {
+			return nil, fmt.Errorf("kernel: grant %q: a %s capability has no amounts to budget", g.Name, g.Kind)
+		}
+		c := &Cap{kind: kind.kind, reg: kind, scope: g.Scope, name: g.Name, holder: t,
+			audit: g.Audit || kind.lowers, cons: g.Constraints, allow: newAllowance(g.Allowance)}
 		if !g.Rate.IsZero() {
 			c.rate = newBucket(g.Rate, time.Now())
+		}
+		if _, err := k.link(c); err != nil {
+			return nil, err
 		}
 		if _, err := t.table.InsertCap(c); err != nil {
 			return nil, err

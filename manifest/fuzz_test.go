@@ -47,6 +47,9 @@ func (g *kindsGranter) Kinds() []string                   { return []string{"dat
 func (g *kindsGranter) Grant(kind string, gc kernel.GrantContext, spec []byte) (kernel.Scope, error) {
 	return g.kinds[kind].Grant(gc, spec)
 }
+func (g *kindsGranter) ParseBudget(kind string, s kernel.Scope, text string) (int64, error) {
+	return kernel.ParseBudget(g.kinds[kind], s, text)
+}
 func (g *kindsGranter) CompileConstraints(kind string, when, approveWhen []string) (kernel.Constraints, error) {
 	var cs kernel.Constraints
 	vars := kernel.ConstraintVars(g.kinds[kind])

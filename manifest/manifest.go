@@ -34,6 +34,8 @@
 //	    audit = true              # kernel-level: write every decision to the audit log first
 //	    rate  = "10/s"            # kernel-level: at most 10 calls a second, for this
 //	                              # capability and everything derived from it (s, m, h, or a duration)
+//	    max_uses = 1              # kernel-level: at most 1 effect, for the whole derivation subtree
+//	    budget   = "100.00"       # kernel-level, kinds with amounts (pay): most spent by the subtree
 //	    ...                       # every other attribute is the kind's grant spec
 //	  }
 //	}
@@ -44,8 +46,9 @@
 // JSON object (HCL strings, numbers, bools, lists and objects map to their
 // JSON counterparts; null attributes are left out). The attributes when
 // and approve_when (a CEL expression, or a list of them, over the kind's
-// variables: see kernel.Activator), audit and rate are the kernel's; label and
-// clearance are reserved for the kernel and not supported yet.
+// variables: kernel.Info.Vars), audit, rate, max_uses and budget are the
+// kernel's; label is reserved for the kernel and not supported yet. Uses
+// and budget count effects that happened, never refused calls.
 //
 // # Errors
 //
@@ -69,6 +72,7 @@ import (
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/sandbox"
 	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/gocty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 )
 
@@ -122,6 +126,11 @@ type Cap struct {
 	Audit bool
 	// Rate is the kernel-level rate attribute; zero when unset.
 	Rate kernel.Rate
+	// MaxUses is the kernel-level max_uses attribute; 0 when unset.
+	MaxUses int64
+	// Budget is the kernel-level budget attribute as written, read in the
+	// kind's unit by Grants; "" when unset.
+	Budget string
 	// When and ApproveWhen are the kernel-level constraint expressions.
 	When, ApproveWhen []string
 	// Spec is the block's other attributes as a JSON object: the kind's
@@ -175,7 +184,7 @@ func diagErr(rng hcl.Range, format string, args ...any) *hcl.Diagnostic {
 // kept for labels, clearances and constraints and refused until they are
 // implemented, so a manifest that relies on them never runs without them.
 var (
-	kernelAttrs   = map[string]bool{"audit": true, "rate": true}
+	kernelAttrs   = map[string]bool{"audit": true, "rate": true, "when": true, "approve_when": true, "max_uses": true, "budget": true}
 	reservedAttrs = map[string]bool{"label": true}
 )
 
@@ -711,6 +720,37 @@ func (p *parser) cap(b *hcl.Block) {
 			}
 			c.Rate = r
 			continue
+		case n == "max_uses":
+			v, vok := p.eval(a.Expr)
+			if !vok {
+				ok = false
+				continue
+			}
+			var n64 int64
+			if v.IsNull() || v.Type() != cty.Number || gocty.FromCtyValue(v, &n64) != nil || n64 < 1 {
+				p.add(diagErr(a.Expr.Range(), "max_uses must be a whole number of at least 1, not %s", describe(v)))
+				ok = false
+				continue
+			}
+			c.MaxUses = n64
+			continue
+		case n == "budget":
+			v, vok := p.eval(a.Expr)
+			if !vok {
+				ok = false
+				continue
+			}
+			switch {
+			case !v.IsNull() && v.Type() == cty.String && strings.TrimSpace(v.AsString()) != "":
+				c.Budget = v.AsString()
+			case !v.IsNull() && v.Type() == cty.Number:
+				c.Budget = v.AsBigFloat().Text('f', -1)
+			default:
+				p.add(diagErr(a.Expr.Range(), "budget must be an amount such as \"1000.00\", not %s", describe(v)))
+				ok = false
+				continue
+			}
+			continue
 		case n == "when" || n == "approve_when":
 			v, vok := p.eval(a.Expr)
 			if !vok {
@@ -784,6 +824,7 @@ type Granter interface {
 	Kinds() []string
 	Grant(kind string, g kernel.GrantContext, spec []byte) (kernel.Scope, error)
 	CompileConstraints(kind string, when, approveWhen []string) (kernel.Constraints, error)
+	ParseBudget(kind string, s kernel.Scope, text string) (int64, error)
 }
 
 // stringOrList reads a string or a list of strings.
@@ -855,7 +896,16 @@ func (m *Manifest) GrantsWith(k Granter, g kernel.GrantContext) ([]kernel.GrantS
 			}
 			cons = kernel.Constraints{When: w.When, ApproveWhen: a.ApproveWhen}
 		}
-		grants = append(grants, kernel.GrantSpec{Name: c.Name, Kind: c.Kind, Scope: scope, Audit: c.Audit, Constraints: cons, Rate: c.Rate})
+		allow := kernel.Allowance{MaxUses: c.MaxUses}
+		if c.Budget != "" {
+			b, err := k.ParseBudget(c.Kind, scope, c.Budget)
+			if err != nil {
+				diags = append(diags, diagErr(c.attrs["budget"], "cap %q %q: budget: %v", c.Kind, c.Name, err))
+				continue
+			}
+			allow.Budget = b
+		}
+		grants = append(grants, kernel.GrantSpec{Name: c.Name, Kind: c.Kind, Scope: scope, Audit: c.Audit, Constraints: cons, Rate: c.Rate, Allowance: allow})
 	}
 	if diags.HasErrors() {
 		return nil, &Error{diags}

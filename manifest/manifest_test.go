@@ -1,7 +1,6 @@
 package manifest
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -242,14 +241,13 @@ type fakeScope struct{ spec string }
 func (s fakeScope) MarshalJSON() ([]byte, error) { return []byte(s.spec), nil }
 func (s fakeScope) Contains(o kernel.Scope) bool { return false }
 
-func (k fakeKind) Name() string  { return k.name }
-func (k fakeKind) Ops() []string { return nil }
+func (k fakeKind) Name() string      { return k.name }
+func (k fakeKind) Info() kernel.Info { return kernel.Info{} }
 func (k fakeKind) Narrow(kernel.Scope, []byte) (kernel.Scope, error) {
 	return nil, kernel.ErrDenied
 }
-func (k fakeKind) Invoke(context.Context, *kernel.Call) (*kernel.Result, error) {
-	return nil, kernel.ErrNotSup
-}
+func (k fakeKind) Prepare(*kernel.Call) (kernel.Op, error)  { return kernel.Op{}, kernel.ErrNotSup }
+func (k fakeKind) Describe(kernel.Scope) kernel.Description { return kernel.Description{} }
 func (k fakeKind) Grant(g kernel.GrantContext, spec []byte) (kernel.Scope, error) {
 	var v struct {
 		Origin  string
@@ -278,6 +276,10 @@ func (g fakeGranter) Kind(n string) (kernel.Kind, bool) { k, ok := g[n]; return 
 func (g fakeGranter) Kinds() []string                   { return []string{"net"} }
 func (g fakeGranter) Grant(kind string, gc kernel.GrantContext, spec []byte) (kernel.Scope, error) {
 	return g[kind].Grant(gc, spec)
+}
+
+func (g fakeGranter) ParseBudget(kind string, s kernel.Scope, text string) (int64, error) {
+	return kernel.ParseBudget(g[kind], s, text)
 }
 
 // CompileConstraints accepts any expression but "bad".

@@ -165,7 +165,7 @@ func readTasks(ctx context.Context, tx *sql.Tx, rec *Record) error {
 }
 
 func readCaps(ctx context.Context, tx *sql.Tx, rec *Record) error {
-	rows, err := tx.QueryContext(ctx, `SELECT id, kind, name, holder, parent, scope, revoked, dropped, audited, when_exprs, approve_when, rate
+	rows, err := tx.QueryContext(ctx, `SELECT id, kind, name, holder, parent, scope, revoked, dropped, audited, when_exprs, approve_when, rate, view
 		FROM caps WHERE run = ? ORDER BY ord`, rec.Run.ID)
 	if err != nil {
 		return err
@@ -173,9 +173,12 @@ func readCaps(ctx context.Context, tx *sql.Tx, rec *Record) error {
 	defer rows.Close()
 	for rows.Next() {
 		var c kernel.GraphCap
-		var scope, when, appr string
-		if err := rows.Scan(&c.ID, &c.Kind, &c.Name, &c.Holder, &c.Parent, &scope, &c.Revoked, &c.Dropped, &c.Audited, &when, &appr, &c.Rate); err != nil {
+		var scope, when, appr, view string
+		if err := rows.Scan(&c.ID, &c.Kind, &c.Name, &c.Holder, &c.Parent, &scope, &c.Revoked, &c.Dropped, &c.Audited, &when, &appr, &c.Rate, &view); err != nil {
 			return err
+		}
+		if err := json.Unmarshal([]byte(view), &c.View); err != nil {
+			return fmt.Errorf("cap %s: view: %v", c.ID, err)
 		}
 		if !json.Valid([]byte(scope)) {
 			return fmt.Errorf("cap %s: the scope is not JSON", c.ID)

@@ -56,7 +56,7 @@ const (
 
 // schemaVersion is the schema this code writes; migrations upgrade older
 // files.
-const schemaVersion = 1
+const schemaVersion = 2
 
 const schema = `
 CREATE TABLE runs (
@@ -105,6 +105,7 @@ CREATE TABLE caps (
 	when_exprs   TEXT NOT NULL,       -- JSON list
 	approve_when TEXT NOT NULL,       -- JSON list
 	rate         TEXT NOT NULL,
+	view         TEXT NOT NULL DEFAULT '{}', -- JSON: the kind's description, uses, budget (kernel.CapView)
 	PRIMARY KEY (run, id)
 );
 -- derive: capability -> capability derived from it; spawn: task -> child
@@ -150,7 +151,10 @@ var config = sqlitedb.Config{
 	AppID:   0x4d4e5253, // "MNRS"
 	Version: schemaVersion,
 	Schema:  schema,
-	// Migrations: map[int]string{1: "..."} when the schema changes.
+	Migrations: map[int]string{
+		// 1 -> 2: the readable view of each capability (issue 10).
+		1: `ALTER TABLE caps ADD COLUMN view TEXT NOT NULL DEFAULT '{}'`,
+	},
 	Pragmas: []string{"synchronous(NORMAL)", "foreign_keys(1)"},
 }
 
@@ -365,9 +369,13 @@ func writeRecord(ctx context.Context, tx *sql.Tx, rec Record) error {
 		}
 		when, _ := json.Marshal(nonNil(c.When))
 		appr, _ := json.Marshal(nonNil(c.ApproveWhen))
-		if _, err := tx.ExecContext(ctx, `INSERT INTO caps (run, ord, id, kind, name, holder, parent, scope, revoked, dropped, audited, when_exprs, approve_when, rate)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, i, c.ID, c.Kind, c.Name, c.Holder, c.Parent, scope, c.Revoked, c.Dropped, c.Audited, string(when), string(appr), c.Rate); err != nil {
+		view, err := json.Marshal(c.View)
+		if err != nil {
+			return fmt.Errorf("cap %s: view: %w", c.ID, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO caps (run, ord, id, kind, name, holder, parent, scope, revoked, dropped, audited, when_exprs, approve_when, rate, view)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, i, c.ID, c.Kind, c.Name, c.Holder, c.Parent, scope, c.Revoked, c.Dropped, c.Audited, string(when), string(appr), c.Rate, string(view)); err != nil {
 			return fmt.Errorf("cap %s: %w", c.ID, err)
 		}
 		if c.Parent != "" {

@@ -220,7 +220,7 @@ func FuzzInvoke(f *testing.F) {
 	f.Fuzz(func(t *testing.T, which uint8, op, principal string, args []byte) {
 		s := scopes[int(which)%len(scopes)]
 		c := kernel.NewCall(op, args, s, kernel.TaskInfo{ID: "t1", Principal: principal}, hclog.NewNullLogger(), nil)
-		res, err := k.Invoke(context.Background(), c)
+		res, err := kerneltest.Invoke(context.Background(), k, c)
 		if err != nil {
 			switch kernel.ErrnoOf(err) {
 			case abi.EINVAL, abi.ELIMIT, abi.EDENIED, abi.ENOTSUP:

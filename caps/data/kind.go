@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
@@ -98,8 +99,36 @@ func (k *Kind) getStore() (*Store, error) {
 // Name returns "data".
 func (k *Kind) Name() string { return KindName }
 
-// Ops returns ["query", "read", "write"].
-func (k *Kind) Ops() []string { return slices.Clone(allOps) }
+// Info implements kernel.Kind: operations query, read and write;
+// constraints see the call's arguments as "args".
+func (k *Kind) Info() kernel.Info { return kernel.Info{Ops: slices.Clone(allOps)} }
+
+// Describe implements kernel.Kind.
+func (k *Kind) Describe(sc kernel.Scope) kernel.Description {
+	s, err := kernel.ScopeAs[*Scope](sc, "data")
+	if err != nil {
+		return kernel.Description{}
+	}
+	rules := make([]string, 0, len(s.rules))
+	for _, r := range s.rules {
+		b, _ := json.Marshal(r)
+		rules = append(rules, string(b))
+	}
+	fields := "all"
+	if f := s.Fields(); f != nil {
+		fields = strings.Join(f, ", ")
+	}
+	return kernel.Description{
+		Fields: []kernel.Detail{
+			{Name: "collection", Value: s.collection},
+			{Name: "records", Value: strings.Join(rules, " and ")},
+			{Name: "fields", Value: fields},
+			{Name: "ops", Value: strings.Join(s.ops, ", ")},
+		},
+		Label:   s.Label(),
+		Reaches: []string{s.collection},
+	}
+}
 
 // Grant mints a root scope from a cap "data" block; errors are
 // *kernel.FieldError when they concern one field.
@@ -148,39 +177,73 @@ func errOutside(what string) error {
 	return kernel.Errorf(abi.EDENIED, "data: %s is not in this capability's records (or does not exist)", what)
 }
 
-// Invoke performs read, query or write.
-func (k *Kind) Invoke(ctx context.Context, call *kernel.Call) (*kernel.Result, error) {
+// Prepare decodes a read, query or write and checks it against the
+// scope's operations and fields. Record-level checks need the store (is
+// the record in the slice, may the task's label flow into its fields) and
+// are made in the effect's own transaction: refused there, nothing is read
+// or written, and the kernel counts no use (kernel.NotPerformed).
+func (k *Kind) Prepare(call *kernel.Call) (kernel.Op, error) {
 	s, err := kernel.ScopeAs[*Scope](call.Scope, "data")
 	if err != nil {
-		return nil, err
+		return kernel.Op{}, err
 	}
 	if !s.AllowsOp(call.Op) {
 		if !slices.Contains(allOps, call.Op) {
-			return nil, kernel.Errorf(abi.ENOTSUP, "data: no operation %q", trunc(call.Op))
+			return kernel.Op{}, kernel.Errorf(abi.ENOTSUP, "data: no operation %q", trunc(call.Op))
 		}
-		return nil, kernel.Errorf(abi.EDENIED, "data: operation %s not allowed (ops %v)", call.Op, s.ops)
+		return kernel.Op{}, kernel.Errorf(abi.EDENIED, "data: operation %s not allowed (ops %v)", call.Op, s.ops)
+	}
+	principal, args := call.Task.Principal, call.Args
+	show := func(what string) func() kernel.Effect {
+		return func() kernel.Effect {
+			return kernel.Effect{Summary: what + " in " + s.collection,
+				Details: []kernel.Detail{{Name: "collection", Value: s.collection}, {Name: "arguments", Value: string(args)}}}
+		}
 	}
 	switch call.Op {
 	case OpRead:
 		var a readArgs
 		if err := decodeArgs(call.Args, &a); err != nil {
-			return nil, err
+			return kernel.Op{}, err
 		}
-		return k.read(ctx, s, call.Task.Principal, a)
+		id := ""
+		if a.ID != nil {
+			id = *a.ID
+		}
+		return kernel.Op{Show: show("read record " + trunc(id)), Effect: func(ctx context.Context) (*kernel.Result, error) {
+			res, err := k.read(ctx, s, principal, a)
+			return res, refusedInStore(err)
+		}}, nil
 	case OpQuery:
 		var a queryArgs
 		if err := decodeArgs(call.Args, &a); err != nil {
-			return nil, err
+			return kernel.Op{}, err
 		}
-		return k.query(ctx, s, call.Task.Principal, a)
+		return kernel.Op{Show: show("query records"), Effect: func(ctx context.Context) (*kernel.Result, error) {
+			res, err := k.query(ctx, s, principal, a)
+			return res, refusedInStore(err)
+		}}, nil
 	case OpWrite:
 		var a writeArgs
 		if err := decodeArgs(call.Args, &a); err != nil {
-			return nil, err
+			return kernel.Op{}, err
 		}
-		return nil, k.write(ctx, s, call.Task.Principal, call.TaskLabel(), a)
+		from := call.TaskLabel()
+		return kernel.Op{NoResult: true, Show: show("write record " + trunc(a.ID)), Effect: func(ctx context.Context) (*kernel.Result, error) {
+			return nil, refusedInStore(k.write(ctx, s, principal, from, a))
+		}}, nil
 	}
-	return nil, kernel.Errorf(abi.ENOTSUP, "data: no operation %q", trunc(call.Op))
+	return kernel.Op{}, kernel.Errorf(abi.ENOTSUP, "data: no operation %q", trunc(call.Op))
+}
+
+// refusedInStore marks a refusal made inside the store's transaction as
+// one with no effect: nothing was read out or written.
+func refusedInStore(err error) error {
+	switch kernel.ErrnoOf(err) {
+	case abi.EDENIED, abi.EFLOW, abi.ELIMIT, abi.EINVAL, abi.ENOTFOUND:
+		return kernel.NotPerformed(err)
+	}
+	return err
 }
 
 func decodeArgs(b []byte, v any) error {

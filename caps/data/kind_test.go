@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
 )
 
@@ -27,7 +28,7 @@ func mustGrant(t *testing.T, k *Kind, spec string) *Scope {
 
 func call(k *Kind, s kernel.Scope, principal, op, args string) (*kernel.Result, error) {
 	c := kernel.NewCall(op, []byte(args), s, kernel.TaskInfo{ID: "t1", Principal: principal}, hclog.NewNullLogger(), nil)
-	return k.Invoke(context.Background(), c)
+	return kerneltest.Invoke(context.Background(), k, c)
 }
 
 func errnoOf(err error) abi.Errno { return kernel.ErrnoOf(err) }
@@ -531,5 +532,38 @@ func TestLazyKind(t *testing.T) {
 	}
 	if _, err := call(k, s, "alice", OpRead, `{"owner":"alice"}`); err == nil || errnoOf(err) != abi.EINTERNAL {
 		t.Errorf("after close: %v", err)
+	}
+}
+
+// TestPrepareHasNoEffect: Prepare decides and describes a call without
+// making it (the kernel may still refuse it); the store changes only when
+// the effect runs.
+func TestPrepareHasNoEffect(t *testing.T) {
+	k, s := newKindSeeded(t)
+	all := mustGrant(t, k, `{"collection":"benefits","records":{"owners":["bob"]},"fields":["plan"],"ops":["read","write"]}`)
+	before := dump(t, s)
+	op, err := k.Prepare(kernel.NewCall(OpWrite, []byte(`{"id":"b-bob","fields":{"plan":"platinum"}}`), all,
+		kernel.TaskInfo{ID: "t1", Principal: "x"}, hclog.NewNullLogger(), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !op.NoResult || op.Effect == nil || op.Show == nil {
+		t.Fatalf("prepared write: no result %v, effect %v, show %v", op.NoResult, op.Effect != nil, op.Show != nil)
+	}
+	if sum := op.Show().Summary; !strings.Contains(sum, "b-bob") || !strings.Contains(sum, "benefits") {
+		t.Errorf("an approver would be shown %q", sum)
+	}
+	if dump(t, s) != before {
+		t.Fatal("Prepare wrote to the store")
+	}
+	if _, err := op.Effect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if dump(t, s) == before {
+		t.Fatal("the effect did not write")
+	}
+	// An op outside the scope is refused by Prepare itself.
+	if _, err := k.Prepare(kernel.NewCall(OpQuery, []byte(`{}`), all, kernel.TaskInfo{Principal: "x"}, nil, nil)); errnoOf(err) != abi.EDENIED {
+		t.Errorf("query without the op: %v", err)
 	}
 }

@@ -21,6 +21,7 @@
 package declassify
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -37,22 +38,38 @@ const Op = "declassify"
 // Kind is the declassify kind.
 type Kind struct{}
 
-var (
-	_ kernel.Kind         = (*Kind)(nil)
-	_ kernel.Declassifier = (*Kind)(nil)
-)
+var _ kernel.Kind = (*Kind)(nil)
 
-// New returns the kind.
+// New returns the kind. Its results lower labels only in a kernel that
+// grants it the privilege at registration:
+//
+//	kernel.Config{Kinds: []kernel.Kind{declassify.New()}, Declassifiers: []string{declassify.KindName}}
+//
+// Registered without it, its results carry the caller's label like any
+// other kind's (it fails safe).
 func New() *Kind { return &Kind{} }
 
-// Declassifies implements kernel.Declassifier.
-func (*Kind) Declassifies() {}
+// KindName is the name the kind registers under.
+const KindName = "declassify"
 
 // Name implements kernel.Kind.
-func (*Kind) Name() string { return "declassify" }
+func (*Kind) Name() string { return KindName }
 
-// Ops implements kernel.Kind.
-func (*Kind) Ops() []string { return []string{Op} }
+// Info implements kernel.Kind.
+func (*Kind) Info() kernel.Info { return kernel.Info{Ops: []string{Op}} }
+
+// Describe implements kernel.Kind.
+func (*Kind) Describe(sc kernel.Scope) kernel.Description {
+	s, err := kernel.ScopeAs[*Scope](sc, KindName)
+	if err != nil {
+		return kernel.Description{}
+	}
+	d := kernel.Description{Fields: []kernel.Detail{{Name: "drop", Value: strings.Join(s.drop, ", ")}}}
+	if s.project != nil {
+		d.Fields = append(d.Fields, kernel.Detail{Name: "project", Value: strings.Join(s.project, ", ")})
+	}
+	return d
+}
 
 // Scope is what a declassify capability may remove. Immutable.
 type Scope struct {
@@ -165,26 +182,30 @@ func (*Kind) Narrow(parent kernel.Scope, b []byte) (kernel.Scope, error) {
 	return c, nil
 }
 
-// Invoke implements kernel.Kind.
-func (*Kind) Invoke(_ context.Context, call *kernel.Call) (*kernel.Result, error) {
-	s, err := kernel.ScopeAs[*Scope](call.Scope, "declassify")
+// Prepare implements kernel.Kind: it resolves the blob, projects it and
+// computes the lowered label; the effect returns them.
+func (*Kind) Prepare(call *kernel.Call) (kernel.Op, error) {
+	s, err := kernel.ScopeAs[*Scope](call.Scope, KindName)
 	if err != nil {
-		return nil, err
+		return kernel.Op{}, err
+	}
+	if call.Op != Op {
+		return kernel.Op{}, kernel.Errorf(abi.ENOTSUP, "declassify: no operation %q", call.Op)
 	}
 	var a struct {
 		Blob abi.Handle `json:"blob"`
 	}
 	if err := abi.DecodeJSON(call.Args, &a); err != nil {
-		return nil, kernel.Errorf(abi.EINVAL, "declassify: %v", err)
+		return kernel.Op{}, kernel.Errorf(abi.EINVAL, "declassify: %v", err)
 	}
 	b, err := call.Blob(a.Blob)
 	if err != nil {
-		return nil, err
+		return kernel.Op{}, err
 	}
 	data := b.Bytes()
 	if s.project != nil {
 		if data, err = project(data, s.project); err != nil {
-			return nil, kernel.Errorf(abi.EINVAL, "declassify: %v", err)
+			return kernel.Op{}, kernel.Errorf(abi.EINVAL, "declassify: %v", err)
 		}
 	}
 	var keep, dropped []string
@@ -199,13 +220,28 @@ func (*Kind) Invoke(_ context.Context, call *kernel.Call) (*kernel.Result, error
 	if len(dropped) > 0 {
 		integ = append(integ, "declassified:"+strings.Join(dropped, ","))
 	}
-	return &kernel.Result{Data: data, Label: kernel.NewLabel(keep, integ)}, nil
+	res := &kernel.Result{Data: data, Label: kernel.NewLabel(keep, integ)}
+	return kernel.Op{
+		Show: func() kernel.Effect {
+			return kernel.Effect{Summary: fmt.Sprintf("declassify a %d-byte blob labelled %s", b.Len(), b.Label()),
+				Details: []kernel.Detail{{Name: "drop", Value: strings.Join(dropped, ", ")}}}
+		},
+		Effect: func(context.Context) (*kernel.Result, error) { return res, nil },
+	}, nil
 }
 
 // project keeps only the dotted paths of a JSON object.
 func project(data []byte, paths []string) ([]byte, error) {
+	// Strict: a duplicated key or invalid UTF-8 would make the projection
+	// one reading of a document a reader could take another way; numbers
+	// keep their exact text.
+	if err := abi.CheckJSON(data); err != nil {
+		return nil, fmt.Errorf("blob is not a JSON object: %v", err)
+	}
 	var doc map[string]any
-	if err := json.Unmarshal(data, &doc); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil || doc == nil {
 		return nil, fmt.Errorf("blob is not a JSON object: %v", err)
 	}
 	out := map[string]any{}

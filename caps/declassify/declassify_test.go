@@ -3,9 +3,11 @@ package declassify
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
 )
 
@@ -42,7 +44,21 @@ func TestInvoke(t *testing.T) {
 	s, _ := k.Grant(kernel.GrantContext{}, []byte(`{"drop":["pii:alice"],"project":["fields.nationality","missing.path"]}`))
 	in := kernel.NewBlob([]byte(`{"id":"p","fields":{"passport":"X1","nationality":"PT"}}`), kernel.NewLabel([]string{"pii:alice", "hr"}, []string{"data:people"}))
 	call := kernel.NewCall(Op, []byte(`{"blob":7}`), s, kernel.TaskInfo{}, nil, func(abi.Handle) (*kernel.Blob, error) { return in, nil })
-	res, err := k.Invoke(context.Background(), call)
+	op, err := k.Prepare(call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op.Show == nil {
+		t.Fatal("a declassification shows nothing")
+	}
+	if shown := op.Show(); op.Sink != nil || !strings.Contains(shown.Summary, in.Label().String()) ||
+		len(shown.Details) != 1 || shown.Details[0].Value != "pii:alice" {
+		t.Errorf("prepared declassification: sink %v, shown %+v", op.Sink, shown)
+	}
+	if sp := call.Spliced(); len(sp) != 1 || sp[0] != in {
+		t.Errorf("Spliced() = %v, want the blob declassified (its label joins the result unless the kernel lets the kind lower it)", sp)
+	}
+	res, err := kerneltest.Invoke(context.Background(), k, call)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +71,7 @@ func TestInvoke(t *testing.T) {
 	bad := kernel.NewCall(Op, []byte(`{"blob":7}`), s, kernel.TaskInfo{}, nil, func(abi.Handle) (*kernel.Blob, error) {
 		return kernel.NewBlob([]byte("not json"), kernel.Label{}), nil
 	})
-	if _, err := k.Invoke(context.Background(), bad); !errors.Is(err, kernel.ErrInvalid) {
+	if _, err := kerneltest.Invoke(context.Background(), k, bad); !errors.Is(err, kernel.ErrInvalid) {
 		t.Errorf("projecting a non-object: %v, want EINVAL", err)
 	}
 }

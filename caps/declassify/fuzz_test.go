@@ -94,7 +94,7 @@ func FuzzInvoke(f *testing.F) {
 			}
 			return in, nil
 		})
-		res, err := k.Invoke(context.Background(), call)
+		res, err := kerneltest.Invoke(context.Background(), k, call)
 		if err != nil {
 			switch kernel.ErrnoOf(err) {
 			case abi.EINVAL, abi.EBADHANDLE:

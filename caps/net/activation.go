@@ -9,14 +9,8 @@ import (
 	"github.com/mandatevm/mandate/kernel"
 )
 
-var _ kernel.Activator = (*Kind)(nil)
-
-// Vars implements kernel.Activator: constraints on a net capability see
-// one variable, request.
-func (k *Kind) Vars() []string { return []string{"request"} }
-
-// Activation implements kernel.Activator. A `when` or `approve_when` on a
-// net capability sees the request as the kernel will send it:
+// vars is what a `when` or `approve_when` on a net capability sees: one
+// variable, request, the request as the kernel will send it:
 //
 //	request.method   "POST" (upper case)
 //	request.path     the canonical path, "/v1/messages"
@@ -24,27 +18,22 @@ func (k *Kind) Vars() []string { return []string{"request"} }
 //	request.headers  {"Content-Type": "application/json"}: the guest's headers
 //	request.body     the body parsed as JSON when it is JSON, else the body as a string ("" when empty)
 //
-// with spliced blobs already substituted. A query Go cannot parse, or a
-// parameter or header given twice with different values, cannot be judged:
-// the constraint is unevaluable, so the call is denied. A constraint that
+// with spliced blobs already substituted. A query Go cannot parse, a
+// parameter or header given twice with different values, or a JSON body
+// a server could read differently (a duplicated key, invalid UTF-8, a
+// number the constraint would not see exactly) cannot be judged: the
+// constraint is unevaluable, so the call is denied. A constraint that
 // reads a spliced blob tells the calling task one bit about a blob it may
 // not have read (see SECURITY.md, narrow channels).
 //
 // So a capability can be bound to values, e.g.
 //
 //	request.body.recipient in ["GB29NWBK60161331926819"] && request.body.amount <= 50
-func (k *Kind) Activation(call *kernel.Call) (map[string]any, error) {
-	s, err := kernel.ScopeAs[*Scope](call.Scope, "net")
-	if err != nil {
-		return nil, err
-	}
-	// Constraints judge the request as it will be sent, prepared exactly
-	// as Invoke prepares it (spliced blobs substituted), so a placeholder
-	// cannot carry a value past a constraint.
-	r, method, u, _, err := s.prepare(call)
-	if err != nil {
-		return nil, err
-	}
+func (f *fetch) vars() (map[string]any, error) {
+	// Constraints judge the request as it will be sent, prepared once
+	// (spliced blobs substituted), so a placeholder cannot carry a value
+	// past a constraint.
+	r, method, u := f.r, f.method, f.u
 	// A query or header a constraint would read differently from the
 	// server is refused: a query Go cannot parse (a server might), and a
 	// parameter or header given twice with different values (a server may
@@ -78,16 +67,14 @@ func (k *Kind) Activation(call *kernel.Call) (map[string]any, error) {
 		}
 		headers[name] = v
 	}
-	rb, err := s.body(call, r)
-	if err != nil {
-		return nil, err
-	}
-	raw, _ := io.ReadAll(rb.open())
+	raw, _ := io.ReadAll(f.body.open())
 	var body any = string(raw)
 	if json.Valid(raw) {
-		if v, err := kernel.DecodeJSONValue(raw); err == nil {
-			body = v
+		v, err := kernel.DecodeJSONValue(raw)
+		if err != nil {
+			return nil, fmt.Errorf("the JSON body cannot be judged as a server reads it: %v", err)
 		}
+		body = v
 	}
 	return map[string]any{"request": map[string]any{
 		"method":  method,

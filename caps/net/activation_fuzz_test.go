@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
 )
 
@@ -36,7 +37,7 @@ func FuzzActivation(f *testing.F) {
 			}
 			return kernel.NewBlob(blob, kernel.Label{}), nil
 		})
-		act, err := k.Activation(call)
+		act, err := kerneltest.Vars(k, call)
 		if err != nil {
 			return
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mandatevm/mandate/constraint"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
 )
 
@@ -16,7 +17,7 @@ func TestActivationConstraints(t *testing.T) {
 	s := mustGrant(t, k, `{"origin":"https://bank.example","methods":["GET","POST"],"paths":["/v1"]}`)
 	c, err := constraint.New().Compile(
 		`request.method == "POST" && request.path == "/v1/transfers" && request.body.recipient in ["GB29NWBK60161331926819"] && request.body.amount <= 50 && request.query.dry == "no"`,
-		k.Vars())
+		k.Info().Vars)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +31,7 @@ func TestActivationConstraints(t *testing.T) {
 		{`{"method":"POST","url":"/v1/./x/../transfers?dry=no","body":"eyJyZWNpcGllbnQiOiJHQjI5TldCSzYwMTYxMzMxOTI2ODE5IiwiYW1vdW50Ijo5MDB9"}`, false, false}, // amount 900, path canonicalised
 		{`{"method":"POST","url":"/v1/transfers?dry=no","body":"bm90IGpzb24="}`, false, true},                                                                 // body "not json": no field
 	} {
-		act, err := k.Activation(kernel.NewCall("fetch", []byte(tc.args), s, kernel.TaskInfo{}, nil, nil))
+		act, err := kerneltest.Vars(k, kernel.NewCall("fetch", []byte(tc.args), s, kernel.TaskInfo{}, nil, nil))
 		if err != nil {
 			t.Fatalf("Activation(%s): %v", tc.args, err)
 		}
@@ -48,7 +49,7 @@ func TestActivationConstraints(t *testing.T) {
 func TestActivationCannotBeFooled(t *testing.T) {
 	k := New()
 	s := mustGrant(t, k, `{"origin":"https://flights.example","paths":["/search"]}`)
-	c, err := constraint.New().Compile(`request.query.to != "PYY" && !has(request.query.admin) && (!("X-Mode" in request.headers) || request.headers["X-Mode"] != "debug")`, k.Vars())
+	c, err := constraint.New().Compile(`request.query.to != "PYY" && !has(request.query.admin) && (!("X-Mode" in request.headers) || request.headers["X-Mode"] != "debug")`, k.Info().Vars)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestActivationCannotBeFooled(t *testing.T) {
 		{"header in two cases", `{"method":"GET","url":"/search?to=LIS","header":{"X-Mode":["safe"],"x-mode":["debug"]}}`, false},
 		{"spliced header", `{"method":"GET","url":"/search?to=LIS","header":{"X-Mode":["{{mandate:splice:0}}"]},"splice":[7]}`, true},
 	} {
-		act, err := k.Activation(kernel.NewCall("fetch", []byte(tc.args), s, kernel.TaskInfo{}, nil, blobs))
+		act, err := kerneltest.Vars(k, kernel.NewCall("fetch", []byte(tc.args), s, kernel.TaskInfo{}, nil, blobs))
 		var got bool
 		if err == nil {
 			got, err = c.Eval(context.Background(), act)

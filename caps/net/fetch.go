@@ -8,62 +8,90 @@ import (
 	gonet "net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/egress"
 	"github.com/mandatevm/mandate/kernel"
 )
 
-// Invoke performs a fetch. See the package documentation for what is
-// checked and each errno.
-func (k *Kind) Invoke(ctx context.Context, call *kernel.Call) (*kernel.Result, error) {
-	if call == nil {
-		return nil, kernel.Errorf(abi.EINTERNAL, "net: nil call")
-	}
+// Prepare prepares a fetch: the request is decoded once, its blobs are
+// spliced, and its method, URL, headers and body are checked against the
+// scope. The effect sends exactly the request that was checked. See the
+// package documentation for each errno.
+func (k *Kind) Prepare(call *kernel.Call) (kernel.Op, error) {
 	if call.Op != abi.NetFetchOp {
-		return nil, kernel.Errorf(abi.ENOTSUP, "net: no operation %q", call.Op)
+		return kernel.Op{}, kernel.Errorf(abi.ENOTSUP, "net: no operation %q", call.Op)
 	}
 	s, err := kernel.ScopeAs[*Scope](call.Scope, "net")
 	if err != nil {
-		return nil, err
+		return kernel.Op{}, err
+	}
+	r, method, u, hdr, err := s.prepare(call)
+	if err != nil {
+		return kernel.Op{}, err
+	}
+	body, err := s.body(call, r)
+	if err != nil {
+		return kernel.Op{}, err
 	}
 	log := call.Logger
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	r, method, u, hdr, err := s.prepare(call)
-	if err != nil {
-		return nil, err
-	}
-	body, err := s.body(call, r)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	resp, err := k.do(ctx, s, method, u, hdr, body, log)
-	if err != nil {
-		return nil, err
-	}
-	return &kernel.Result{Data: abi.EncodeHTTPResponse(resp), Label: s.Label()}, nil
+	f := &fetch{k: k, s: s, r: r, method: method, u: u, hdr: hdr, body: body, log: log}
+	return kernel.Op{
+		Sink:   &kernel.Sink{Clearance: s.clearance, RefusesTainted: s.refuseTaint},
+		Vars:   f.vars,
+		Show:   f.show,
+		Effect: f.run,
+	}, nil
 }
 
-var _ kernel.Prechecker = (*Kind)(nil)
+// fetch is a prepared request.
+type fetch struct {
+	k      *Kind
+	s      *Scope
+	r      abi.HTTPRequest
+	method string
+	u      *url.URL
+	hdr    http.Header
+	body   reqBody
+	log    hclog.Logger
+}
 
-// Precheck implements kernel.Prechecker: the request's method, URL and
-// headers are checked against the scope (spliced blobs included) before
-// any constraint or approval, as Invoke then checks them again.
-func (k *Kind) Precheck(call *kernel.Call) error {
-	if call.Op != abi.NetFetchOp {
-		return kernel.Errorf(abi.ENOTSUP, "net: no operation %q", call.Op)
-	}
-	s, err := kernel.ScopeAs[*Scope](call.Scope, "net")
+func (f *fetch) run(ctx context.Context) (*kernel.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.s.timeout)
+	defer cancel()
+	resp, err := f.k.do(ctx, f.s, f.method, f.u, f.hdr, f.body, f.log)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, _, _, _, err = s.prepare(call)
-	return err
+	return &kernel.Result{Data: abi.EncodeHTTPResponse(resp), Label: f.s.Label()}, nil
+}
+
+// show is what an approver sees: the request as it will be sent (the
+// kernel's injected headers named, never their values).
+func (f *fetch) show() kernel.Effect {
+	raw, _ := io.ReadAll(io.LimitReader(f.body.open(), kernel.MaxShown+1))
+	d := []kernel.Detail{{Name: "method", Value: f.method}, {Name: "url", Value: f.u.String()}}
+	names := make([]string, 0, len(f.hdr))
+	for n := range f.hdr {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		d = append(d, kernel.Detail{Name: "header " + n, Value: strings.Join(f.hdr[n], ", ")})
+	}
+	for _, h := range f.s.headers {
+		d = append(d, kernel.Detail{Name: "header " + h.name, Value: "(set by the kernel)"})
+	}
+	if f.body.n > 0 {
+		d = append(d, kernel.Detail{Name: "body", Value: fmt.Sprintf("(%d bytes) %s", f.body.n, raw)})
+	}
+	return kernel.Effect{Summary: f.method + " " + f.u.String(), Details: d}
 }
 
 // prepare decodes a fetch's request, splices its blobs in and checks the
@@ -269,6 +297,10 @@ func (k *Kind) do(ctx context.Context, s *Scope, method string, u *url.URL, gues
 		log.Debug("fetch", "method", method, "origin", s.origin.String(), "path", u.RawPath, "hop", hop)
 		resp, err := client.Do(req)
 		if err != nil {
+			if hop == 0 && egress.NotSent(err) {
+				// Nothing left: the use, budget and rate token are given back.
+				return abi.HTTPResponse{}, kernel.NotPerformed(fetchErr(ctx, s, err))
+			}
 			return abi.HTTPResponse{}, fetchErr(ctx, s, err)
 		}
 		loc := resp.Header.Get("Location")

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
 )
 
@@ -106,7 +107,7 @@ func (f *fixture) call(s *Scope, args []byte, blobs map[abi.Handle]*kernel.Blob)
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Output: f.logs, Level: hclog.Trace})
 	call := kernel.NewCall(abi.NetFetchOp, args, s, kernel.TaskInfo{ID: "t1"}, logger, resolve)
-	res, err := f.k.Invoke(context.Background(), call)
+	res, err := f.invoke(call)
 	if err != nil {
 		if strings.Contains(err.Error(), testSecret) {
 			f.t.Errorf("the secret appears in an error: %v", err)
@@ -125,6 +126,37 @@ func (f *fixture) call(s *Scope, args []byte, blobs map[abi.Handle]*kernel.Blob)
 		f.t.Fatalf("result does not decode: %v", err)
 	}
 	return resp, res, nil
+}
+
+// invoke prepares call and runs its effect, as kerneltest.Invoke does,
+// and checks what the kernel would show of it: what an approver sees and
+// what a constraint judges never hold an injected secret, and a prepared
+// fetch is a sink cleared as its scope is.
+func (f *fixture) invoke(call *kernel.Call) (*kernel.Result, error) {
+	f.t.Helper()
+	op, err := f.k.Prepare(call)
+	if err != nil {
+		return nil, err
+	}
+	s := call.Scope.(*Scope)
+	clearance, _ := s.SinkClearance()
+	if op.Sink == nil || op.Sink.Clearance != clearance || op.Sink.RefusesTainted != s.RefusesTainted() {
+		f.t.Errorf("prepared fetch sink %+v, want clearance %v refuses tainted %v", op.Sink, clearance, s.RefusesTainted())
+	}
+	if op.Show == nil {
+		f.t.Errorf("a prepared fetch has no Show")
+	} else if shown := fmt.Sprint(op.Show()); strings.Contains(shown, testSecret) {
+		f.t.Errorf("the secret appears in what an approver is shown: %s", shown)
+	}
+	if op.Vars != nil {
+		if v, err := op.Vars(); err == nil && strings.Contains(fmt.Sprint(v), testSecret) {
+			f.t.Errorf("the secret appears in what a constraint sees: %v", v)
+		}
+	}
+	if op.Effect == nil {
+		f.t.Fatalf("a prepared fetch has no effect")
+	}
+	return op.Effect(context.Background())
 }
 
 func wantErrno(t *testing.T, err error, want abi.Errno, mention string) {
@@ -264,7 +296,7 @@ func TestFetchDenied(t *testing.T) {
 	_, _, err = f.call(s, []byte(`{"method":"GET","url":"/search","bogus":1}`), nil)
 	wantErrno(t, err, abi.EINVAL, "")
 	call := kernel.NewCall("delete", nil, s, kernel.TaskInfo{}, nil, nil)
-	_, err = f.k.Invoke(context.Background(), call)
+	_, err = kerneltest.Invoke(context.Background(), f.k, call)
 	wantErrno(t, err, abi.ENOTSUP, "")
 }
 
@@ -444,7 +476,7 @@ func TestFetchBodyBlob(t *testing.T) {
 		}
 		return nil, kernel.ErrBadHandle
 	})
-	if _, err := f.k.Invoke(context.Background(), call); err != nil {
+	if _, err := kerneltest.Invoke(context.Background(), f.k, call); err != nil {
 		t.Fatal(err)
 	}
 	if got := string(*srv.body.Load()); got != "P<UTOPIA<<ALICE" {
@@ -626,7 +658,7 @@ func TestFetchConcurrent(t *testing.T) {
 			defer wg.Done()
 			for j := 0; j < 10; j++ {
 				args, _ := abi.EncodeHTTPRequest(abi.HTTPRequest{Method: "GET", URL: fmt.Sprintf("/search/%d/%d", i, j)})
-				res, err := f.k.Invoke(context.Background(), kernel.NewCall(abi.NetFetchOp, args, s, kernel.TaskInfo{}, nil, nil))
+				res, err := kerneltest.Invoke(context.Background(), f.k, kernel.NewCall(abi.NetFetchOp, args, s, kernel.TaskInfo{}, nil, nil))
 				if err != nil {
 					t.Error(err)
 					return

@@ -3,9 +3,11 @@ package net
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	gonet "net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
@@ -103,8 +105,11 @@ func New(opts ...Option) *Kind {
 // Name returns "net".
 func (k *Kind) Name() string { return KindName }
 
-// Ops returns ["fetch"].
-func (k *Kind) Ops() []string { return []string{abi.NetFetchOp} }
+// Info implements kernel.Kind: one operation, fetch; constraints see one
+// variable, request (see vars).
+func (k *Kind) Info() kernel.Info {
+	return kernel.Info{Ops: []string{abi.NetFetchOp}, Vars: []string{"request"}}
+}
 
 // Grant mints a root scope from a cap "net" block. See the package
 // documentation for the fields; errors are *kernel.FieldError when they
@@ -135,4 +140,55 @@ func (k *Kind) client(s *Scope) *http.Client {
 		return k.private
 	}
 	return k.public
+}
+
+// Describe implements kernel.Kind: the scope's limits in readable units.
+// Bounds left at their defaults are not restated (the kind's timeout,
+// k.defTimeout, counts as one).
+func (k *Kind) Describe(sc kernel.Scope) kernel.Description {
+	s, err := kernel.ScopeAs[*Scope](sc, "net")
+	if err != nil {
+		return kernel.Description{}
+	}
+	d := kernel.Description{
+		Fields: []kernel.Detail{
+			{Name: "origin", Value: s.Origin()},
+			{Name: "methods", Value: strings.Join(s.methods, ",")},
+			{Name: "paths", Value: strings.Join(s.paths, ",")},
+		},
+		Sink:  &kernel.Sink{Clearance: s.clearance, RefusesTainted: s.refuseTaint},
+		Label: s.Label(),
+	}
+	add := func(name, value string) { d.Fields = append(d.Fields, kernel.Detail{Name: name, Value: value}) }
+	if c := s.clearance.Conf(); len(c) > 0 {
+		add("clearance", strings.Join(c, ","))
+	}
+	if s.refuseTaint {
+		add("accepts_untrusted", "false")
+	}
+	if len(s.respLabels) > 0 {
+		add("labels", strings.Join(s.respLabels, ","))
+	}
+	if len(s.headers) > 0 {
+		add("headers", strings.Join(s.HeaderNames(), ",")+" (set by the kernel)")
+	}
+	if s.maxRequest != DefaultMaxRequestBytes {
+		add("max_request_bytes", kernel.FormatBytes(s.maxRequest))
+	}
+	if s.maxResponse != DefaultMaxResponseBytes {
+		add("max_response_bytes", kernel.FormatBytes(s.maxResponse))
+	}
+	if s.timeout != k.defTimeout {
+		add("timeout", s.timeout.String())
+	}
+	if s.maxRedirects != DefaultMaxRedirects {
+		add("max_redirects", fmt.Sprint(s.maxRedirects))
+	}
+	if s.allowPrivate {
+		add("allow_private", "true")
+	}
+	for _, p := range s.paths {
+		d.Reaches = append(d.Reaches, s.Origin()+p)
+	}
+	return d
 }

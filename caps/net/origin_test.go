@@ -1,7 +1,6 @@
 package net
 
 import (
-	"net/netip"
 	"strings"
 	"testing"
 )
@@ -87,50 +86,5 @@ func TestParseOrigin(t *testing.T) {
 				t.Errorf("parseOrigin(%q) = %v, %v; want %v", o.String(), o2, err, o)
 			}
 		})
-	}
-}
-
-func TestAddrClass(t *testing.T) {
-	tests := []struct {
-		addr   string
-		public bool
-	}{
-		{"8.8.8.8", true},
-		{"2606:4700::1111", true},
-		{"93.184.216.34", true},
-		{"127.0.0.1", false},
-		{"127.255.255.254", false},
-		{"::1", false},
-		{"10.1.2.3", false},
-		{"172.16.0.1", false},
-		{"172.31.255.255", false},
-		{"192.168.1.1", false},
-		{"fc00::1", false},
-		{"fd12:3456::1", false},
-		{"169.254.169.254", false},
-		{"fe80::1", false},
-		{"0.0.0.0", false},
-		{"::", false},
-		{"100.64.0.1", false},
-		{"100.127.255.255", false},
-		{"::ffff:127.0.0.1", false},
-		{"::ffff:10.0.0.1", false},
-		{"::ffff:169.254.169.254", false},
-		{"::127.0.0.1", false},
-		{"64:ff9b::7f00:1", false},
-		{"64:ff9b::808:808", true},
-		{"2002:7f00:1::", false},
-		{"2002:808:808::", true},
-		{"224.0.0.1", false},
-		{"ff02::1", false},
-		{"255.255.255.255", false},
-		{"fec0::1", false},
-	}
-	for _, tt := range tests {
-		a := netip.MustParseAddr(tt.addr)
-		c := addrClass(a)
-		if got := c == ""; got != tt.public {
-			t.Errorf("addrClass(%s) = %q; public = %v, want %v", tt.addr, c, got, tt.public)
-		}
 	}
 }

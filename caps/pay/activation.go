@@ -7,61 +7,48 @@ import (
 	"github.com/mandatevm/mandate/kernel"
 )
 
-var _ kernel.Activator = (*Kind)(nil)
+// vars names what constraints on a pay capability see: the charge and
+// what it buys.
+var vars = []string{"charge", "offer"}
 
-// Vars implements kernel.Activator: constraints on a pay capability see
-// the charge and what it buys.
-func (k *Kind) Vars() []string { return []string{"charge", "offer"} }
-
-// Activation implements kernel.Activator. A `when` or `approve_when` on a
-// pay capability sees
+// chargeVars is what a `when` or `approve_when` on a pay capability sees:
+// the charge exactly as Prepare decoded it and as it will be sent, never a
+// second reading of the arguments (a second reading could differ: JSON
+// keys that differ only in case, {"amount":"1.00","Amount":"5000.00"},
+// decode into one field of chargeArgs but stay two keys of a map):
 //
-//	offer    the charge's "offer" object as the guest sent it ({} when absent)
-//	charge   {"payee", "currency", "amount" (a number in major units, 612.5),
-//	          "amount_minor" (an integer, 61250), "description", "idempotency_key"}
+//	offer    the charge's "offer" object ({} when absent)
+//	charge   {"payee" (lower case), "currency" (upper case), "amount" (a
+//	          number in major units, 612.5), "amount_minor" (an integer,
+//	          61250), "description", "idempotency_key" (as the guest gave it)}
 //
 // so the person's intent can be written as, e.g.,
 //
 //	offer.duration_hours <= 12 && offer.stops <= 1
 //
 // An offer without the fields a constraint names fails the constraint's
-// evaluation, which denies the charge.
-func (k *Kind) Activation(call *kernel.Call) (map[string]any, error) {
-	v, err := kernel.DecodeJSONValue(call.Args)
-	if err != nil {
-		return nil, err
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, errors.New("charge arguments are not an object")
-	}
-	offer, _ := m["offer"].(map[string]any)
-	if offer == nil {
-		offer = map[string]any{}
-	}
-	charge := map[string]any{}
-	for _, f := range []string{"payee", "currency", "description", "idempotency_key"} {
-		if s, ok := m[f].(string); ok {
-			charge[f] = s
-		}
-	}
-	if s, ok := m["amount"].(string); ok {
-		minor, _, err := parseMoney(s, "")
+// evaluation, which denies the charge; an offer a server could read
+// differently (a duplicated key, a number the constraint would not see
+// exactly) cannot be judged and is refused.
+func chargeVars(payee, currency string, amount int64, description, key string, offer []byte) (map[string]any, error) {
+	o := map[string]any{}
+	if len(offer) > 0 && string(offer) != "null" {
+		v, err := kernel.DecodeJSONValue(offer)
 		if err != nil {
-			return nil, fmt.Errorf("amount: %v", err)
+			return nil, fmt.Errorf("offer: %w", err)
 		}
-		charge["amount_minor"] = minor
-		charge["amount"] = float64(minor) / 100
-	} else if n, ok := m["amount"].(int64); ok {
-		// Bounded as a charge is: n*100 must not wrap around, or a huge
-		// amount would pass charge.amount_minor <= LIMIT.
-		if n < 0 || n > MaxMinor/100 {
-			return nil, fmt.Errorf("amount %d is out of range (0 to %d)", n, MaxMinor/100)
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, errors.New("offer is not an object")
 		}
-		charge["amount_minor"] = n * 100
-		charge["amount"] = float64(n)
-	} else if f, ok := m["amount"].(float64); ok {
-		charge["amount"] = f
+		o = m
 	}
-	return map[string]any{"charge": charge, "offer": offer}, nil
+	charge := map[string]any{
+		"payee": payee, "currency": currency, "description": description,
+		"amount_minor": amount, "amount": float64(amount) / 100,
+	}
+	if key != "" {
+		charge["idempotency_key"] = key
+	}
+	return map[string]any{"charge": charge, "offer": o}, nil
 }

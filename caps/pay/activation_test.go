@@ -2,9 +2,11 @@ package pay
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/mandatevm/mandate/constraint"
+	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
 )
 
@@ -12,7 +14,14 @@ import (
 // at most 800.
 func TestActivationConstraints(t *testing.T) {
 	k := New()
-	c, err := constraint.New().Compile(`offer.duration_hours <= 12 && offer.stops <= 1 && charge.amount <= 800 && charge.payee == "airline.example"`, k.Vars())
+	if !slices.Equal(k.Info().Vars, []string{"charge", "offer"}) {
+		t.Fatalf("constraints see %v, want charge and offer", k.Info().Vars)
+	}
+	c, err := constraint.New().Compile(`offer.duration_hours <= 12 && offer.stops <= 1 && charge.amount <= 800 && charge.payee == "airline.example"`, k.Info().Vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := k.Grant(fuzzGC, []byte(`{"provider":"https://pay.example","instrument":{"env":"PAY_FUZZ_CARD"},"payees":["airline.example"],"currency":"USD"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,9 +34,9 @@ func TestActivationConstraints(t *testing.T) {
 		{`{"payee":"airline.example","amount":"900.00","currency":"USD","offer":{"duration_hours":9,"stops":0}}`, false, false},
 		{`{"payee":"airline.example","amount":"612.00","currency":"USD"}`, false, true}, // no offer: cannot be evaluated
 	} {
-		act, err := k.Activation(kernel.NewCall("charge", []byte(tc.args), nil, kernel.TaskInfo{}, nil, nil))
+		act, err := kerneltest.Vars(k, kernel.NewCall("charge", []byte(tc.args), s, kernel.TaskInfo{}, nil, nil))
 		if err != nil {
-			t.Fatalf("Activation(%s): %v", tc.args, err)
+			t.Fatalf("Vars(%s): %v", tc.args, err)
 		}
 		got, err := c.Eval(context.Background(), act)
 		if (err != nil) != tc.err || got != tc.want {

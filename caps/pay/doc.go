@@ -1,8 +1,9 @@
 // Package pay is the payment capability kind, Kind("pay"): a payment token
 // that carries the person's intent. It allows charges to some payees, in
-// one currency, each at most an amount, within a budget and a number of
-// uses shared with everything derived from it, until an expiry, with a
-// person's approval above a threshold. The card or account (the
+// one currency, each at most an amount, until an expiry, with a person's
+// approval above a threshold; within a budget and a number of uses shared
+// with everything derived from it, which are the kernel's (budget and
+// max_uses on a grant; kernel/allowance.go), read in this kind's unit. The card or account (the
 // instrument) never enters the guest: the kernel holds it and calls the
 // payment provider itself.
 //
@@ -20,11 +21,12 @@
 //	  approve_above = "500 USD"
 //	}
 //
-// which reaches Grant as the JSON spec
+// budget and max_uses are the kernel's attributes (they bound every kind's
+// grant the same way); the rest reaches Grant as the JSON spec
 //
 //	{"provider":"https://pay.example/v1","instrument":{"env":"CARD_TOKEN"},
 //	 "payees":["airline.example"],"currency":"USD","max_amount":"800 USD",
-//	 "budget":"1000 USD","max_uses":3,"expires":"24h","approve_above":"500 USD"}
+//	 "expires":"24h","approve_above":"500 USD"}
 //
 // A guest charges it:
 //
@@ -40,12 +42,13 @@
 //
 //	{"budget":"100","max_uses":1,"approve_above":"50","expires":"1h"}
 //
-// In Go:
+// (the kernel takes budget and max_uses out of the request and checks them
+// against every ancestor's: a child asking for more is EDENIED). In Go:
 //
 //	k := pay.New()
 //	root, err := k.Grant(kernel.GrantContext{Dir: manifestDir}, spec)
-//	child, err := k.Narrow(root, []byte(`{"budget":"100"}`))
-//	_, err = k.Narrow(child, []byte(`{"budget":"200"}`)) // EDENIED: budget 200.00 exceeds 100.00
+//	child, err := k.Narrow(root, []byte(`{"max_amount":"100"}`))
+//	_, err = k.Narrow(child, []byte(`{"max_amount":"200"}`)) // EDENIED: max_amount 200.00 exceeds 100.00
 //
 // # Grant spec
 //
@@ -57,8 +60,6 @@
 //	payees         []string  (required)  allowed payees, exact match, case-insensitive (<= 64)
 //	currency       string    (required)  one ISO 4217 code, e.g. "USD"
 //	max_amount     amount    unlimited   largest single charge
-//	budget         amount    unlimited   total of all charges, of this capability and all derived from it
-//	max_uses       int       unlimited   number of charges, of this capability and all derived from it
 //	expires        time      never       RFC 3339 time, or a duration from grant time ("24h")
 //	approve_above  amount    never       a charge above it needs the approver's yes
 //
@@ -93,7 +94,10 @@
 // offer.duration_hours <= 12 && offer.stops <= 1. Unknown fields are EINVAL
 // (a guest cannot name an instrument or a provider).
 //
-// The checks, in order, and their errno:
+// Prepare makes checks 1 to 6 (no side effect); the kernel's pipeline
+// (docs/ARCHITECTURE.md) then reserves, checks the flow and constraints,
+// asks for approval and audits before the effect (9). The checks, in order,
+// and their errno:
 //
 //  1. decode: malformed JSON, unknown fields, a missing field, a bad amount
 //     (zero, negative, more than two decimals, exponent), payee, currency or
@@ -105,26 +109,31 @@
 //  5. amount over max_amount: EDENIED.
 //  6. idempotency: a key already used anywhere in the capability's tree
 //     (the root grant and everything derived from it) returns that
-//     charge's receipt again without charging; the same key with a
-//     different payee, amount or currency is EDENIED. A charge with the
-//     key still in flight is waited for, so concurrent calls with one key
-//     make one provider charge.
-//  7. budget and uses: the amount and one use are reserved on this
-//     capability's ledger and every ancestor's, atomically under one lock
-//     per tree; if any lacks room: ELIMIT, and nothing is reserved.
-//  8. approval: a charge above approve_above calls the kernel's approver
-//     with the summary "charge 612.00 USD to airline.example" and the
-//     details; no (or no approver): EAPPROVAL.
+//     charge's receipt again without charging, and spends no use and no
+//     budget; the same key with a different payee, amount or currency is
+//     EDENIED.
+//  7. reserve (the kernel's step): the key is claimed (a call that finds
+//     it in flight spends nothing and waits to replay its receipt, so
+//     concurrent calls with one key make one provider charge); the amount
+//     and one use are reserved on every budget and max_uses of the
+//     capability's chain, atomically; if any lacks room: ELIMIT, and
+//     nothing is reserved.
+//  8. approval: a charge above approve_above needs the approver's yes; the
+//     person is shown "charge 612.00 USD to airline.example" with payee,
+//     amount, currency, provider, key, description and offer; no (or no
+//     approver): EAPPROVAL.
 //  9. provider: POST <provider>/charges. A non-2xx answer, a status other
 //     than "succeeded", or a network failure is EIO; no answer within the
 //     timeout is ETIMEDOUT.
 //
-// Any failure after step 6 releases the reservation and gives the key up,
-// so a denied or failed charge leaves no debit and (for denials) nothing at
-// the provider; a retry with the same key may charge. On a timeout the
-// provider's outcome is unknown: the reservation is released, and a retry
-// with the same idempotency key lets the provider answer with the original
-// charge rather than make a second one.
+// A refusal after step 7 releases the reservation and gives the key up, so
+// a denied charge leaves no debit and nothing at the provider; a retry with
+// the same key may charge. A charge the provider refused (non-2xx) gives
+// its budget and use back. On a timeout or a network failure the
+// provider's outcome is unknown: the amount stays debited (the charge may
+// have happened), the key is given up, and a retry with the same
+// idempotency key lets the provider answer with the original charge rather
+// than make a second one.
 //
 // A successful charge returns a blob holding the receipt (Receipt):
 //
@@ -161,11 +170,12 @@
 //
 // Every field is optional; absent keeps the parent's value:
 //
-//	{"payees":[...], "currency":"USD", "max_amount":"100", "budget":"100",
-//	 "max_uses":1, "expires":"1h", "approve_above":"50"}
+//	{"payees":[...], "currency":"USD", "max_amount":"100",
+//	 "expires":"1h", "approve_above":"50"}
 //
-// The result must be within the parent: payees a subset, the same currency,
-// max_amount, budget and max_uses no larger, expires no later (a duration
+// (and the kernel's "budget" and "max_uses"). The result must be within
+// the parent: payees a subset, the same currency, max_amount no larger,
+// expires no later (a duration
 // counts from the derivation), approve_above no higher (asking for more
 // approvals is narrower; a parent without one lets the child add one). A
 // limit the parent lacks may be added. provider, instrument, timeout and
@@ -173,10 +183,10 @@
 // widens anything is EDENIED naming every field that widened, never
 // clamped; a malformed one is EINVAL.
 //
-// Every scope has its own ledger node, linked to its parent's: what a child
-// charges is debited on the child and on every ancestor, so a child's
-// budget is at most its own and at most what is left of each ancestor's,
-// and ten children racing cannot together spend more than the root's
-// budget. Scope.Contains is exact: besides the limits, the other scope's
-// ledger must be the receiver's or lie below it.
+// What a child charges is debited by the kernel on the child's budget and
+// on every ancestor's, so a child's spending is at most its own budget and
+// at most what is left of each ancestor's, and ten children racing cannot
+// together spend more than the root's budget. Scope.Contains is exact:
+// besides the limits, the other scope must share the receiver's
+// idempotency keys (be of the same grant's tree).
 package pay

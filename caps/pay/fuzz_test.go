@@ -3,6 +3,7 @@ package pay
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -102,6 +103,9 @@ func FuzzGrant(f *testing.F) {
 		`{"provider":"https://pay.example","instrument":{"env":"PAY_FUZZ_CARD"},"payees":["airline.example"],"currency":"usd"}`,
 		`{"provider":"https://pay.example/v1/","instrument":{"env":"PAY_FUZZ_CARD"},"payees":["A.example","b"],"currency":"EUR",
 		  "max_amount":"800 EUR","budget":1000.5,"max_uses":3,"expires":"24h","approve_above":"100","timeout":"5s","clearance":["pii:alice"]}`,
+		// The same without budget and max_uses (the kernel's, refused above).
+		`{"provider":"https://pay.example/v1/","instrument":{"env":"PAY_FUZZ_CARD"},"payees":["A.example","b"],"currency":"EUR",
+		  "max_amount":"800 EUR","expires":"24h","approve_above":"100","timeout":"5s","clearance":["pii:alice"]}`,
 		`{"provider":"http://127.0.0.1:1","allow_private":true,"instrument":{"env":"PAY_FUZZ_CARD"},"payees":["a"],"currency":"USD","expires":"2026-12-01T00:00:00Z"}`,
 		`{"provider":"http://127.0.0.1:1","instrument":{"env":"PAY_FUZZ_CARD"},"payees":["a"],"currency":"USD"}`,
 		`{"provider":"https://u:p@pay.example","instrument":{"env":"X"},"payees":[],"currency":"US"}`, `{"provider":1}`, `{}`,
@@ -143,7 +147,7 @@ func FuzzNarrow(f *testing.F) {
 	var parents []kernel.Scope
 	for _, spec := range []string{
 		`{"provider":"https://pay.example","instrument":{"env":"PAY_FUZZ_CARD"},"payees":["airline.example","hotel.example"],"currency":"USD",
-		  "max_amount":"800","budget":"1000","max_uses":5,"expires":"24h","approve_above":"500","clearance":["pii:alice","financial:alice"]}`,
+		  "max_amount":"800","expires":"24h","approve_above":"500","clearance":["pii:alice","financial:alice"]}`,
 		`{"provider":"https://pay.example","instrument":{"env":"PAY_FUZZ_CARD"},"payees":["airline.example"],"currency":"EUR"}`,
 	} {
 		s, err := k.Grant(fuzzGC, []byte(spec))
@@ -169,7 +173,9 @@ func FuzzNarrow(f *testing.F) {
 
 // FuzzCharge: charge arguments from a guest never panic the kind, never
 // leak the instrument, and fail with a documented errno; a charge that
-// succeeds (against a loopback provider) is within the scope.
+// succeeds (against a loopback provider) is within the scope, and was
+// prepared as the kernel must see it: its amount to debit, and a person's
+// approval asked exactly when it is above approve_above.
 func FuzzCharge(f *testing.F) {
 	for _, s := range []string{
 		`{"payee":"airline.example","amount":"612.00","currency":"USD","idempotency_key":"k1","description":"test","offer":{"duration_hours":7,"stops":0}}`,
@@ -187,19 +193,17 @@ func FuzzCharge(f *testing.F) {
 	k := fuzzKind()
 	f.Cleanup(k.CloseIdleConnections)
 	spec := []byte(`{"provider":"` + p.URL + `","allow_private":true,"instrument":{"env":"PAY_FUZZ_CARD"},` +
-		`"payees":["airline.example","hotel.example"],"currency":"USD","max_amount":"800","budget":"1000","max_uses":5,` +
+		`"payees":["airline.example","hotel.example"],"currency":"USD","max_amount":"800",` +
 		`"expires":"24h","approve_above":"500","timeout":"5s"}`)
-	approve := func(context.Context, string, map[string]any) error { return nil }
 	f.Fuzz(func(t *testing.T, args []byte) {
-		// A fresh grant each time: its own ledger, so runs are independent.
+		// A fresh grant each time: its own idempotency keys, so runs are
+		// independent.
 		s, err := k.Grant(fuzzGC, spec)
 		if err != nil {
 			t.Fatal(err)
 		}
 		call := kernel.NewCall(ChargeOp, args, s, kernel.TaskInfo{ID: "t1", Principal: "alice"}, hclog.NewNullLogger(), nil)
-		call.WithApprover(approve)
-		res, err := k.Invoke(context.Background(), call)
-		if err != nil {
+		check := func(err error) {
 			if strings.Contains(err.Error(), fuzzInstrument) {
 				t.Fatalf("charge %q: the error leaks the instrument: %v", args, err)
 			}
@@ -208,6 +212,29 @@ func FuzzCharge(f *testing.F) {
 			default:
 				t.Fatalf("charge %q: errno %s (%v)", args, kernel.ErrnoOf(err), err)
 			}
+		}
+		op, err := k.Prepare(call)
+		if err != nil {
+			check(err)
+			return
+		}
+		if op.Show != nil && strings.Contains(fmt.Sprint(op.Show()), fuzzInstrument) {
+			t.Fatalf("charge %q: what the approver is shown leaks the instrument", args)
+		}
+		// The kernel would ask the person here; the approver says yes. Then
+		// its reserve step: the kind claims the idempotency key.
+		free := false
+		if op.Reserve != nil {
+			_, f, err := op.Reserve()
+			if err != nil {
+				check(err)
+				return
+			}
+			free = f
+		}
+		res, err := op.Effect(context.Background())
+		if err != nil {
+			check(err)
 			return
 		}
 		var r Receipt
@@ -219,48 +246,61 @@ func FuzzCharge(f *testing.F) {
 			!slices.Contains([]string{"airline.example", "hotel.example"}, r.Payee) || r.Status == "" {
 			t.Fatalf("charge %q: receipt %s is outside the scope", args, res.Data)
 		}
-		if spent, uses := s.(*Scope).Spent(); spent != amount || uses != 1 {
-			t.Fatalf("charge %q: ledger %d in %d uses, want %d in 1", args, spent, uses, amount)
+		if op.Amount != amount || op.Free || free {
+			t.Fatalf("charge %q of %d was prepared as amount %d, free %v (reserved free %v)", args, amount, op.Amount, op.Free, free)
+		}
+		if (op.NeedsApproval != "") != (amount > 50000) {
+			t.Fatalf("charge %q of %d: approval reason %q with approve_above 500.00", args, amount, op.NeedsApproval)
 		}
 	})
 }
 
-// FuzzActivation: whatever the charge arguments, the activation a
-// constraint sees is built without panicking, and its amounts agree.
+// FuzzActivation: whatever the charge arguments, what a constraint sees of
+// a prepared charge is built without panicking and is the charge that will
+// be made: amount_minor is the amount debited and sent, the payee and
+// currency the ones charged.
 func FuzzActivation(f *testing.F) {
 	for _, s := range []string{
 		`{"payee":"airline.example","amount":"612.50","currency":"USD","offer":{"duration_hours":7}}`, `{"amount":612}`,
 		`{"amount":612.5}`, `{"amount":"x"}`, `{"amount":92233720368547758}`, `{"amount":922337203685477581}`, `{"amount":-3}`, `{"offer":[1]}`, `[]`, ``, `{"amount":"1 EUR"}`,
+		`{"payee":"airline.example","amount":"1.00","Amount":"5000.00","currency":"USD"}`,
+		`{"payee":"AIRLINE.example","amount":"1.00","currency":"usd","offer":{"n":1,"n":2}}`,
 	} {
 		f.Add([]byte(s))
 	}
 	k := fuzzKind()
+	s, err := k.Grant(fuzzGC, []byte(`{"provider":"https://pay.example","instrument":{"env":"PAY_FUZZ_CARD"},"payees":["airline.example"],"currency":"USD"}`))
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, args []byte) {
-		act, err := k.Activation(kernel.NewCall(ChargeOp, args, nil, kernel.TaskInfo{}, hclog.NewNullLogger(), nil))
+		op, err := k.Prepare(kernel.NewCall(ChargeOp, args, s, kernel.TaskInfo{}, hclog.NewNullLogger(), nil))
 		if err != nil {
 			return
 		}
+		if op.Vars == nil {
+			t.Fatalf("Prepare(%q): no Vars", args)
+		}
+		act, err := op.Vars()
+		if err != nil {
+			return // an offer a constraint cannot judge: denied
+		}
 		if _, ok := act["offer"].(map[string]any); !ok {
-			t.Fatalf("Activation(%q): offer is %T", args, act["offer"])
+			t.Fatalf("Vars(%q): offer is %T", args, act["offer"])
 		}
 		charge, ok := act["charge"].(map[string]any)
 		if !ok {
-			t.Fatalf("Activation(%q): charge is %T", args, act["charge"])
+			t.Fatalf("Vars(%q): charge is %T", args, act["charge"])
 		}
-		if s, ok := charge["amount_minor"]; ok {
-			minor, ok := s.(int64)
-			if !ok {
-				t.Fatalf("Activation(%q): amount_minor is %T", args, s)
-			}
-			// amount_minor is what a constraint such as
-			// charge.amount_minor <= 5000 checks: it must be the amount.
-			if major, _ := charge["amount"].(float64); (minor < 0) != (major < 0) {
-				t.Fatalf("Activation(%q): amount %v but amount_minor %d", args, charge["amount"], minor)
-			}
-			v, _ := kernel.DecodeJSONValue(args)
-			if n, ok := v.(map[string]any)["amount"].(int64); ok && (minor%100 != 0 || minor/100 != n) {
-				t.Fatalf("Activation(%q): amount %d but amount_minor %d", args, n, minor)
-			}
+		minor, ok := charge["amount_minor"].(int64)
+		if !ok || minor != op.Amount || minor <= 0 {
+			t.Fatalf("Vars(%q): amount_minor %v, but the charge debits %d", args, charge["amount_minor"], op.Amount)
+		}
+		if major, _ := charge["amount"].(float64); major != float64(minor)/100 {
+			t.Fatalf("Vars(%q): amount %v but amount_minor %d", args, charge["amount"], minor)
+		}
+		if charge["payee"] != "airline.example" || charge["currency"] != "USD" {
+			t.Fatalf("Vars(%q): payee %v currency %v, not what is charged", args, charge["payee"], charge["currency"])
 		}
 	})
 }

@@ -48,13 +48,18 @@ func TestGuestHostile(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := `"provider":"` + p.URL + `","allow_private":true,"instrument":{"env":"` + testEnv + `"},` +
-		`"payees":["airline.example"],"currency":"USD","max_amount":"800","budget":"1000","max_uses":20,"approve_above":"700"`
+		`"payees":["airline.example"],"currency":"USD","max_amount":"800","approve_above":"700"`
+	// budget 1000 and max_uses 20 are the kernel's, on the grant.
 	grant := func(name, extra string) kernel.GrantSpec {
 		s, err := k.Grant("pay", testGC, []byte("{"+base+extra+"}"))
 		if err != nil {
 			t.Fatalf("grant %s: %v", name, err)
 		}
-		return kernel.GrantSpec{Name: name, Kind: "pay", Scope: s}
+		budget, err := k.ParseBudget("pay", s, "1000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kernel.GrantSpec{Name: name, Kind: "pay", Scope: s, Allowance: kernel.Allowance{Budget: budget, MaxUses: 20}}
 	}
 	grants := []kernel.GrantSpec{grant("card", ""), grant("old", `,"expires":"1h"`)}
 	clk.Add(2 * time.Hour) // "old" has expired by the time the guest runs

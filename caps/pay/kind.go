@@ -11,12 +11,12 @@ import (
 	"io"
 	gonet "net"
 	"net/http"
-	"net/netip"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/egress"
 	"github.com/mandatevm/mandate/kernel"
 )
 
@@ -68,23 +68,23 @@ func New(opts ...Option) *Kind {
 		o(k)
 	}
 	client := func(allowPrivate bool) *http.Client {
-		d := &gonet.Dialer{Timeout: 10 * time.Second}
-		if !allowPrivate {
-			d.Control = func(_, address string, _ syscall.RawConn) error {
-				ap, err := netip.ParseAddrPort(address)
-				if err != nil {
-					return fmt.Errorf("pay: dial %s: %v", address, err)
-				}
-				if why := privateAddr(ap.Addr()); why != "" {
-					return fmt.Errorf("pay: provider address %s is %s and allow_private is false", ap.Addr(), why)
-				}
-				return nil
+		// The one egress guard (internal/egress): resolve once, refuse
+		// non-public addresses unless allowPrivate, dial only the checked
+		// address. A refusal stays an *egress.Denied (errors.As) and reads
+		// "pay: provider address A is R and allow_private is false".
+		dial := egress.Dialer(nil, allowPrivate, 10*time.Second)
+		dialContext := func(ctx context.Context, network, addr string) (gonet.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			var d *egress.Denied
+			if errors.As(err, &d) {
+				return nil, fmt.Errorf("pay: provider %w", d)
 			}
+			return c, err
 		}
 		return &http.Client{
 			Transport: &http.Transport{
 				Proxy:                  nil, // never an environment proxy
-				DialContext:            d.DialContext,
+				DialContext:            dialContext,
 				ForceAttemptHTTP2:      true,
 				TLSHandshakeTimeout:    10 * time.Second,
 				MaxIdleConns:           16,
@@ -103,8 +103,65 @@ func New(opts ...Option) *Kind {
 // Name returns "pay".
 func (k *Kind) Name() string { return KindName }
 
-// Ops returns ["charge"].
-func (k *Kind) Ops() []string { return []string{ChargeOp} }
+// Info implements kernel.Kind: one operation, charge; constraints see
+// charge and offer; amounts are minor units of the scope's currency, so a
+// budget reads "1000.00" or "1000.00 USD".
+func (k *Kind) Info() kernel.Info {
+	return kernel.Info{Ops: []string{ChargeOp}, Vars: vars, Amounts: minorUnits{}}
+}
+
+// minorUnits reads and shows amounts in a scope's currency.
+type minorUnits struct{}
+
+func (minorUnits) ParseAmount(sc kernel.Scope, text string) (int64, error) {
+	s, err := kernel.ScopeAs[*Scope](sc, KindName)
+	if err != nil {
+		return 0, err
+	}
+	v, _, err := parseMoney(text, s.currency)
+	return v, err
+}
+
+func (minorUnits) FormatAmount(sc kernel.Scope, n int64) string {
+	s, err := kernel.ScopeAs[*Scope](sc, KindName)
+	if err != nil {
+		return formatMinor(n)
+	}
+	return formatMinor(n) + " " + s.currency
+}
+
+// Describe implements kernel.Kind.
+func (k *Kind) Describe(sc kernel.Scope) kernel.Description {
+	s, err := kernel.ScopeAs[*Scope](sc, KindName)
+	if err != nil {
+		return kernel.Description{}
+	}
+	money := func(v int64) string { return formatMinor(v) + " " + s.currency }
+	d := kernel.Description{
+		Fields: []kernel.Detail{
+			{Name: "provider", Value: s.provider},
+			{Name: "instrument", Value: s.source},
+			{Name: "payees", Value: strings.Join(s.payees, ", ")},
+			{Name: "currency", Value: s.currency},
+		},
+		Sink:    &kernel.Sink{Clearance: s.clearance},
+		Reaches: []string{s.provider},
+	}
+	if s.maxAmount != MaxMinor {
+		d.Fields = append(d.Fields, kernel.Detail{Name: "max_amount", Value: money(s.maxAmount)})
+	}
+	if s.approveAbove >= 0 {
+		d.Fields = append(d.Fields, kernel.Detail{Name: "approve_above", Value: money(s.approveAbove)})
+	}
+	if !s.expires.IsZero() {
+		d.Fields = append(d.Fields, kernel.Detail{Name: "expires", Value: s.expires.UTC().Format(time.RFC3339)})
+	}
+	if s.allowPrivate {
+		d.Fields = append(d.Fields, kernel.Detail{Name: "allow_private", Value: "true"})
+	}
+	d.Fields = append(d.Fields, kernel.Detail{Name: "timeout", Value: s.timeout.String()})
+	return d
+}
 
 // Grant mints a root scope from a cap "pay" block (see the package
 // documentation). Errors are *kernel.FieldError when they concern one
@@ -166,132 +223,176 @@ type ProviderResponse struct {
 	Status string `json:"status"`
 }
 
-// Invoke performs "charge". See the package documentation for the order of
-// the checks and the errno of each.
-func (k *Kind) Invoke(ctx context.Context, call *kernel.Call) (*kernel.Result, error) {
+// Prepare prepares "charge": the arguments are decoded and checked
+// against the scope (expiry, payee, currency, max_amount), and the kernel
+// is told the amount (debited from every budget on the chain), whether the
+// person must approve (above approve_above) and what they are shown. The
+// effect claims the idempotency key and posts the charge. See the package
+// documentation for each errno.
+func (k *Kind) Prepare(call *kernel.Call) (kernel.Op, error) {
 	if call.Op != ChargeOp {
-		return nil, kernel.Errorf(abi.ENOTSUP, "pay: no operation %q", call.Op)
+		return kernel.Op{}, kernel.Errorf(abi.ENOTSUP, "pay: no operation %q", call.Op)
 	}
-	s, err := kernel.ScopeAs[*Scope](call.Scope, "pay")
+	s, err := kernel.ScopeAs[*Scope](call.Scope, KindName)
 	if err != nil {
-		return nil, err
+		return kernel.Op{}, err
 	}
-	if s.ledger == nil {
-		return nil, kernel.Errorf(abi.EINTERNAL, "pay: scope has no ledger")
+	if s.keys == nil {
+		return kernel.Op{}, kernel.Errorf(abi.EINTERNAL, "pay: scope has no idempotency keys")
 	}
 	// 1. Decode.
 	var a chargeArgs
 	if err := abi.DecodeJSON(call.Args, &a); err != nil {
 		if errors.Is(err, abi.ErrTooLarge) {
-			return nil, kernel.Errorf(abi.ELIMIT, "pay: charge: %v", err)
+			return kernel.Op{}, kernel.Errorf(abi.ELIMIT, "pay: charge: %v", err)
 		}
-		return nil, kernel.Errorf(abi.EINVAL, "pay: charge: %v", err)
+		return kernel.Op{}, kernel.Errorf(abi.EINVAL, "pay: charge: %v", err)
 	}
 	inval := func(format string, args ...any) error {
 		return kernel.Errorf(abi.EINVAL, "pay: charge: "+format, args...)
 	}
 	if a.Payee == nil || a.Amount == nil || a.Currency == nil {
-		return nil, inval("payee, amount and currency are required")
+		return kernel.Op{}, inval("payee, amount and currency are required")
 	}
 	payee, err := canonPayee(*a.Payee)
 	if err != nil {
-		return nil, inval("%v", err)
+		return kernel.Op{}, inval("%v", err)
 	}
 	currency, err := canonCurrency(*a.Currency)
 	if err != nil {
-		return nil, inval("%v", err)
+		return kernel.Op{}, inval("%v", err)
 	}
 	amount, err := parseDecimal(string(*a.Amount))
 	if err != nil {
-		return nil, inval("%v", err)
+		return kernel.Op{}, inval("%v", err)
 	}
 	if amount == 0 {
-		return nil, inval("amount must be positive")
+		return kernel.Op{}, inval("amount must be positive")
 	}
 	if len(a.Description) > MaxDescriptionLen {
-		return nil, kernel.Errorf(abi.ELIMIT, "pay: charge: description of %d bytes (max %d)", len(a.Description), MaxDescriptionLen)
+		return kernel.Op{}, kernel.Errorf(abi.ELIMIT, "pay: charge: description of %d bytes (max %d)", len(a.Description), MaxDescriptionLen)
 	}
 	if len(a.Offer) > MaxOfferBytes {
-		return nil, kernel.Errorf(abi.ELIMIT, "pay: charge: offer of %d bytes (max %d)", len(a.Offer), MaxOfferBytes)
+		return kernel.Op{}, kernel.Errorf(abi.ELIMIT, "pay: charge: offer of %d bytes (max %d)", len(a.Offer), MaxOfferBytes)
 	}
 	var offer map[string]any
 	if len(a.Offer) > 0 && string(a.Offer) != "null" {
 		if err := json.Unmarshal(a.Offer, &offer); err != nil || offer == nil {
-			return nil, inval("offer must be a JSON object")
+			return kernel.Op{}, inval("offer must be a JSON object")
 		}
 	}
 	key := a.IdempotencyKey
 	if key == "" {
 		key = "auto-" + randomHex(12)
 	} else if err := checkKey(key); err != nil {
-		return nil, inval("%v", err)
+		return kernel.Op{}, inval("%v", err)
 	}
 	summary := fmt.Sprintf("charge %s %s to %s", formatMinor(amount), currency, payee)
 
 	// 2. Expiry.
 	if !s.expires.IsZero() && !k.now().Before(s.expires) {
-		return nil, kernel.Errorf(abi.EEXPIRED, "pay: the capability expired at %s", s.expires.UTC().Format(time.RFC3339))
+		return kernel.Op{}, kernel.Errorf(abi.EEXPIRED, "pay: the capability expired at %s", s.expires.UTC().Format(time.RFC3339))
 	}
 	// 3-5. Scope.
 	if !containsSorted(s.payees, payee) {
-		return nil, kernel.Errorf(abi.EDENIED, "pay: payee %s is not allowed (allowed: %v)", payee, s.payees)
+		return kernel.Op{}, kernel.Errorf(abi.EDENIED, "pay: payee %s is not allowed (allowed: %v)", payee, s.payees)
 	}
 	if currency != s.currency {
-		return nil, kernel.Errorf(abi.EDENIED, "pay: currency %s is not the capability's %s", currency, s.currency)
+		return kernel.Op{}, kernel.Errorf(abi.EDENIED, "pay: currency %s is not the capability's %s", currency, s.currency)
 	}
 	if amount > s.maxAmount {
-		return nil, kernel.Errorf(abi.EDENIED, "pay: %s exceeds the maximum charge of %s %s", summary, formatMinor(s.maxAmount), s.currency)
+		return kernel.Op{}, kernel.Errorf(abi.EDENIED, "pay: %s exceeds the maximum charge of %s %s", summary, formatMinor(s.maxAmount), s.currency)
 	}
-	// 6. Idempotency: one charge per key in the whole tree.
-	receipt, entry, err := s.ledger.tree.claim(ctx, key, payee, currency, amount)
-	if err != nil {
-		return nil, err
-	}
-	if receipt != nil {
-		call.Logger.Info("pay: idempotent replay", "idempotency_key", key, "payee", payee, "amount", formatMinor(amount), "currency", currency)
-		return &kernel.Result{Data: bytes.Clone(receipt)}, nil
-	}
-	var out []byte
-	defer func() { s.ledger.tree.finish(key, entry, out) }()
-
-	// 7. Budget and uses, reserved on every ancestor at once.
-	if err := s.ledger.reserve(amount); err != nil {
-		return nil, err
-	}
-	reserved := true
-	defer func() {
-		if reserved {
-			s.ledger.release(amount)
-		}
-	}()
-
-	// 8. Approval.
-	if s.approveAbove >= 0 && amount > s.approveAbove {
-		details := map[string]any{
-			"payee": payee, "amount": formatMinor(amount), "currency": currency,
-			"description": a.Description, "idempotency_key": key,
-		}
-		if offer != nil {
-			details["offer"] = offer
-		}
-		if err := call.Approve(ctx, summary, details); err != nil {
-			if kernel.ErrnoOf(err) == abi.EINTERNAL {
-				return nil, &kernel.Error{Errno: abi.EAPPROVAL, Msg: "pay: approval failed: " + summary, Err: err}
+	log := call.Logger
+	op := kernel.Op{
+		Sink: &kernel.Sink{Clearance: s.clearance},
+		Vars: func() (map[string]any, error) {
+			return chargeVars(payee, currency, amount, a.Description, a.IdempotencyKey, a.Offer)
+		},
+		Amount: amount,
+		Show: func() kernel.Effect {
+			d := []kernel.Detail{
+				{Name: "payee", Value: payee}, {Name: "amount", Value: formatMinor(amount)}, {Name: "currency", Value: currency},
+				{Name: "provider", Value: s.provider}, {Name: "idempotency_key", Value: key},
 			}
-			return nil, err
-		}
+			if a.Description != "" {
+				d = append(d, kernel.Detail{Name: "description", Value: a.Description})
+			}
+			if offer != nil {
+				d = append(d, kernel.Detail{Name: "offer", Value: string(a.Offer)})
+			}
+			return kernel.Effect{Summary: summary, Details: d}
+		},
 	}
-
+	// 6. A charge already made under this key is replayed, free. A key
+	// used for another charge is refused here.
+	state, rec, err := s.keys.peek(key, payee, currency, amount)
+	if err != nil {
+		return kernel.Op{}, err
+	}
+	replay := func(ctx context.Context, rec []byte) (*kernel.Result, error) {
+		log.Info("pay: idempotent replay", "idempotency_key", key, "payee", payee, "amount", formatMinor(amount), "currency", currency)
+		return &kernel.Result{Data: bytes.Clone(rec)}, nil
+	}
+	if state == keyDone {
+		op.Free, op.Amount = true, 0
+		op.Effect = func(ctx context.Context) (*kernel.Result, error) { return replay(ctx, rec) }
+		return op, nil
+	}
+	// 7. Approval above the threshold (the kernel asks, showing op.Show).
+	if s.approveAbove >= 0 && amount > s.approveAbove {
+		op.NeedsApproval = fmt.Sprintf("the amount is above approve_above %s %s", formatMinor(s.approveAbove), s.currency)
+	}
+	// 8. The key, claimed at the kernel's reserve step: one charge per
+	// key in the whole tree. A call that finds the key being charged by
+	// another spends nothing and replays that charge's receipt.
+	var own *claimed
+	op.Reserve = func() (func(), bool, error) {
+		e, st, err := s.keys.tryClaim(key, payee, currency, amount)
+		if err != nil {
+			return nil, false, err
+		}
+		if e == nil {
+			return nil, st != keyFree, nil
+		}
+		own = &claimed{t: s.keys, key: key, e: e}
+		// A retry of a charge whose outcome was unknown was debited then.
+		return func() { own.finish(nil, st == keyUnknown) }, st == keyUnknown, nil
+	}
 	// 9. The provider.
+	op.Effect = func(ctx context.Context) (*kernel.Result, error) {
+		if own == nil {
+			rec, err := s.keys.await(ctx, key)
+			if err != nil {
+				return nil, err
+			}
+			return replay(ctx, rec)
+		}
+		return k.charge(ctx, s, log, own, a, payee, currency, amount, offer != nil)
+	}
+	return op, nil
+}
+
+// charge is the effect of a prepared charge whose key this call owns.
+func (k *Kind) charge(ctx context.Context, s *Scope, log hclog.Logger, own *claimed, a chargeArgs, payee, currency string, amount int64, hasOffer bool) (*kernel.Result, error) {
+	var out []byte
+	unknown := false
+	defer func() { own.finish(out, unknown) }()
+	key := own.key
 	pr := ProviderRequest{
 		AmountMinor: amount, Currency: currency, Payee: payee, Instrument: s.instrument.Value(),
-		IdempotencyKey: "mandate-" + s.ledger.tree.id + "-" + key, Description: a.Description,
+		IdempotencyKey: "mandate-" + s.keys.id + "-" + key, Description: a.Description,
 	}
-	if offer != nil {
+	if hasOffer {
 		pr.Details = a.Offer
 	}
 	resp, err := k.post(ctx, s, pr)
 	if err != nil {
+		// Sent without a definite answer: the charge may have happened. The
+		// key is kept so that a retry neither charges twice (the provider
+		// dedups by key) nor debits twice.
+		var np interface{ Unwrap() error }
+		unknown = kernel.ErrnoOf(err) == abi.ETIMEDOUT || (kernel.ErrnoOf(err) == abi.EIO && !errors.As(err, &np))
 		return nil, err
 	}
 	rec, err := json.Marshal(Receipt{
@@ -301,8 +402,8 @@ func (k *Kind) Invoke(ctx context.Context, call *kernel.Call) (*kernel.Result, e
 	if err != nil {
 		return nil, err
 	}
-	reserved, out = false, rec
-	call.Logger.Info("pay: charged", "charge_id", resp.ID, "payee", payee, "amount", formatMinor(amount),
+	out = rec
+	log.Info("pay: charged", "charge_id", resp.ID, "payee", payee, "amount", formatMinor(amount),
 		"currency", currency, "idempotency_key", key)
 	return &kernel.Result{Data: bytes.Clone(rec)}, nil
 }
@@ -328,7 +429,14 @@ func (k *Kind) post(ctx context.Context, s *Scope, pr ProviderRequest) (Provider
 		client = k.private
 	}
 	fail := func(err error) (ProviderResponse, error) {
-		if ctx.Err() != nil || isTimeout(err) {
+		var denied *egress.Denied
+		switch {
+		case errors.As(err, &denied):
+			// The guard refused the provider's address: nothing was sent.
+			return ProviderResponse{}, kernel.NotPerformed(kernel.Errorf(abi.EDENIED, "pay: %s", redact(denied.Error(), s.instrument)))
+		case egress.NotSent(err):
+			return ProviderResponse{}, kernel.NotPerformed(kernel.Errorf(abi.EIO, "pay: provider unreachable, nothing was sent: %s", redact(err.Error(), s.instrument)))
+		case ctx.Err() != nil || isTimeout(err):
 			return ProviderResponse{}, kernel.Errorf(abi.ETIMEDOUT, "pay: the provider did not answer within %s", s.timeout)
 		}
 		return ProviderResponse{}, kernel.Errorf(abi.EIO, "pay: provider: %s", redact(err.Error(), s.instrument))
@@ -343,7 +451,8 @@ func (k *Kind) post(ctx context.Context, s *Scope, pr ProviderRequest) (Provider
 		return fail(err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return ProviderResponse{}, kernel.Errorf(abi.EIO, "pay: the provider refused the charge (HTTP %d)", resp.StatusCode)
+		// The provider said no: nothing was charged, and nothing counts.
+		return ProviderResponse{}, kernel.NotPerformed(kernel.Errorf(abi.EIO, "pay: the provider refused the charge (HTTP %d)", resp.StatusCode))
 	}
 	if len(b) > MaxProviderResponse {
 		return ProviderResponse{}, kernel.Errorf(abi.EIO, "pay: the provider's answer exceeds %d bytes", MaxProviderResponse)
@@ -400,43 +509,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// privateHost reports why a provider host may not be used without
-// allow_private: a non-public IP literal or a name under "localhost".
-func privateHost(host string) string {
-	h := strings.TrimSuffix(strings.ToLower(host), ".")
-	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
-		return "the provider " + h + " is a loopback name"
-	}
-	if a, err := netip.ParseAddr(h); err == nil {
-		if why := privateAddr(a); why != "" {
-			return "the provider " + h + " is " + why
-		}
-	}
-	return ""
-}
-
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
-
-// privateAddr reports why a is not a public unicast address, or "".
-func privateAddr(a netip.Addr) string {
-	a = a.Unmap()
-	switch {
-	case a.IsLoopback():
-		return "a loopback address"
-	case a.IsPrivate():
-		return "a private address"
-	case a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast():
-		return "a link-local address"
-	case a.IsUnspecified():
-		return "unspecified"
-	case a.IsMulticast():
-		return "a multicast address"
-	case cgnat.Contains(a):
-		return "a shared (CGNAT) address"
-	case !a.IsGlobalUnicast():
-		return "not a global unicast address"
-	}
-	return ""
 }

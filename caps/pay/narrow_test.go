@@ -1,7 +1,6 @@
 package pay_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -46,9 +45,11 @@ func TestGrantErrors(t *testing.T) {
 		{`{` + base + `,"max_amount":"NaN"}`, "max_amount"},
 		{`{` + base + `,"max_amount":-5}`, "max_amount"},
 		{`{` + base + `,"max_amount":true}`, "max_amount"},
-		{`{` + base + `,"budget":"1e5"}`, "budget"},
+		// Budgets and uses are the kernel's (GrantSpec.Allowance): a pay
+		// spec carrying them is refused, not silently unbounded.
+		{`{` + base + `,"budget":"1000"}`, "budget"},
 		{`{` + base + `,"approve_above":"x"}`, "approve_above"},
-		{`{` + base + `,"max_uses":-1}`, "max_uses"},
+		{`{` + base + `,"max_uses":3}`, "max_uses"},
 		{`{` + base + `,"expires":"tomorrow"}`, "expires"},
 		{`{` + base + `,"expires":"-1h"}`, "expires"},
 		{`{` + base + `,"timeout":"1h"}`, "timeout"},
@@ -64,19 +65,22 @@ func TestGrantErrors(t *testing.T) {
 	}
 	// From a file, relative to the manifest; values parsed.
 	s, err := e.k.Grant(kernel.GrantContext{Dir: dir}, []byte(`{`+p+`,"instrument":{"file":"card"},"payees":["B.example","a.example","b.example"],"currency":"eur",`+
-		`"max_amount":"800.5 EUR","budget":1000,"approve_above":"500.00","max_uses":3,"expires":"2030-01-02T03:04:05Z"}`))
+		`"max_amount":"800.5 EUR","approve_above":"500.00","expires":"2030-01-02T03:04:05Z"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ps := s.(*pay.Scope)
 	if fmt.Sprint(ps.Payees()) != "[a.example b.example]" || ps.Currency() != "EUR" || ps.MaxAmount() != 80050 ||
-		ps.Budget() != 100000 || ps.ApproveAbove() != 50000 || ps.MaxUses() != 3 || ps.Expires().Year() != 2030 {
+		ps.ApproveAbove() != 50000 || ps.Expires().Year() != 2030 {
 		t.Errorf("scope %s", ps)
 	}
 }
 
+// TestNarrowRequests: what the kind narrows. budget and max_uses are the
+// kernel's, taken off a cap_derive request before the kind sees it
+// (TestKernelNarrowAllowance); the kind refuses them as unknown fields.
 func TestNarrowRequests(t *testing.T) {
-	e := newEnv(t, `,"budget":"1000","max_uses":10,"expires":"48h","approve_above":"500"`)
+	e := newEnv(t, `,"expires":"48h","approve_above":"500"`)
 	for _, tc := range []struct {
 		req  string
 		want abi.Errno
@@ -93,12 +97,8 @@ func TestNarrowRequests(t *testing.T) {
 		{`{"max_amount":"800.01"}`, abi.EDENIED},
 		{`{"max_amount":"100 EUR"}`, abi.EDENIED},
 		{`{"max_amount":"1.234"}`, abi.EINVAL},
-		{`{"budget":"1000"}`, abi.ESUCCESS},
-		{`{"budget":"1000.01"}`, abi.EDENIED},
-		{`{"budget":"-1"}`, abi.EINVAL},
-		{`{"max_uses":10}`, abi.ESUCCESS},
-		{`{"max_uses":11}`, abi.EDENIED},
-		{`{"max_uses":-1}`, abi.EINVAL},
+		{`{"budget":"1000"}`, abi.EINVAL},
+		{`{"max_uses":10}`, abi.EINVAL},
 		{`{"expires":"1h"}`, abi.ESUCCESS},
 		{`{"expires":"49h"}`, abi.EDENIED},
 		{`{"expires":"2099-01-01T00:00:00Z"}`, abi.EDENIED},
@@ -122,40 +122,40 @@ func TestNarrowRequests(t *testing.T) {
 		}
 	}
 	// Widening names every field.
-	_, err := e.k.Narrow(e.scope, []byte(`{"payees":["evil.example"],"budget":"5000","max_uses":99}`))
-	for _, f := range []string{"payees", "budget", "max_uses"} {
+	_, err := e.k.Narrow(e.scope, []byte(`{"payees":["evil.example"],"max_amount":"5000","expires":"2099-01-01T00:00:00Z","approve_above":"600"}`))
+	for _, f := range []string{"payees", "max_amount", "expires", "approve_above"} {
 		if err == nil || !strings.Contains(err.Error(), f) {
 			t.Errorf("widening error %v does not name %s", err, f)
 		}
 	}
 	// A parent without limits: a child may add them, and is then bounded.
 	f := newEnv(t, "")
-	c := f.narrow(t, f.scope, `{"budget":"5","max_uses":1,"expires":"1h","approve_above":"1"}`)
-	if _, err := f.k.Narrow(c, []byte(`{"budget":"6"}`)); kernel.ErrnoOf(err) != abi.EDENIED {
-		t.Errorf("grandchild widening the child's budget: %v", err)
+	c := f.narrow(t, f.scope, `{"max_amount":"5","expires":"1h","approve_above":"1"}`)
+	if _, err := f.k.Narrow(c, []byte(`{"max_amount":"6"}`)); kernel.ErrnoOf(err) != abi.EDENIED {
+		t.Errorf("grandchild widening the child's max_amount: %v", err)
 	}
-	// Contains is exact: a scope from another grant (another ledger) is
-	// not within, even with identical limits.
-	if e.scope.Contains(e.grant(t, `,"budget":"1000","max_uses":10,"expires":"48h","approve_above":"500"`)) {
-		t.Error("a scope with its own ledger is contained")
+	// Contains is exact: a scope from another grant (another tree of
+	// idempotency keys) is not within, even with identical limits.
+	if e.scope.Contains(e.grant(t, `,"expires":"48h","approve_above":"500"`)) {
+		t.Error("a scope of another grant is contained")
 	}
 	if c.Contains(f.scope) {
 		t.Error("a child contains its parent")
 	}
 }
 
-// TestNarrowProperty derives random chains and checks that every scope is
-// within all its ancestors, and that charges through the leaves never
-// exceed any ancestor's limits.
+// TestNarrowProperty derives random chains through a kernel and checks
+// that every scope is within all its ancestors, and that charges through
+// the leaves never exceed any ancestor's limits: the kind's max_amount,
+// and the kernel's budget and max_uses on every capability of the chain.
 func TestNarrowProperty(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	payees := []string{"a.example", "b.example", "c.example", "d.example"}
-	e := newEnv(t, "")
-	root, err := e.k.Grant(testGC, []byte(`{"provider":"`+e.p.URL+`","allow_private":true,"instrument":{"env":"`+testEnv+`"},`+
-		`"payees":["a.example","b.example","c.example","d.example"],"currency":"USD","max_amount":"50","budget":"400","max_uses":40,"expires":"100h"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newKenv(t, kgrant{name: "root", budget: "400", maxUses: 40, spec: func(url string) string {
+		return `{"provider":"` + url + `","allow_private":true,"instrument":{"env":"` + testEnv + `"},` +
+			`"payees":["a.example","b.example","c.example","d.example"],"currency":"USD","max_amount":"50","expires":"100h"}`
+	}})
+	root := e.root("root")
 	randReq := func() string {
 		var f []string
 		if rng.IntN(2) == 0 {
@@ -166,10 +166,10 @@ func TestNarrowProperty(t *testing.T) {
 			f = append(f, fmt.Sprintf(`"max_amount":"%d.%02d"`, rng.IntN(70), rng.IntN(100)))
 		}
 		if rng.IntN(2) == 0 {
-			f = append(f, fmt.Sprintf(`"budget":"%d"`, rng.IntN(500)))
+			f = append(f, fmt.Sprintf(`"budget":"%d"`, 1+rng.IntN(499)))
 		}
 		if rng.IntN(2) == 0 {
-			f = append(f, fmt.Sprintf(`"max_uses":%d`, rng.IntN(50)))
+			f = append(f, fmt.Sprintf(`"max_uses":%d`, 1+rng.IntN(49)))
 		}
 		if rng.IntN(3) == 0 {
 			f = append(f, fmt.Sprintf(`"expires":"%dh"`, 1+rng.IntN(120)))
@@ -179,48 +179,47 @@ func TestNarrowProperty(t *testing.T) {
 		}
 		return "{" + strings.Join(f, ",") + "}"
 	}
-	var leaves [][]kernel.Scope // each a chain root..leaf
+	var leaves [][]kcap // each a chain root..leaf
 	derived, refused := 0, 0
 	for range 300 {
-		chain := []kernel.Scope{root}
+		chain := []kcap{root}
 		for range 1 + rng.IntN(5) {
 			parent := chain[len(chain)-1]
-			s, err := e.k.Narrow(parent, []byte(randReq()))
+			req := randReq()
+			c, err := e.derive(parent, req)
 			if err != nil {
 				if e := kernel.ErrnoOf(err); e != abi.EDENIED {
-					t.Fatalf("narrow: %v", err)
+					t.Fatalf("derive %s: %v", req, err)
 				}
 				refused++
 				continue
 			}
 			derived++
 			for i, a := range chain {
-				if !a.Contains(s) {
-					t.Fatalf("derived scope %s is not within ancestor %d %s", s, i, a)
+				if !a.c.Scope().Contains(c.c.Scope()) {
+					t.Fatalf("derived scope %s is not within ancestor %d %s", c.c.Scope(), i, a.c.Scope())
 				}
 			}
-			if s.Contains(parent) {
-				t.Fatalf("child %s contains its parent %s", s, parent)
-			}
-			chain = append(chain, s)
+			chain = append(chain, c)
 		}
 		leaves = append(leaves, chain)
 	}
 	if derived == 0 || refused == 0 {
 		t.Fatalf("derived %d, refused %d: the generator is not exercising both", derived, refused)
 	}
-	// Spend through random leaves; no ancestor's limits are ever exceeded.
+	// Spend through random leaves (approving every approval); no
+	// ancestor's limits are ever exceeded.
+	e.approve(func(kernel.ApprovalRequest) (bool, error) { return true, nil })
 	for i := range 400 {
 		chain := leaves[rng.IntN(len(leaves))]
 		leaf := chain[len(chain)-1]
 		amt := fmt.Sprintf("%d.%02d", rng.IntN(60), rng.IntN(100))
 		_, _ = e.charge(leaf, fmt.Sprintf(`{"payee":%q,"amount":%q,"currency":"USD","idempotency_key":"p%d"}`,
-			payees[rng.IntN(len(payees))], amt, i), func(_ context.Context, _ string, _ map[string]any) error { return nil })
+			payees[rng.IntN(len(payees))], amt, i))
 		for _, a := range chain {
-			sc := a.(*pay.Scope)
-			spent, uses := sc.Spent()
-			if sc.Budget() >= 0 && spent > sc.Budget() || sc.MaxUses() >= 0 && uses > sc.MaxUses() {
-				t.Fatalf("scope %s spent %d in %d uses", sc, spent, uses)
+			u, ok := a.c.Usage()
+			if ok && (u.Budget > 0 && u.Spent > u.Budget || u.MaxUses > 0 && u.Uses > u.MaxUses) {
+				t.Fatalf("capability %s spent %d of %d in %d of %d uses", a.c.ID(), u.Spent, u.Budget, u.Uses, u.MaxUses)
 			}
 		}
 	}
@@ -232,8 +231,10 @@ func TestNarrowProperty(t *testing.T) {
 	if total := e.p.Total(); total > 40000 || len(e.p.Charges()) > 40 {
 		t.Errorf("provider total %d in %d charges exceeds the root's budget", total, len(e.p.Charges()))
 	}
-	rs, ru := root.(*pay.Scope).Spent()
-	if rs != e.p.Total() || ru != int64(len(e.p.Charges())) {
-		t.Errorf("root ledger %d/%d, provider %d/%d", rs, ru, e.p.Total(), len(e.p.Charges()))
+	if len(e.p.Charges()) == 0 {
+		t.Error("no charge went through: the property was not exercised")
+	}
+	if u := e.usage(root); u.Spent != e.p.Total() || u.Uses != int64(len(e.p.Charges())) {
+		t.Errorf("root used %d in %d uses, provider %d in %d charges", u.Spent, u.Uses, e.p.Total(), len(e.p.Charges()))
 	}
 }

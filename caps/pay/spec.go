@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/egress"
 	"github.com/mandatevm/mandate/kernel"
 )
 
@@ -61,8 +62,6 @@ type grantSpec struct {
 	Payees       []string `json:"payees"`
 	Currency     *string  `json:"currency"`
 	MaxAmount    *money   `json:"max_amount"`
-	Budget       *money   `json:"budget"`
-	MaxUses      *int64   `json:"max_uses"`
 	Expires      *string  `json:"expires"`
 	ApproveAbove *money   `json:"approve_above"`
 	Clearance    []string `json:"clearance"`
@@ -73,8 +72,6 @@ type narrowReq struct {
 	Payees       []string `json:"payees"`
 	Currency     *string  `json:"currency"`
 	MaxAmount    *money   `json:"max_amount"`
-	Budget       *money   `json:"budget"`
-	MaxUses      *int64   `json:"max_uses"`
 	Expires      *string  `json:"expires"`
 	ApproveAbove *money   `json:"approve_above"`
 	Clearance    []string `json:"clearance"`
@@ -150,7 +147,7 @@ func (k *Kind) grant(g kernel.GrantContext, spec []byte) (*Scope, error) {
 		return &kernel.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
 	now := k.now()
-	s := &Scope{timeout: k.defTimeout, maxAmount: MaxMinor, budget: -1, maxUses: -1, approveAbove: -1}
+	s := &Scope{timeout: k.defTimeout, maxAmount: MaxMinor, approveAbove: -1}
 
 	if sp.Provider == nil {
 		return nil, fe("provider", "required: the payment provider's base URL")
@@ -164,8 +161,8 @@ func (k *Kind) grant(g kernel.GrantContext, spec []byte) (*Scope, error) {
 		s.allowPrivate = *sp.AllowPrivate
 	}
 	if !s.allowPrivate {
-		if why := privateHost(u.Hostname()); why != "" {
-			return nil, fe("provider", "%s; set allow_private = true to allow it", why)
+		if why := egress.HostReason(u.Hostname()); why != "" {
+			return nil, fe("provider", "the provider %s is %s; set allow_private = true to allow it", u.Hostname(), why)
 		}
 	}
 	if sp.Instrument == nil {
@@ -207,27 +204,18 @@ func (k *Kind) grant(g kernel.GrantContext, spec []byte) (*Scope, error) {
 	if err := amt("max_amount", sp.MaxAmount, &s.maxAmount); err != nil {
 		return nil, err
 	}
-	if err := amt("budget", sp.Budget, &s.budget); err != nil {
-		return nil, err
-	}
 	if err := amt("approve_above", sp.ApproveAbove, &s.approveAbove); err != nil {
 		return nil, err
 	}
 	if sp.Clearance != nil {
 		s.clearance = kernel.NewLabel(sp.Clearance, nil)
 	}
-	if sp.MaxUses != nil {
-		if *sp.MaxUses < 0 {
-			return nil, fe("max_uses", "must not be negative")
-		}
-		s.maxUses = *sp.MaxUses
-	}
 	if sp.Expires != nil {
 		if s.expires, err = parseExpiry(*sp.Expires, now); err != nil {
 			return nil, fe("expires", "%v", err)
 		}
 	}
-	s.ledger = newLedger(nil, s.budget, s.maxUses)
+	s.keys = newTree()
 	return s, nil
 }
 
@@ -269,7 +257,6 @@ func (k *Kind) narrow(parent *Scope, req []byte) (*Scope, error) {
 		return kernel.Errorf(abi.EINVAL, "pay: narrowing request: %s: %s", field, fmt.Sprintf(format, args...))
 	}
 	child := *parent
-	child.ledger = nil
 	var widen []string
 
 	if r.Payees != nil {
@@ -320,9 +307,6 @@ func (k *Kind) narrow(parent *Scope, req []byte) (*Scope, error) {
 	if err := limit("max_amount", r.MaxAmount, parent.maxAmount, &child.maxAmount); err != nil {
 		return nil, err
 	}
-	if err := limit("budget", r.Budget, parent.budget, &child.budget); err != nil {
-		return nil, err
-	}
 	if err := limit("approve_above", r.ApproveAbove, parent.approveAbove, &child.approveAbove); err != nil {
 		return nil, err
 	}
@@ -332,15 +316,6 @@ func (k *Kind) narrow(parent *Scope, req []byte) (*Scope, error) {
 			widen = append(widen, fmt.Sprintf("clearance %v exceeds %v", c.Conf(), parent.clearance.Conf()))
 		}
 		child.clearance = c
-	}
-	if r.MaxUses != nil {
-		if *r.MaxUses < 0 {
-			return nil, inval("max_uses", "must not be negative")
-		}
-		if parent.maxUses >= 0 && *r.MaxUses > parent.maxUses {
-			widen = append(widen, fmt.Sprintf("max_uses %d exceeds %d", *r.MaxUses, parent.maxUses))
-		}
-		child.maxUses = *r.MaxUses
 	}
 	if r.Expires != nil {
 		e, err := parseExpiry(*r.Expires, k.now())
@@ -357,6 +332,5 @@ func (k *Kind) narrow(parent *Scope, req []byte) (*Scope, error) {
 		return nil, kernel.Errorf(abi.EDENIED, "pay: narrowing would widen the capability: %s", strings.Join(widen, "; "))
 	}
 	child.payees = slices.Clone(child.payees)
-	child.ledger = newLedger(parent.ledger, child.budget, child.maxUses)
 	return &child, nil
 }

@@ -32,7 +32,6 @@
 package spawn
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -61,13 +60,67 @@ func New() *Kind { return &Kind{} }
 // Name implements kernel.Kind.
 func (*Kind) Name() string { return "spawn" }
 
-// Ops implements kernel.Kind: a spawn capability is used through
-// task_spawn, not cap_call.
-func (*Kind) Ops() []string { return nil }
+// Info implements kernel.Kind: a spawn capability has one operation,
+// kernel.OpSpawn, used through task_spawn, not cap_call. Constraints see
+// the spawn request as "args" (module, caps, memory, timeout...).
+func (*Kind) Info() kernel.Info { return kernel.Info{Ops: []string{kernel.OpSpawn}} }
 
-// Invoke implements kernel.Kind; there are no operations.
-func (*Kind) Invoke(context.Context, *kernel.Call) (*kernel.Result, error) {
-	return nil, kernel.Errorf(abi.ENOTSUP, "spawn: use task_spawn")
+// Prepare implements kernel.Kind: it decodes the spawn request, checks the
+// module against the scope and gives the kernel the child's bounds. The
+// kernel makes the child.
+func (*Kind) Prepare(call *kernel.Call) (kernel.Op, error) {
+	s, err := kernel.ScopeAs[*Scope](call.Scope, "spawn")
+	if err != nil {
+		return kernel.Op{}, err
+	}
+	if call.Op != kernel.OpSpawn {
+		return kernel.Op{}, kernel.Errorf(abi.ENOTSUP, "spawn: no operation %q; use task_spawn", call.Op)
+	}
+	r, err := abi.DecodeSpawnRequest(call.Args)
+	if err != nil {
+		return kernel.Op{}, kernel.Errorf(abi.EINVAL, "spawn: %v", err)
+	}
+	if !s.AllowsModule(r.Module) {
+		return kernel.Op{}, kernel.Errorf(abi.EDENIED, "spawn: module %s is not allowed", r.Module)
+	}
+	names := make([]string, 0, len(r.Caps))
+	for _, c := range r.Caps {
+		names = append(names, c.Name)
+	}
+	return kernel.Op{
+		Spawn: &kernel.SpawnBounds{Module: r.Module, MaxDepth: s.maxDepth, MaxChildren: s.maxChildren,
+			MaxMemory: s.maxMemory, MaxTimeout: s.maxTimeout},
+		Show: func() kernel.Effect {
+			return kernel.Effect{
+				Summary: "start a child task running " + r.Module,
+				Details: []kernel.Detail{{Name: "module", Value: r.Module}, {Name: "capabilities passed", Value: strings.Join(names, ", ")}},
+			}
+		},
+	}, nil
+}
+
+// Describe implements kernel.Kind.
+func (*Kind) Describe(sc kernel.Scope) kernel.Description {
+	s, err := kernel.ScopeAs[*Scope](sc, "spawn")
+	if err != nil {
+		return kernel.Description{}
+	}
+	d := kernel.Description{Fields: []kernel.Detail{
+		{Name: "modules", Value: strings.Join(s.modules, ", ")},
+		{Name: "max_depth", Value: fmt.Sprint(s.maxDepth)},
+		{Name: "max_children", Value: fmt.Sprint(s.maxChildren)},
+	}}
+	if s.maxMemory > 0 {
+		d.Fields = append(d.Fields, kernel.Detail{Name: "max_memory", Value: fmt.Sprintf("%d MiB", s.maxMemory>>20)})
+		if s.maxMemory%(1<<20) != 0 {
+			d.Fields[len(d.Fields)-1].Value = fmt.Sprintf("%d bytes", s.maxMemory)
+		}
+	}
+	if s.maxTimeout > 0 {
+		d.Fields = append(d.Fields, kernel.Detail{Name: "max_timeout", Value: s.maxTimeout.String()})
+	}
+	d.Reaches = slices.Clone(s.modules)
+	return d
 }
 
 // Scope is what a spawn capability allows. Immutable.
@@ -79,21 +132,19 @@ type Scope struct {
 	maxTimeout  time.Duration
 }
 
-var _ kernel.SpawnScope = (*Scope)(nil)
-
-// AllowsModule implements kernel.SpawnScope.
+// AllowsModule reports whether a child may run the module with digest d.
 func (s *Scope) AllowsModule(d string) bool { return slices.Contains(s.modules, d) }
 
-// MaxDepth implements kernel.SpawnScope.
+// MaxDepth is the scope's MaxDepth bound.
 func (s *Scope) MaxDepth() int { return s.maxDepth }
 
-// MaxChildren implements kernel.SpawnScope.
+// MaxChildren is the scope's MaxChildren bound.
 func (s *Scope) MaxChildren() int { return s.maxChildren }
 
-// MaxMemory implements kernel.SpawnScope.
+// MaxMemory is the scope's MaxMemory bound.
 func (s *Scope) MaxMemory() uint64 { return s.maxMemory }
 
-// MaxTimeout implements kernel.SpawnScope.
+// MaxTimeout is the scope's MaxTimeout bound.
 func (s *Scope) MaxTimeout() time.Duration { return s.maxTimeout }
 
 // Modules returns a copy of the allowed digests.

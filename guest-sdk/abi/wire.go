@@ -61,10 +61,14 @@ var (
 )
 
 // DecodeJSON decodes a bounded, strict JSON argument document into v:
-// unknown fields and trailing data are errors.
+// unknown fields, trailing data and whatever CheckJSON refuses (duplicated
+// keys, invalid UTF-8) are errors.
 func DecodeJSON(b []byte, v any) error {
 	if len(b) > MaxArgLen {
 		return ErrTooLarge
+	}
+	if err := CheckJSON(b); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -231,10 +235,14 @@ func (d *decoder) bytes() []byte {
 }
 
 // DecodeJSONNumber is DecodeJSON keeping numbers as json.Number, for
-// documents whose numbers must not lose precision.
+// documents whose numbers must not lose precision. It refuses what
+// CheckJSON refuses, as DecodeJSON does.
 func DecodeJSONNumber(b []byte, v any) error {
 	if len(b) > MaxArgLen {
 		return ErrTooLarge
+	}
+	if err := CheckJSON(b); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()

@@ -397,7 +397,9 @@ var flowAttacks = []attack{
 		want: map[string]string{
 			"read_unread": "ESUCCESS", "splice_path": "EFLOW", "splice_absolute": "EFLOW",
 			"clean_before_read": "ESUCCESS", "read": "ESUCCESS", "path": "EFLOW", "absolute": "EFLOW",
-			"absolute_evil": "EFLOW", "clean_after_read": "EFLOW", "vault": "ESUCCESS",
+			// The scope is decided before the flow (docs/ARCHITECTURE.md, "the mediation pipeline"): a
+			// URL the capability cannot reach is EDENIED, tainted or not.
+			"absolute_evil": "EDENIED", "clean_after_read": "EFLOW", "vault": "ESUCCESS",
 		},
 		audit: []string{"deny call:fetch EFLOW", "allow call:fetch ESUCCESS"},
 		check: func(t *testing.T, e *env, o *outcome) {
@@ -417,7 +419,7 @@ var flowAttacks = []attack{
 		name: "exfil-header", law: lawSink + "; injected headers reserved",
 		want: map[string]string{
 			"read_unread": "ESUCCESS", "splice_header": "EFLOW", "set_authorization": "EDENIED", "read": "ESUCCESS",
-			"header_value": "EFLOW", "header_name": "EFLOW", "user_agent": "EFLOW", "cookie": "EFLOW",
+			"header_value": "EFLOW", "header_name": "EFLOW", "user_agent": "EFLOW", "cookie": "EDENIED",
 		},
 		audit: []string{"deny call:fetch EFLOW", "deny call:fetch EDENIED"},
 		check: func(t *testing.T, e *env, o *outcome) { e.onlyPaths(t) },
@@ -441,10 +443,11 @@ var flowAttacks = []attack{
 	{
 		name: "exfil-subdomain", law: lawSink + "; " + lawScope,
 		want: map[string]string{
-			"read_unread": "ESUCCESS", "splice_subdomain": "EFLOW", "subdomain_clean": "EDENIED",
-			"read": "ESUCCESS", "subdomain_granted": "EFLOW", "subdomain_evil": "EFLOW",
+			// Another origin is out of scope, decided before the flow.
+			"read_unread": "ESUCCESS", "splice_subdomain": "EDENIED", "subdomain_clean": "EDENIED",
+			"read": "ESUCCESS", "subdomain_granted": "EDENIED", "subdomain_evil": "EDENIED",
 		},
-		audit: []string{"deny call:fetch EFLOW", "deny call:fetch EDENIED"},
+		audit: []string{"deny call:fetch EDENIED"},
 		check: func(t *testing.T, e *env, o *outcome) { e.onlyPaths(t) },
 	},
 	{

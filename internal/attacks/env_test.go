@@ -120,6 +120,8 @@ type envOptions struct {
 	// spec overrides or adds grant spec fields per grant name, as JSON
 	// members: {"spawner": `"max_depth":8`}.
 	spec map[string]string
+	// approve answers approvals; nil: nobody says yes.
+	approve func(kernel.ApprovalRequest) bool
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -214,15 +216,19 @@ func newEnv(t *testing.T, o envOptions) *env {
 	e.res = &resolver{eng: e.eng, mods: map[string]sandbox.Module{}}
 	e.test = kerneltest.New()
 	e.k, err = kernel.New(kernel.Config{
-		Engine:      e.eng,
-		Kinds:       []kernel.Kind{netKind, data.New(st), payKind, spawn.New(), declassify.New(), e.test},
-		Logger:      logger,
-		Auditor:     alog,
-		Constraints: constraint.New(),
-		Modules:     e.res,
-		MaxTasks:    o.maxTasks,
-		Approver: kernel.ApproverFunc(func(context.Context, kernel.ApprovalRequest) (bool, error) {
+		Engine:        e.eng,
+		Kinds:         []kernel.Kind{netKind, data.New(st), payKind, spawn.New(), declassify.New(), e.test},
+		Declassifiers: []string{declassify.KindName},
+		Logger:        logger,
+		Auditor:       alog,
+		Constraints:   constraint.New(),
+		Modules:       e.res,
+		MaxTasks:      o.maxTasks,
+		Approver: kernel.ApproverFunc(func(_ context.Context, r kernel.ApprovalRequest) (bool, error) {
 			e.approvals.Add(1)
+			if o.approve != nil {
+				return o.approve(r), nil
+			}
 			return false, nil // nobody says yes
 		}),
 	})
@@ -248,6 +254,7 @@ type grant struct {
 	name, kind, spec string
 	audit            bool
 	when, approve    []string
+	allow            kernel.Allowance
 }
 
 // grants are what every attack's root task holds; an attack uses the ones
@@ -271,9 +278,10 @@ func (e *env) grants(o envOptions) []grant {
 		// Alice's plan, writable.
 		{name: "myplan", kind: "data", spec: `"collection":"benefits","records":"own","fields":["plan"],"ops":["read","write"]`},
 		// A card: 100 per charge, 250 in all, 10 uses, approval above 80.
-		{name: "card", kind: "pay", spec: payBase + `,"max_amount":"100","budget":"250","max_uses":10,"approve_above":"80","expires":"24h"`, audit: true},
+		{name: "card", kind: "pay", spec: payBase + `,"max_amount":"100","approve_above":"80","expires":"24h"`, audit: true,
+			allow: kernel.Allowance{MaxUses: 10, Budget: 25000}},
 		// An expired card (the clock moves 2h on before the run).
-		{name: "old", kind: "pay", spec: payBase + `,"max_amount":"100","budget":"250","expires":"1h"`},
+		{name: "old", kind: "pay", spec: payBase + `,"max_amount":"100","expires":"1h"`, allow: kernel.Allowance{Budget: 25000}},
 		{name: "spawner", kind: "spawn", spec: `"modules":` + string(mods) + `,"max_depth":2,"max_children":4,"max_memory":"64MiB"`},
 		// Declassify: drop pii:alice after projecting onto the plan.
 		{name: "declass", kind: "declassify", spec: `"drop":["pii:alice"],"project":["fields.plan"]`},
@@ -315,7 +323,7 @@ func (e *env) grantSpecs(t *testing.T, o envOptions) []kernel.GrantSpec {
 		if err != nil {
 			t.Fatalf("constraints of %s: %v", g.name, err)
 		}
-		out = append(out, kernel.GrantSpec{Name: g.name, Kind: g.kind, Scope: scope, Audit: g.audit, Constraints: cs})
+		out = append(out, kernel.GrantSpec{Name: g.name, Kind: g.kind, Scope: scope, Audit: g.audit, Constraints: cs, Allowance: g.allow})
 	}
 	return out
 }

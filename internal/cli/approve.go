@@ -27,7 +27,7 @@ func newApprover(mode string, stderr io.Writer) (kernel.Approver, error) {
 	switch mode {
 	case approveYes:
 		return kernel.ApproverFunc(func(_ context.Context, r kernel.ApprovalRequest) (bool, error) {
-			fmt.Fprintf(stderr, "mandate: approved by --approve=yes: %s (task %s for %s)\n", printable(r.Summary), r.Task, printable(r.Principal))
+			fmt.Fprintf(stderr, "mandate: approved by --approve=yes:\n%s", indentLines(r.Text()))
 			return true, nil
 		}), nil
 	case approveNo:
@@ -38,20 +38,16 @@ func newApprover(mode string, stderr io.Writer) (kernel.Approver, error) {
 	return nil, fmt.Errorf("--approve must be prompt, yes or no, not %q", mode)
 }
 
-// printable drops control characters (a guest-influenced summary must not
-// move the cursor or rewrite the question on the person's terminal) and
-// bounds the length.
-func printable(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return -1
+// indentLines indents each line of an approval's text (already escaped by
+// kernel.ApprovalRequest.Text) under the "mandate:" line.
+func indentLines(text string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(text, "\n") {
+		if line != "" {
+			b.WriteString("    " + line)
 		}
-		return r
-	}, s)
-	if len(s) > 300 {
-		s = s[:300] + "..."
 	}
-	return s
+	return b.String()
 }
 
 // ttyApprover asks a person on the terminal, one question at a time.
@@ -65,12 +61,11 @@ func (a *ttyApprover) Approve(ctx context.Context, r kernel.ApprovalRequest) (bo
 	defer a.mu.Unlock()
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {
-		fmt.Fprintf(a.stderr, "mandate: denied (no terminal to ask; pass --approve=yes to allow): %s\n", printable(r.Summary))
+		fmt.Fprintf(a.stderr, "mandate: denied (no terminal to ask; pass --approve=yes to allow):\n%s", indentLines(r.Text()))
 		return false, nil
 	}
 	defer tty.Close()
-	fmt.Fprintf(tty, "\nmandate: task %s, acting for %s, asks to:\n    %s\n  (capability %s, kind %s)\nApprove? [y/N] ",
-		printable(r.Task), printable(r.Principal), printable(r.Summary), printable(r.Cap), printable(r.Kind))
+	fmt.Fprintf(tty, "\nmandate: %sApprove? [y/N] ", r.Text())
 	answer := make(chan string, 1)
 	go func() {
 		line, _ := bufio.NewReader(tty).ReadString('\n')

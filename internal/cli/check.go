@@ -262,6 +262,15 @@ func (g *checkGranter) CompileConstraints(kind string, when, approveWhen []strin
 	return kernel.Constraints{}, nil
 }
 
+// ParseBudget reads a budget in the kind's unit, as the kernel does.
+func (g *checkGranter) ParseBudget(kind string, s kernel.Scope, text string) (int64, error) {
+	k, ok := g.kinds[kind]
+	if !ok {
+		return 0, fmt.Errorf("unknown capability kind %q", kind)
+	}
+	return kernel.ParseBudget(k, s, text)
+}
+
 // checkManifest analyses a loaded manifest.
 func checkManifest(m *manifest.Manifest) (*checkReport, error) {
 	r := &checkReport{

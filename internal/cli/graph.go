@@ -216,12 +216,13 @@ func renderText(w io.Writer, r *Record) error {
 			fmt.Fprintf(&b, " %q", x.Name)
 		}
 		fmt.Fprintf(&b, " held by %s", orNone(x.Holder))
-		if s := scopeSummary(x.Scope); s != "" {
+		if s := viewSummary(x.View); s != "" {
+			fmt.Fprintf(&b, ": %s", s)
+		} else if s := scopeSummary(x.Scope); s != "" {
+			// A run recorded before kinds described their scopes.
 			fmt.Fprintf(&b, ": %s", s)
 		}
-		if x.Rate != "" {
-			fmt.Fprintf(&b, " [rate %s]", x.Rate)
-		}
+		b.WriteString(limitsSummary(x))
 		for _, f := range []struct {
 			on   bool
 			mark string
@@ -286,6 +287,42 @@ func shortDigest(d string) string {
 
 // scopeSummary renders a scope's JSON object as key=value pairs in key
 // order, leaving out empty and zero values; anything else is shown as is.
+// viewSummary is a capability's scope as its kind describes it, one
+// name=value per field, escaped.
+func viewSummary(v kernel.CapView) string {
+	parts := make([]string, 0, len(v.Fields))
+	for _, f := range v.Fields {
+		parts = append(parts, kernel.Printable(f.Name)+"="+quoteIfNeeded(kernel.Printable(f.Value)))
+	}
+	return strings.Join(parts, " ")
+}
+
+// limitsSummary shows what the kernel itself bounds a capability by: its
+// constraints, rate, uses and budget, and whether it was passed to a
+// child.
+func limitsSummary(x kernel.GraphCap) string {
+	var b strings.Builder
+	if len(x.When) > 0 {
+		fmt.Fprintf(&b, " [when %s]", kernel.Printable(strings.Join(x.When, " && ")))
+	}
+	if len(x.ApproveWhen) > 0 {
+		fmt.Fprintf(&b, " [approve_when %s]", kernel.Printable(strings.Join(x.ApproveWhen, " || ")))
+	}
+	if x.Rate != "" {
+		fmt.Fprintf(&b, " [rate %s]", x.Rate)
+	}
+	if x.View.MaxUses > 0 {
+		fmt.Fprintf(&b, " [uses %d of %d]", x.View.Uses, x.View.MaxUses)
+	}
+	if x.View.Budget != "" {
+		fmt.Fprintf(&b, " [spent %s of %s]", kernel.Printable(x.View.Spent), kernel.Printable(x.View.Budget))
+	}
+	if x.View.Passed {
+		b.WriteString(" [passed]")
+	}
+	return b.String()
+}
+
 func scopeSummary(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return ""

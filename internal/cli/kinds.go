@@ -31,3 +31,6 @@ func kindsFor(state string) (ks []kernel.Kind, close func() error) {
 		declassify.New(),
 	}, d.Close
 }
+
+// declassifiers names the kinds granted the privilege to lower labels.
+var declassifiers = []string{declassify.KindName}

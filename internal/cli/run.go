@@ -282,7 +282,7 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 	k, err := kernel.New(kernel.Config{
 		Engine: eng, Kinds: ks, Logger: logger,
 		Approver: approver, Constraints: constraint.New(), Modules: modules,
-		Auditor: auditor,
+		Auditor: auditor, Declassifiers: declassifiers,
 	})
 	if err != nil {
 		e.errorf("%v", err)

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
@@ -28,19 +29,31 @@ const (
 	// OpSplice returns the bytes of the blob named by {"blob": handle},
 	// resolved through Call.Blob as a kind splicing data into a request.
 	OpSplice = "splice"
+	// OpSpend spends {"amount": N} units (the kind's Info.Amounts), for
+	// tests of budgets; it returns nothing.
+	OpSpend = "spend"
+	// OpFail fails in its effect (EIO) after the effect ran, for tests of
+	// what a failed effect counts.
+	OpFail = "fail"
 )
 
-var allOps = []string{OpNoop, OpEcho, OpLevel, OpPanic, OpSplice}
+var allOps = []string{OpNoop, OpEcho, OpLevel, OpPanic, OpSplice, OpSpend, OpFail}
 
 // Kind is the test kind. Calls counts successful invocations.
 type Kind struct {
 	Calls atomic.Int64
+	// noopEffect is k.noop bound once, so a no-op call allocates nothing.
+	noopEffect func(context.Context) (*kernel.Result, error)
 }
 
 var _ kernel.Kind = (*Kind)(nil)
 
 // New returns a test kind.
-func New() *Kind { return &Kind{} }
+func New() *Kind {
+	k := &Kind{}
+	k.noopEffect = k.noop
+	return k
+}
 
 // Scope is a level and the ops allowed.
 type Scope struct {
@@ -49,12 +62,12 @@ type Scope struct {
 	clearance *kernel.Label // nil: not a sink
 }
 
-// SinkClearance makes a scope granted with "clearance" a sink.
-func (s *Scope) SinkClearance() (kernel.Label, bool) {
+// sink makes a scope granted with "clearance" a sink.
+func (s *Scope) sink() *kernel.Sink {
 	if s.clearance == nil {
-		return kernel.Label{}, false
+		return nil
 	}
-	return *s.clearance, true
+	return &kernel.Sink{Clearance: *s.clearance}
 }
 
 var _ kernel.Scope = (*Scope)(nil)
@@ -91,8 +104,37 @@ func (s *Scope) Contains(o kernel.Scope) bool {
 // Level is the scope's level.
 func (s *Scope) Level() int { return s.level }
 
-func (k *Kind) Name() string  { return "test" }
-func (k *Kind) Ops() []string { return allOps }
+func (k *Kind) Name() string { return "test" }
+
+// Info implements kernel.Kind: amounts are whole units.
+func (k *Kind) Info() kernel.Info {
+	return kernel.Info{Ops: allOps, Amounts: units{}}
+}
+
+type units struct{}
+
+func (units) ParseAmount(_ kernel.Scope, s string) (int64, error) {
+	var n int64
+	if _, err := fmt.Sscanf(s, "%d", &n); err != nil || fmt.Sprint(n) != s {
+		return 0, fmt.Errorf("amount %q is not a whole number", s)
+	}
+	return n, nil
+}
+
+func (units) FormatAmount(_ kernel.Scope, n int64) string { return fmt.Sprintf("%d units", n) }
+
+// Describe implements kernel.Kind.
+func (k *Kind) Describe(sc kernel.Scope) kernel.Description {
+	s, err := kernel.ScopeAs[*Scope](sc, "test")
+	if err != nil {
+		return kernel.Description{}
+	}
+	d := kernel.Description{Fields: []kernel.Detail{{Name: "level", Value: fmt.Sprint(s.level)}, {Name: "ops", Value: strings.Join(s.ops, ", ")}}, Sink: s.sink()}
+	if s.clearance != nil {
+		d.Fields = append(d.Fields, kernel.Detail{Name: "clearance", Value: s.clearance.String()})
+	}
+	return d
+}
 
 // Grant reads {"level": N, "ops": [...]}; ops default to all.
 func (k *Kind) Grant(_ kernel.GrantContext, spec []byte) (kernel.Scope, error) {
@@ -154,25 +196,31 @@ func (k *Kind) Narrow(parent kernel.Scope, req []byte) (kernel.Scope, error) {
 	return s, nil
 }
 
-// Invoke implements the ops.
-func (k *Kind) Invoke(_ context.Context, call *kernel.Call) (*kernel.Result, error) {
+// Prepare implements the ops.
+func (k *Kind) Prepare(call *kernel.Call) (kernel.Op, error) {
 	s, err := kernel.ScopeAs[*Scope](call.Scope, "test")
 	if err != nil {
-		return nil, err
+		return kernel.Op{}, err
 	}
 	if !slices.Contains(s.ops, call.Op) {
-		return nil, kernel.Errorf(abi.EDENIED, "op %q not in scope", call.Op)
+		return kernel.Op{}, kernel.Errorf(abi.EDENIED, "op %q not in scope", call.Op)
 	}
+	op := kernel.Op{Sink: s.sink()}
 	switch call.Op {
 	case OpNoop:
-		k.Calls.Add(1)
-		return nil, nil
+		op.NoResult = true
+		op.Effect = k.noopEffect
 	case OpEcho:
-		k.Calls.Add(1)
-		return &kernel.Result{Data: call.Args}, nil
+		args := call.Args
+		op.Effect = func(context.Context) (*kernel.Result, error) {
+			k.Calls.Add(1)
+			return &kernel.Result{Data: args}, nil
+		}
 	case OpLevel:
-		k.Calls.Add(1)
-		return &kernel.Result{Data: []byte(fmt.Sprint(s.level))}, nil
+		op.Effect = func(context.Context) (*kernel.Result, error) {
+			k.Calls.Add(1)
+			return &kernel.Result{Data: []byte(fmt.Sprint(s.level))}, nil
+		}
 	case OpPanic:
 		panic("kerneltest: panic op")
 	case OpSplice:
@@ -180,14 +228,42 @@ func (k *Kind) Invoke(_ context.Context, call *kernel.Call) (*kernel.Result, err
 			Blob abi.Handle `json:"blob"`
 		}
 		if err := abi.DecodeJSON(call.Args, &a); err != nil {
-			return nil, kernel.Errorf(abi.EINVAL, "splice: %v", err)
+			return kernel.Op{}, kernel.Errorf(abi.EINVAL, "splice: %v", err)
 		}
 		b, err := call.Blob(a.Blob)
 		if err != nil {
-			return nil, err
+			return kernel.Op{}, err
 		}
-		k.Calls.Add(1)
-		return &kernel.Result{Data: b.Bytes()}, nil
+		op.Effect = func(context.Context) (*kernel.Result, error) {
+			k.Calls.Add(1)
+			return &kernel.Result{Data: b.Bytes()}, nil
+		}
+	case OpSpend:
+		var a struct {
+			Amount int64 `json:"amount"`
+		}
+		if err := abi.DecodeJSON(call.Args, &a); err != nil || a.Amount <= 0 {
+			return kernel.Op{}, kernel.Errorf(abi.EINVAL, "spend: want {\"amount\": N > 0}")
+		}
+		op.Amount, op.NoResult = a.Amount, true
+		op.Show = func() kernel.Effect {
+			return kernel.Effect{Summary: fmt.Sprintf("spend %d units", a.Amount),
+				Details: []kernel.Detail{{Name: "amount", Value: fmt.Sprint(a.Amount)}}}
+		}
+		op.Effect = k.noopEffect
+	case OpFail:
+		op.NoResult = true
+		op.Effect = func(context.Context) (*kernel.Result, error) {
+			k.Calls.Add(1)
+			return nil, kernel.Errorf(abi.EIO, "the effect ran and failed")
+		}
+	default:
+		return kernel.Op{}, kernel.Errorf(abi.ENOTSUP, "no op %q", call.Op)
 	}
-	return nil, kernel.Errorf(abi.ENOTSUP, "no op %q", call.Op)
+	return op, nil
+}
+
+func (k *Kind) noop(context.Context) (*kernel.Result, error) {
+	k.Calls.Add(1)
+	return nil, nil
 }

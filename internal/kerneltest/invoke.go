@@ -1,0 +1,48 @@
+package kerneltest
+
+import (
+	"context"
+
+	"github.com/mandatevm/mandate/kernel"
+)
+
+// Invoke prepares call on kind, takes the kind's own reservation
+// (Op.Reserve) and runs its effect, with none of the kernel's checks
+// between (no flow, constraints, approval, uses, audit): for tests of what
+// a kind itself decides and does. Tests of the whole pipeline run a
+// kernel.
+func Invoke(ctx context.Context, kind kernel.Kind, call *kernel.Call) (*kernel.Result, error) {
+	op, err := kind.Prepare(call)
+	if err != nil {
+		return nil, err
+	}
+	if op.Reserve != nil {
+		release, _, err := op.Reserve()
+		if err != nil {
+			return nil, err
+		}
+		if op.Effect == nil && release != nil {
+			release()
+		}
+	}
+	if op.Effect == nil {
+		return nil, nil
+	}
+	return op.Effect(ctx)
+}
+
+// Vars prepares call on kind and returns what its constraints would see.
+func Vars(kind kernel.Kind, call *kernel.Call) (map[string]any, error) {
+	op, err := kind.Prepare(call)
+	if err != nil {
+		return nil, err
+	}
+	if op.Vars == nil {
+		v, err := kernel.DecodeJSONValue(call.Args)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"args": v}, nil
+	}
+	return op.Vars()
+}
