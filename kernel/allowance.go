@@ -26,22 +26,17 @@ type allowance struct {
 	spent int64 // committed and reserved; protected by mu
 }
 
-// chainAllowances returns the allowances on c and its ancestors, c first;
-// nil when there are none (no allocation on the common path).
-func chainAllowances(c *Cap) []*allowance {
-	var chain []*allowance
+// reserveAllowance takes one use and amount from every allowance on c's
+// chain, all or none. Locks are taken root first, as takeRate does, so
+// concurrent calls on one subtree cannot deadlock.
+func reserveAllowance(c *Cap, amount int64) error {
+	var local [8]*allowance // no allocation for chains of up to 8
+	chain := local[:0]
 	for x := c; x != nil; x = x.parent {
 		if x.allow != nil {
 			chain = append(chain, x.allow)
 		}
 	}
-	return chain
-}
-
-// reserveAllowance takes one use and amount from every allowance of the
-// chain, all or none. Locks are taken root first (the chain's end), as
-// takeRate does, so concurrent calls on one subtree cannot deadlock.
-func reserveAllowance(chain []*allowance, amount int64, unit func(int64) string) error {
 	for i := len(chain) - 1; i >= 0; i-- {
 		chain[i].mu.Lock()
 	}
@@ -60,7 +55,7 @@ func reserveAllowance(chain []*allowance, amount int64, unit func(int64) string)
 		}
 		if a.budget > 0 && amount > 0 && a.spent+amount > a.budget {
 			return Errorf(abi.ELIMIT, "budget exhausted: %s of %s spent, %s more requested%s",
-				unit(a.spent), unit(a.budget), unit(amount), note)
+				c.formatAmount(a.spent), c.formatAmount(a.budget), c.formatAmount(amount), note)
 		}
 	}
 	for _, a := range chain {
@@ -70,13 +65,16 @@ func reserveAllowance(chain []*allowance, amount int64, unit func(int64) string)
 	return nil
 }
 
-// releaseAllowance gives back what reserveAllowance took.
-func releaseAllowance(chain []*allowance, amount int64) {
-	for _, a := range chain {
-		a.mu.Lock()
-		a.uses--
-		a.spent -= amount
-		a.mu.Unlock()
+// releaseAllowance gives back what reserveAllowance took on c's chain (the
+// chain is immutable: walking it again finds the same allowances).
+func releaseAllowance(c *Cap, amount int64) {
+	for x := c; x != nil; x = x.parent {
+		if a := x.allow; a != nil {
+			a.mu.Lock()
+			a.uses--
+			a.spent -= amount
+			a.mu.Unlock()
+		}
 	}
 }
 

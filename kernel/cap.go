@@ -23,6 +23,9 @@ type Cap struct {
 	rate   *bucket    // nil: no rate of its own (its ancestors' still apply)
 	allow  *allowance // nil: no max_uses or budget of its own
 	passed bool       // minted for a child task by task_spawn
+	// chain says which bounds c or an ancestor carries, so a call on a
+	// capability without them walks no chain; set by link, then immutable.
+	chain chainFlags
 
 	revoked atomic.Bool
 	dropped atomic.Bool
@@ -96,4 +99,31 @@ func scopeJSON(s Scope) json.RawMessage {
 		b, _ = json.Marshal(map[string]string{"error": "scope not describable"})
 	}
 	return b
+}
+
+// chainFlags are the bounds some capability of a chain carries.
+type chainFlags uint8
+
+const (
+	chainRate        chainFlags = 1 << iota // a rate
+	chainAllowance                          // max_uses or a budget
+	chainConstraints                        // when or approve_when
+)
+
+// flags computes c's chain flags from its own bounds and its parent's.
+func (c *Cap) flags() chainFlags {
+	var f chainFlags
+	if c.parent != nil {
+		f = c.parent.chain
+	}
+	if c.rate != nil {
+		f |= chainRate
+	}
+	if c.allow != nil {
+		f |= chainAllowance
+	}
+	if !c.cons.empty() {
+		f |= chainConstraints
+	}
+	return f
 }

@@ -76,16 +76,6 @@ func (k *Kernel) CompileConstraints(kind string, when, approveWhen []string) (Co
 	return cs, nil
 }
 
-// hasConstraints reports whether c or an ancestor carries any.
-func hasConstraints(c *Cap) bool {
-	for x := c; x != nil; x = x.parent {
-		if !x.cons.empty() {
-			return true
-		}
-	}
-	return false
-}
-
 // checkConstraints evaluates every `when` of c and its ancestors against
 // the prepared call, and reports each `approve_when` of any of them that
 // matched.

@@ -103,37 +103,41 @@ func (t *Task) invoke(ctx context.Context, h abi.Handle, op []byte, args []byte)
 	}
 	call := t.newCall(c, kop, args)
 	defer freeCall(call)
-	prep, err := prepareGuarded(c.kind, call)
-	if err != nil {
+	var prep Op
+	if err := prepareGuarded(c.kind, call, &prep); err != nil {
 		return 0, t.refuse(ctx, c, "call:"+kop, err)
 	}
-	e, err := t.decide(ctx, c, "call:"+kop, call, &prep, modeCall, func(ctx context.Context) (entry, error) {
-		res, err := runEffect(ctx, c.kind, prep.Effect)
-		if err != nil || res == nil {
-			return entry{}, err
-		}
-		if res.Free {
-			prep.Free = true // decide gives the reservation back
-		}
-		if len(res.Data) > abi.MaxBlobLen {
-			return entry{}, Errorf(abi.ELIMIT, "result of %d bytes exceeds %d", len(res.Data), abi.MaxBlobLen)
-		}
-		// What the kind read through Call.Blob may be in its result (a
-		// copy, a server's echo): the result carries those blobs' labels
-		// too, so handing a blob to a kind never launders it.
-		label := res.Label
-		if !c.reg.lowers {
-			label = label.Join(t.Label())
-			for _, b := range call.spliced {
-				label = label.Join(b.label)
-			}
-		}
-		return entry{blob: newBlobOwned(res.Data, label)}, nil
-	})
-	if err != nil {
+	var d decision
+	if err := t.decide(ctx, c, opName{"call:", kop}, call, &prep, modeCall, &d); err != nil {
 		return 0, err
 	}
-	return e, nil
+	res, err := runEffect(ctx, c.kind, prep.Effect)
+	var e entry
+	if err == nil && res != nil {
+		e, err = t.resultBlob(c, call, res, &prep)
+	}
+	return t.conclude(ctx, c, opName{"call:", kop}, &prep, &d, e, err)
+}
+
+// resultBlob turns what an effect returned into the blob to install. What
+// the kind read through Call.Blob may be in its result (a copy, a server's
+// echo): the result carries those blobs' labels too, so handing a blob to
+// a kind never launders it.
+func (t *Task) resultBlob(c *Cap, call *Call, res *Result, prep *Op) (entry, error) {
+	if res.Free {
+		prep.Free = true // conclude gives the reservation back
+	}
+	if len(res.Data) > abi.MaxBlobLen {
+		return entry{}, Errorf(abi.ELIMIT, "result of %d bytes exceeds %d", len(res.Data), abi.MaxBlobLen)
+	}
+	label := res.Label
+	if !c.reg.lowers {
+		label = label.Join(t.Label())
+		for _, b := range call.spliced {
+			label = label.Join(b.label)
+		}
+	}
+	return entry{blob: newBlobOwned(res.Data, label)}, nil
 }
 
 // newCall takes a Call from the pool for a call on c.
@@ -165,49 +169,50 @@ func (t *Task) refuse(ctx context.Context, c *Cap, op string, err error) error {
 	return t.fail(op, err)
 }
 
-// decide is the one mediation pipeline, shared by cap_call, cap_derive
-// and task_spawn once the capability was looked up, found usable and the
-// call prepared (docs/ARCHITECTURE.md, "the mediation pipeline"):
+// decide and conclude are the one mediation pipeline, shared by cap_call,
+// cap_derive and task_spawn once the capability was looked up, found
+// usable and the call prepared (docs/ARCHITECTURE.md, "the mediation
+// pipeline"). decide runs
 //
-//	reserve (a handle slot for the result, rate tokens, uses and budget)
+//	reserve (a handle slot for the result, the kind's own reservation,
+//	rate tokens, uses and budget)
 //	-> flow (the task's label and every spliced blob against the sink)
 //	-> constraints (every when of the chain; which approve_when match)
 //	-> approval (the person sees the prepared effect)
 //	-> audit allow (durable, when the capability is audited)
-//	-> effect -> audit outcome -> install the result, commit reservations
 //
-// A refusal at any step releases what was reserved: no effect, no debit,
-// no token, no handle, and no "allow" in the log. effect returns the entry
-// to install (the zero entry for none).
-func (t *Task) decide(ctx context.Context, c *Cap, op string, call *Call, prep *Op, mode callMode, effect func(context.Context) (entry, error)) (abi.Handle, error) {
+// and returns nil when the caller may perform the effect; conclude then
+// audits the outcome, commits the reservations and installs the result. A
+// refusal at any step of decide releases what was reserved and records
+// the denial: no effect, no debit, no token, no handle, and no "allow" in
+// the log. They are two functions rather than one taking the effect as a
+// closure so that a call allocates nothing on the common path.
+func (t *Task) decide(ctx context.Context, c *Cap, op opName, call *Call, prep *Op, mode callMode, d *decision) error {
 	// Reserve.
-	var r reservation
-	if err := t.reserve(c, prep, mode, &r); err != nil {
-		return 0, t.deny(ctx, c, op, err)
+	if err := t.reserve(c, prep, mode, &d.r); err != nil {
+		return t.deny(ctx, c, op.String(), err)
 	}
-	done := false
-	defer func() {
-		if !done {
-			r.release(t.table)
-		}
-	}()
+	refuse := func(err error) error {
+		d.r.release(t.table)
+		return t.deny(ctx, c, op.String(), err)
+	}
 	// Flow.
 	if prep.Sink != nil {
 		if err := checkFlow("task ", t.id, t.Label(), prep.Sink, c); err != nil {
-			return 0, t.deny(ctx, c, op, err)
+			return refuse(err)
 		}
 		for _, b := range call.spliced {
 			if err := checkFlow("a spliced blob", "", b.label, prep.Sink, c); err != nil {
-				return 0, t.deny(ctx, c, op, err)
+				return refuse(err)
 			}
 		}
 	}
 	// Constraints, then approval.
 	var reasons []string
-	if mode != modeDerive && hasConstraints(c) {
+	if mode != modeDerive && c.chain&chainConstraints != 0 {
 		need, err := checkConstraints(ctx, c, call, prep)
 		if err != nil {
-			return 0, t.deny(ctx, c, op, err)
+			return refuse(err)
 		}
 		reasons = need
 	}
@@ -220,52 +225,72 @@ func (t *Task) decide(ctx context.Context, c *Cap, op string, call *Call, prep *
 			eff = prep.Show()
 		}
 		if err := t.approve(ctx, c, call.Op, eff, reasons); err != nil {
-			return 0, t.deny(ctx, c, op, err)
+			return refuse(err)
 		}
 	}
 	// Audit allow, durable before the effect (law 8).
-	var digest string
 	if c.audit {
 		sum := sha256.Sum256(call.Args)
-		digest = hex.EncodeToString(sum[:])
-		if err := t.k.auditCall(ctx, t, c, op, Allow, nil, digest); err != nil {
-			return 0, t.fail(op, err)
+		d.digest = hex.EncodeToString(sum[:])
+		if err := t.k.auditCall(ctx, t, c, op.String(), Allow, nil, d.digest); err != nil {
+			d.r.release(t.table)
+			return t.fail(op.String(), err)
 		}
 	}
-	// Effect.
-	e, err := effect(ctx)
+	return nil
+}
+
+// decision is a call that passed decide: what it holds until conclude.
+type decision struct {
+	r      reservation
+	digest string // of the arguments, for the audit entries
+}
+
+// conclude ends a decided call whose effect returned e and err: the
+// outcome is audited, the reservations are committed (or given back when
+// the effect did nothing: NotPerformed, Result.Free) and e is installed in
+// the reserved slot.
+func (t *Task) conclude(ctx context.Context, c *Cap, op opName, prep *Op, d *decision, e entry, err error) (abi.Handle, error) {
 	if c.audit {
-		if aerr := t.k.auditCall(ctx, t, c, op, Outcome, err, digest); aerr != nil && err == nil {
+		if aerr := t.k.auditCall(ctx, t, c, op.String(), Outcome, err, d.digest); aerr != nil && err == nil {
 			err = aerr
 		}
 	}
+	r := &d.r
 	if err != nil {
 		if wasPerformed(err) {
 			r.commit() // the effect may have happened: it counts
 		}
+		r.release(t.table)
 		if isDenial(err) {
-			return 0, t.deny(ctx, c, op, err)
+			return 0, t.deny(ctx, c, op.String(), err)
 		}
-		return 0, t.fail(op, err)
+		return 0, t.fail(op.String(), err)
 	}
-	// Install. An effect that turned out to spend nothing (Result.Free)
-	// gives its uses and budget back; its rate token stays spent.
-	if prep.Free && r.allow != nil {
-		releaseAllowance(r.allow, r.amount)
-		r.allow = nil
+	// An effect that turned out to spend nothing (Result.Free) gives its
+	// uses and budget back; its rate token stays spent.
+	if prep.Free && r.allowed != nil {
+		releaseAllowance(r.allowed, r.amount)
+		r.allowed = nil
 	}
 	r.commit()
-	done = true
 	if e == (entry{}) {
 		r.unslot(t.table)
 		return 0, nil
 	}
 	h, err := r.install(t, e)
 	if err != nil {
-		return 0, t.fail(op, err)
+		return 0, t.fail(op.String(), err)
 	}
 	return h, nil
 }
+
+// opName names a call in audit entries and errors ("call:fetch",
+// "derive"), joined only when one is written, so that an allowed call
+// builds no string.
+type opName struct{ prefix, name string }
+
+func (o opName) String() string { return o.prefix + o.name }
 
 // callMode is which host call a decision is for.
 type callMode int
@@ -279,9 +304,9 @@ const (
 // reservation is what a call holds while it is decided: a table slot for
 // its result, rate tokens and uses on the capability's chain.
 type reservation struct {
-	slot    int // -1: none
-	rates   []*bucket
-	allow   []*allowance
+	slot    int  // -1: none
+	rated   *Cap // the capability whose chain gave rate tokens; nil: none
+	allowed *Cap // the capability whose chain gave uses and budget; nil: none
 	amount  int64
 	undo    func() // gives back Op.Reserve's reservation
 	settled bool   // rates and allowances committed or released
@@ -313,19 +338,23 @@ func (t *Task) reserve(c *Cap, prep *Op, mode callMode, r *reservation) error {
 			prep.Free = true
 		}
 	}
-	rates, err := takeRate(c, time.Now)
-	if err != nil {
-		r.release(t.table)
-		return err
+	if c.chain&chainRate != 0 {
+		took, err := takeRate(c, time.Now)
+		if err != nil {
+			r.release(t.table)
+			return err
+		}
+		if took {
+			r.rated = c
+		}
 	}
-	r.rates = rates
 	if !prep.Free {
-		if chain := chainAllowances(c); chain != nil {
-			if err := reserveAllowance(chain, prep.Amount, c.formatAmount); err != nil {
+		if c.chain&chainAllowance != 0 {
+			if err := reserveAllowance(c, prep.Amount); err != nil {
 				r.release(t.table)
 				return err
 			}
-			r.allow, r.amount = chain, prep.Amount
+			r.allowed, r.amount = c, prep.Amount
 		}
 	}
 	return nil
@@ -334,8 +363,12 @@ func (t *Task) reserve(c *Cap, prep *Op, mode callMode, r *reservation) error {
 // release gives back everything not yet committed.
 func (r *reservation) release(tab *CapTable) {
 	if !r.settled {
-		giveRate(r.rates)
-		releaseAllowance(r.allow, r.amount)
+		if r.rated != nil {
+			giveRate(r.rated)
+		}
+		if r.allowed != nil {
+			releaseAllowance(r.allowed, r.amount)
+		}
 		if r.undo != nil {
 			r.undo()
 		}
@@ -381,16 +414,13 @@ func findOp(ops []string, op []byte) (string, bool) {
 	return "", false
 }
 
-// prepareGuarded asks the kind to prepare call, turning a panic into
-// EINTERNAL: a kind bug triggered by guest input denies the call and the
-// kernel stays up.
-func prepareGuarded(kind Kind, call *Call) (op Op, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			op, err = Op{}, &Error{Errno: abi.EINTERNAL, Msg: fmt.Sprintf("kind %s panicked: %v", kind.Name(), r)}
-		}
-	}()
-	return kind.Prepare(call)
+// prepareGuarded asks the kind to prepare call into op, turning a panic
+// into EINTERNAL: a kind bug triggered by guest input denies the call and
+// the kernel stays up.
+func prepareGuarded(kind Kind, call *Call, op *Op) (err error) {
+	defer catchKind(kind, &err)
+	*op, err = kind.Prepare(call)
+	return err
 }
 
 // runEffect runs a prepared effect, turning a panic into EINTERNAL.
@@ -398,12 +428,16 @@ func runEffect(ctx context.Context, kind Kind, f func(context.Context) (*Result,
 	if f == nil {
 		return nil, nil
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			res, err = nil, &Error{Errno: abi.EINTERNAL, Msg: fmt.Sprintf("kind %s panicked: %v", kind.Name(), r)}
-		}
-	}()
+	defer catchKind(kind, &err)
 	return f(ctx)
+}
+
+// catchKind, deferred, turns a kind's panic into EINTERNAL in *err. (A
+// deferred call rather than a closure: it costs a call on every use.)
+func catchKind(kind Kind, err *error) {
+	if r := recover(); r != nil {
+		*err = &Error{Errno: abi.EINTERNAL, Msg: fmt.Sprintf("kind %s panicked: %v", kind.Name(), r)}
+	}
 }
 
 // DeriveHandle narrows the capability h names as req asks and inserts the
@@ -430,25 +464,27 @@ func (t *Task) DeriveHandle(ctx context.Context, h abi.Handle, req []byte) (abi.
 	return t.decideDerive(ctx, c, call, &prep, d)
 }
 
-// decideDerive runs a derivation through decide, with minting as its
-// effect.
-func (t *Task) decideDerive(ctx context.Context, c *Cap, call *Call, prep *Op, d derivation) (abi.Handle, error) {
-	var minted *Cap
-	nh, err := t.decide(ctx, c, "derive", call, prep, modeDerive, func(context.Context) (entry, error) {
-		m, err := t.k.mint(d, t, "", false)
-		if err != nil {
-			return entry{}, err
-		}
-		minted = m
-		return entry{cap: m}, nil
-	})
+// decideDerive runs a derivation through the pipeline, with minting as
+// its effect.
+func (t *Task) decideDerive(ctx context.Context, c *Cap, call *Call, prep *Op, dv derivation) (abi.Handle, error) {
+	op := opName{name: "derive"}
+	var d decision
+	if err := t.decide(ctx, c, op, call, prep, modeDerive, &d); err != nil {
+		return 0, err
+	}
+	m, err := t.k.mint(dv, t, "", false)
+	var e entry
+	if err == nil {
+		e = entry{cap: m}
+	}
+	nh, err := t.conclude(ctx, c, op, prep, &d, e, err)
 	if err != nil {
-		if minted != nil {
-			t.k.Revoke(minted)
+		if m != nil {
+			t.k.Revoke(m)
 		}
 		return 0, err
 	}
-	t.logger.Debug("derived", "parent", c.id, "cap", minted.id)
+	t.logger.Debug("derived", "parent", c.id, "cap", m.id)
 	return nh, nil
 }
 

@@ -103,19 +103,19 @@ func (b *bucket) refill(now time.Time) {
 // takeRate takes one call from the bucket of c and of every ancestor that has
 // one, all or none: a call refused by a parent's rate does not spend the
 // child's allowance. Buckets are locked root first, so concurrent calls on
-// one subtree cannot deadlock.
-//
-// It returns the buckets it took from, for giveRate when the call is then
-// refused: a refused call spends no token.
-func takeRate(c *Cap, clock func() time.Time) ([]*bucket, error) {
-	var chain []*bucket
+// one subtree cannot deadlock. It reports whether any bucket was charged,
+// for giveRate when the call is then refused: a refused call spends no
+// token.
+func takeRate(c *Cap, clock func() time.Time) (bool, error) {
+	var local [8]*bucket // no allocation for chains of up to 8 rates
+	chain := local[:0]
 	for x := c; x != nil; x = x.parent {
 		if x.rate != nil {
 			chain = append(chain, x.rate)
 		}
 	}
 	if len(chain) == 0 {
-		return nil, nil // no clock read on the common path
+		return false, nil // no clock read on the common path
 	}
 	now := clock()
 	for i := len(chain) - 1; i >= 0; i-- {
@@ -129,20 +129,23 @@ func takeRate(c *Cap, clock func() time.Time) ([]*bucket, error) {
 	for _, b := range chain {
 		b.refill(now)
 		if b.tokens < 1 {
-			return nil, Errorf(abi.ELIMIT, "rate limit %s reached; retry later", b.rate)
+			return false, Errorf(abi.ELIMIT, "rate limit %s reached; retry later", b.rate)
 		}
 	}
 	for _, b := range chain {
 		b.tokens--
 	}
-	return chain, nil
+	return true, nil
 }
 
-// giveRate returns one token to each bucket takeRate took it from.
-func giveRate(chain []*bucket) {
-	for _, b := range chain {
-		b.mu.Lock()
-		b.tokens = min(float64(b.rate.N), b.tokens+1)
-		b.mu.Unlock()
+// giveRate returns the token takeRate took from each bucket of c's chain.
+// The chain is immutable, so walking it again finds the same buckets.
+func giveRate(c *Cap) {
+	for x := c; x != nil; x = x.parent {
+		if b := x.rate; b != nil {
+			b.mu.Lock()
+			b.tokens = min(float64(b.rate.N), b.tokens+1)
+			b.mu.Unlock()
+		}
 	}
 }

@@ -53,7 +53,8 @@ func (t *Task) Spawn(ctx context.Context, h abi.Handle, req []byte) (abi.Handle,
 	}
 	call := t.newCall(sc, OpSpawn, req)
 	defer freeCall(call)
-	prep, err := prepareGuarded(sc.kind, call)
+	var prep Op
+	err = prepareGuarded(sc.kind, call, &prep)
 	if err == nil && prep.Spawn == nil {
 		err = Errorf(abi.EINTERNAL, "kind %s prepared a spawn without bounds", sc.kind.Name())
 	}
@@ -65,16 +66,18 @@ func (t *Task) Spawn(ctx context.Context, h abi.Handle, req []byte) (abi.Handle,
 		return 0, t.refuse(ctx, sc, op, err)
 	}
 	prep.Reserve = plan.reserve
-	var child *pendingChild
-	th, err := t.decide(ctx, sc, op, call, &prep, modeSpawn, func(ctx context.Context) (entry, error) {
-		c, err := t.makeChild(ctx, plan)
-		if err != nil {
-			// Nothing ran: the child never started.
-			return entry{}, NotPerformed(err)
-		}
-		child = c
-		return entry{task: c.task}, nil
-	})
+	var d decision
+	if err := t.decide(ctx, sc, opName{name: op}, call, &prep, modeSpawn, &d); err != nil {
+		return 0, err
+	}
+	child, err := t.makeChild(ctx, plan)
+	var e entry
+	if err != nil {
+		err = NotPerformed(err) // nothing ran: the child never started
+	} else {
+		e = entry{task: child.task}
+	}
+	th, err := t.conclude(ctx, sc, opName{name: op}, &prep, &d, e, err)
 	if err != nil {
 		if child != nil {
 			child.abort()
