@@ -5,12 +5,17 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 )
 
-type approveKind struct{ effects int }
+// approveKind's act needs a yes, unless quiet; a quiet act returns a blob.
+type approveKind struct {
+	effects int
+	quiet   bool
+}
 
 func (*approveKind) Name() string                              { return "appr" }
 func (*approveKind) Info() Info                                { return Info{Ops: []string{"act"}} }
@@ -18,6 +23,12 @@ func (*approveKind) Grant(GrantContext, []byte) (Scope, error) { return nopScope
 func (*approveKind) Narrow(Scope, []byte) (Scope, error)       { return nopScope{}, nil }
 func (*approveKind) Describe(Scope) Description                { return Description{} }
 func (k *approveKind) Prepare(c *Call) (Op, error) {
+	if k.quiet {
+		return Op{Effect: func(context.Context) (*Result, error) {
+			k.effects++
+			return &Result{Data: []byte("done")}, nil
+		}}, nil
+	}
 	return Op{
 		NoResult:      true,
 		NeedsApproval: "the thing always needs a yes",
@@ -91,5 +102,53 @@ func TestApproval(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// failingAuditor refuses to record allow decisions.
+type failingAuditor struct{ recAuditor }
+
+func (a *failingAuditor) Record(ctx context.Context, ev AuditEvent) error {
+	if ev.Decision == Allow {
+		return errors.New("disk full")
+	}
+	return a.recAuditor.Record(ctx, ev)
+}
+
+// TestAuditFailureStopsTheEffect: the pipeline's write-ahead step. When
+// the log cannot record "allow", the call fails (EINTERNAL) before its
+// effect, and what it reserved (the use, the rate token, the table slot)
+// is given back.
+func TestAuditFailureStopsTheEffect(t *testing.T) {
+	kind := &approveKind{quiet: true}
+	aud := &failingAuditor{}
+	k, err := New(Config{Engine: nullEngine{}, Kinds: []Kind{kind}, Auditor: aud, Approver: ApproverFunc(func(context.Context, ApprovalRequest) (bool, error) { return true, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := &Task{k: k, id: "t1", principal: "p", table: NewCapTable(8), names: map[string]*Cap{}, logger: hclog.NewNullLogger()}
+	task.resolveBlob = task.table.GetBlob
+	c := &Cap{kind: kind, reg: k.kinds["appr"], scope: nopScope{}, name: "a", holder: task, audit: true,
+		allow: newAllowance(Allowance{MaxUses: 1}), rate: newBucket(Rate{N: 1, Per: time.Hour}, time.Now())}
+	if _, err := k.link(c); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := task.table.InsertCap(c)
+	before := task.table.Len()
+	_, err = task.Invoke(context.Background(), h, "act", nil)
+	if ErrnoOf(err) != abi.EINTERNAL {
+		t.Fatalf("Invoke with a failing log = %v, want EINTERNAL", err)
+	}
+	if kind.effects != 0 {
+		t.Fatalf("the effect ran %d times with no allow in the log", kind.effects)
+	}
+	if u, _ := c.Usage(); u.Uses != 0 {
+		t.Errorf("the refused call used %d of max_uses", u.Uses)
+	}
+	if c.rate.tokens != 1 {
+		t.Errorf("the refused call spent a rate token: %v left", c.rate.tokens)
+	}
+	if got := task.table.Len(); got != before {
+		t.Errorf("the table holds %d entries, %d before the call", got, before)
 	}
 }

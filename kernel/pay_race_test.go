@@ -18,6 +18,18 @@ import (
 // parent's payment token, charge 15.00 at once against a budget of 100.00.
 // Exactly six succeed, the rest get ELIMIT, and the provider holds 90.00.
 func TestPayBudgetHoldsAgainstRacingChildren(t *testing.T) {
+	racePay(t, kernel.Allowance{Budget: 10000}, 6)
+}
+
+// TestMaxUsesHoldsAgainstRacingChildren: the same ten children against
+// max_uses = 4 on the parent's card (no budget): exactly four charges.
+func TestMaxUsesHoldsAgainstRacingChildren(t *testing.T) {
+	racePay(t, kernel.Allowance{MaxUses: 4}, 4)
+}
+
+// racePay runs ten children charging 15.00 each at once through copies of
+// one card with allowance, and checks that exactly ok of them charged.
+func racePay(t *testing.T, allowance kernel.Allowance, ok int) {
 	prov := paytest.NewProvider()
 	defer prov.Close()
 	res := &resolver{wasm: map[string][]byte{}}
@@ -45,7 +57,7 @@ func TestPayBudgetHoldsAgainstRacingChildren(t *testing.T) {
 		Module: mod, Principal: "alice", Input: in,
 		Limits: kernel.Limits{Timeout: 2 * time.Minute, Memory: 64 << 20},
 		Grants: []kernel.GrantSpec{
-			{Name: "card", Kind: "pay", Scope: grant("pay", fmt.Sprintf(`{"provider":%q,"allow_private":true,"instrument":{"env":"CARD"},"payees":["airline.example"],"currency":"USD"}`, prov.URL)), Allowance: kernel.Allowance{Budget: 10000}},
+			{Name: "card", Kind: "pay", Scope: grant("pay", fmt.Sprintf(`{"provider":%q,"allow_private":true,"instrument":{"env":"CARD"},"payees":["airline.example"],"currency":"USD"}`, prov.URL)), Allowance: allowance},
 			{Name: "children", Kind: "spawn", Scope: grant("spawn", fmt.Sprintf(`{"modules":[%q],"max_children":10}`, sandbox.Digest(child)))},
 		},
 	})
@@ -57,10 +69,10 @@ func TestPayBudgetHoldsAgainstRacingChildren(t *testing.T) {
 	if err := json.Unmarshal(raw, &counts); err != nil {
 		t.Fatalf("result %q: %v", raw, err)
 	}
-	if counts["ESUCCESS"] != 6 || counts["ELIMIT"] != 4 {
-		t.Fatalf("children: %v, want 6 ESUCCESS and 4 ELIMIT", counts)
+	if counts["ESUCCESS"] != ok || counts["ELIMIT"] != 10-ok {
+		t.Fatalf("children: %v, want %d ESUCCESS and %d ELIMIT", counts, ok, 10-ok)
 	}
-	if got := prov.Total(); got != 9000 {
-		t.Fatalf("provider total %d minor units, want 9000", got)
+	if got := prov.Total(); got != int64(ok)*1500 {
+		t.Fatalf("provider total %d minor units, want %d", got, ok*1500)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -144,7 +145,7 @@ func FuzzParse(f *testing.F) {
 			if err := json.Unmarshal(c.Spec, &spec); err != nil || spec == nil {
 				t.Fatalf("Parse(%q): cap %q spec %s is not an object: %v", src, c.Name, c.Spec, err)
 			}
-			for _, k := range []string{"audit", "when", "approve_when", "label"} {
+			for _, k := range []string{"audit", "when", "approve_when", "label", "rate", "max_uses", "budget"} {
 				if _, ok := spec[k]; ok {
 					t.Fatalf("Parse(%q): cap %q spec %s has the kernel's %s", src, c.Name, c.Spec, k)
 				}
@@ -167,4 +168,49 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestKernelAllowance: max_uses on any kind and budget on a kind with
+// amounts are the kernel's attributes, read into GrantSpec.Allowance (the
+// budget in the kind's unit); anything else is an error at the attribute.
+func TestKernelAllowance(t *testing.T) {
+	g := newKindsGranter()
+	gc := kernel.GrantContext{LookupEnv: func(string) (string, bool) { return "tok", true }}
+	head := "task \"a\" {\nmodule = \"guest.wasm\"\nprincipal = \"p\"\n"
+	netCap := "cap \"net\" \"web\" {\n  origin = \"https://a.example\"\n  max_uses = %s\n}\n"
+	payCap := "cap \"pay\" \"card\" {\n  provider = \"https://pay.example\"\n  instrument = { env = \"CARD\" }\n  payees = [\"a.example\"]\n  currency = \"USD\"\n  budget = %s\n}\n"
+	for _, tc := range []struct {
+		name, cap string
+		want      kernel.Allowance
+		err       string
+	}{
+		{"one message", fmt.Sprintf(netCap, "1"), kernel.Allowance{MaxUses: 1}, ""},
+		{"zero uses", fmt.Sprintf(netCap, "0"), kernel.Allowance{}, ":6,14: max_uses must be a whole number of at least 1"},
+		{"fractional uses", fmt.Sprintf(netCap, "1.5"), kernel.Allowance{}, "max_uses must be a whole number"},
+		{"pay budget", fmt.Sprintf(payCap, `"100.00"`), kernel.Allowance{Budget: 10000}, ""},
+		{"pay budget with currency", fmt.Sprintf(payCap, `"100 USD"`), kernel.Allowance{Budget: 10000}, ""},
+		{"pay budget as a number", fmt.Sprintf(payCap, `12.5`), kernel.Allowance{Budget: 1250}, ""},
+		{"pay budget in another currency", fmt.Sprintf(payCap, `"100 EUR"`), kernel.Allowance{}, `:9,12: cap "pay" "card": budget: amount "100 EUR" is in EUR, not USD`},
+		{"net has no budget", "cap \"net\" \"web\" {\n  origin = \"https://a.example\"\n  budget = \"10\"\n}\n", kernel.Allowance{}, "a net capability has no amounts to budget"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Load(write(t, head+tc.cap+"}\n"), nil)
+			if err == nil {
+				var grants []kernel.GrantSpec
+				grants, err = m.GrantsWith(g, gc)
+				if err == nil {
+					if grants[0].Allowance != tc.want {
+						t.Fatalf("allowance %+v, want %+v", grants[0].Allowance, tc.want)
+					}
+					if tc.err != "" {
+						t.Fatalf("no error, want %q", tc.err)
+					}
+					return
+				}
+			}
+			if tc.err == "" || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("error %v, want %q", err, tc.err)
+			}
+		})
+	}
 }

@@ -38,7 +38,9 @@ func sampleRecord(id string, started time.Time) Record {
 					Audited: true, When: []string{"args.n < 3"}, Rate: "10/s"},
 				{ID: "c2", Kind: "net", Holder: "t2", Parent: "c1", Scope: json.RawMessage(`{"origin":"https://a.example","paths":["/x"]}`),
 					Revoked: true, ApproveWhen: []string{"true"}},
-				{ID: "c3", Kind: "pay", Holder: "t1", Scope: json.RawMessage(`null`), Dropped: true},
+				{ID: "c3", Kind: "pay", Holder: "t1", Scope: json.RawMessage(`null`), Dropped: true,
+					View: kernel.CapView{Fields: []kernel.Detail{{Name: "payees", Value: "airline.example"}}, MaxUses: 3, Uses: 1,
+						Budget: "100.00 USD", Spent: "12.00 USD", Passed: true}},
 			},
 		},
 		Denials: []Denial{{Time: started.UTC(), Task: "t1", Principal: "alice", Cap: "c1", Kind: "net", Op: "call:fetch",
@@ -367,5 +369,59 @@ func writer(t *testing.T, dir string) {
 		if err := s.Finish(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestUpgradeFromVersion1: a run store written before capabilities had a
+// view (schema 1) opens, is upgraded in place, keeps its runs (their caps
+// with an empty view) and records new ones with it.
+func TestUpgradeFromVersion1(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := sampleRecord("20261129T153000Z-aaaaaa", time.Date(2026, 11, 29, 15, 30, 0, 0, time.UTC))
+	if err := s.Begin(ctx, old.Run); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	// Make it a version 1 file: no view column.
+	if _, err := s.db.ExecContext(ctx, `ALTER TABLE caps DROP COLUMN view`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.ExecContext(ctx, `PRAGMA user_version = 1`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s, err = Open(dir)
+	if err != nil {
+		t.Fatalf("opening a version 1 store: %v", err)
+	}
+	defer s.Close()
+	got, err := s.Get(ctx, old.Run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Caps) != 3 || !reflect.DeepEqual(got.Caps[2].View, kernel.CapView{}) || got.Caps[0].Rate != "10/s" {
+		t.Fatalf("the old run after the upgrade: %+v", got.Caps)
+	}
+	rec := sampleRecord("20261129T160000Z-bbbbbb", time.Date(2026, 11, 29, 16, 0, 0, 0, time.UTC))
+	if err := s.Begin(ctx, rec.Run); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.Get(ctx, rec.Run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Caps[2].View, rec.Caps[2].View) {
+		t.Fatalf("view %+v, want %+v", got.Caps[2].View, rec.Caps[2].View)
 	}
 }
