@@ -401,8 +401,8 @@ func (r *reservation) install(t *Task, e entry) (abi.Handle, error) {
 	return h, err
 }
 
-// callPool recycles Calls: kinds must not keep a Call after Invoke
-// returns (see Kind.Invoke).
+// callPool recycles Calls: a kind must not keep a Call, or its Args, past
+// its Effect (see Kind.Prepare).
 var callPool = sync.Pool{New: func() any { return new(Call) }}
 
 func findOp(ops []string, op []byte) (string, bool) {

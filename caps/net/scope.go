@@ -58,8 +58,9 @@ func (s *Scope) Timeout() time.Duration { return s.timeout }
 // MaxRedirects is how many in-scope redirects a fetch follows.
 func (s *Scope) MaxRedirects() int { return s.maxRedirects }
 
-// SinkClearance implements kernel.Sink: the confidentiality tags that may
-// flow to this origin (none by default: public data only).
+// SinkClearance is the sink's clearance (the prepared op's kernel.Sink):
+// the confidentiality tags that may flow to this origin (none by default:
+// public data only).
 func (s *Scope) SinkClearance() (kernel.Label, bool) { return s.clearance, true }
 
 // AllowPrivate reports whether private, loopback and link-local addresses
@@ -85,7 +86,7 @@ func (s *Scope) Label() kernel.Label {
 	return kernel.NewLabel(s.respLabels, []string{"web:" + s.origin.String()})
 }
 
-// RefusesTainted implements kernel.TrustedSink: accepts_untrusted = false.
+// RefusesTainted reports accepts_untrusted = false (kernel.Sink).
 func (s *Scope) RefusesTainted() bool { return s.refuseTaint }
 
 type scopeJSON struct {
