@@ -173,6 +173,33 @@ type Description struct {
 	// Reaches names the data or endpoints the scope can reach, for
 	// mandate check ("https://flights.example/search", "alice/benefits").
 	Reaches []string
+	// Reach, when set, computes what the scope could bring into a task
+	// acting for principal, from the data a manifest seeds (mandate check
+	// runs nothing); nil means what the capability returns carries Label.
+	Reach func(principal string, seeds []Seed) Reach
+}
+
+// Seed is data a manifest imports before a run (a data kind's records),
+// as mandate check hands it to Description.Reach.
+type Seed struct {
+	Collection string
+	// Records is the seed file's JSON.
+	Records []byte
+	// Relations maps a record field to the relation it declares.
+	Relations map[string]string
+}
+
+// Reach is what a scope could bring into a task: an upper bound of the
+// confidentiality tags, by field where the kind knows them.
+type Reach struct {
+	// Known is false when the kind cannot tell (no seed data): Tags is
+	// then empty and the task could hold anything its clearance allows.
+	Known   bool
+	Tags    []string
+	ByField map[string][]string
+	// Summary says what the scope reads ("collection benefits, records
+	// own, fields plan, passport"); Note how the bound was found.
+	Summary, Note string
 }
 
 // NotPerformed marks an effect's error as one that happened before
