@@ -33,8 +33,9 @@ func (k *Kernel) hostFuncs() []sandbox.HostFunc {
 		abi.TaskWaitName:    hostTaskWait,
 		abi.TaskKillName:    hostTaskKill,
 	}
-	funcs := make([]sandbox.HostFunc, 0, len(abi.HostCalls))
-	for _, hc := range abi.HostCalls {
+	calls := abi.HostCalls()
+	funcs := make([]sandbox.HostFunc, 0, len(calls))
+	for _, hc := range calls {
 		f, ok := impl[hc.Name]
 		if !ok {
 			panic("kernel: no implementation of host call " + hc.Name)

@@ -43,8 +43,12 @@ type HostCall struct {
 	Params int
 }
 
-// HostCalls lists every host function of the ABI, in a stable order.
-var HostCalls = []HostCall{
+// HostCalls lists every host function of the ABI, in a stable order. It
+// returns a copy: the table the kernel registers from cannot be changed by
+// anything that imports this package.
+func HostCalls() []HostCall { return append([]HostCall(nil), hostCalls[:]...) }
+
+var hostCalls = [...]HostCall{
 	{CapLookupName, 3},
 	{CapCallName, 6},
 	{CapDeriveName, 4},
