@@ -109,33 +109,11 @@ func (t *CapTable) InsertBlob(b *Blob) (abi.Handle, error) { return t.insert(ent
 func (t *CapTable) insert(e entry) (abi.Handle, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.n >= t.limit {
-		return 0, Errorf(abi.ELIMIT, "capability table full (%d handles)", t.limit)
+	idx, err := t.reserveLocked()
+	if err != nil {
+		return 0, err
 	}
-	var size int64
-	if e.blob != nil {
-		size = int64(e.blob.Len())
-		if t.blobLimit > 0 && t.blobBytes+size > t.blobLimit {
-			return 0, Errorf(abi.ELIMIT, "a %d-byte blob would bring the blobs held to %d bytes, over the task's limit of %d (drop blobs no longer needed)",
-				size, t.blobBytes+size, t.blobLimit)
-		}
-	}
-	var idx uint32
-	if n := len(t.free); n > 0 {
-		idx = t.free[n-1]
-		t.free = t.free[:n-1]
-	} else {
-		if len(t.slots) >= MaxHandles {
-			return 0, Errorf(abi.ELIMIT, "capability table has no free slot")
-		}
-		idx = uint32(len(t.slots))
-		t.slots = append(t.slots, slot{gen: 1})
-	}
-	s := &t.slots[idx]
-	s.entry, s.used = e, true
-	t.n++
-	t.blobBytes += size
-	return abi.MakeHandle(idx, s.gen), nil
+	return t.fillLocked(idx, e)
 }
 
 // lookup returns the entry h names.
@@ -225,6 +203,11 @@ func (t *CapTable) remove(h abi.Handle) (entry, error) {
 func (t *CapTable) reserve() (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.reserveLocked()
+}
+
+// Preconditions: t.mu is held.
+func (t *CapTable) reserveLocked() (int, error) {
 	if t.n >= t.limit {
 		return -1, Errorf(abi.ELIMIT, "capability table full (%d handles)", t.limit)
 	}
@@ -248,6 +231,11 @@ func (t *CapTable) reserve() (int, error) {
 func (t *CapTable) fill(idx int, e entry) (abi.Handle, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.fillLocked(idx, e)
+}
+
+// Preconditions: t.mu is held.
+func (t *CapTable) fillLocked(idx int, e entry) (abi.Handle, error) {
 	var size int64
 	if e.blob != nil {
 		size = int64(e.blob.Len())
