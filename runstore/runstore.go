@@ -109,10 +109,11 @@ CREATE TABLE caps (
 	PRIMARY KEY (run, id)
 );
 -- derive: capability -> capability derived from it; spawn: task -> child
--- task; holds: task -> capability in its table.
+-- task; holds: task -> capability in its table; pass: task -> capability
+-- it passed to a child (minted for the child by task_spawn).
 CREATE TABLE edges (
 	run  TEXT NOT NULL REFERENCES runs(id),
-	kind TEXT NOT NULL CHECK (kind IN ('derive', 'spawn', 'holds')),
+	kind TEXT NOT NULL CHECK (kind IN ('derive', 'spawn', 'holds', 'pass')),
 	src  TEXT NOT NULL,
 	dst  TEXT NOT NULL
 );
@@ -153,7 +154,19 @@ var config = sqlitedb.Config{
 	Schema:  schema,
 	Migrations: map[int]string{
 		// 1 -> 2: the readable view of each capability (issue 10).
-		1: `ALTER TABLE caps ADD COLUMN view TEXT NOT NULL DEFAULT '{}'`,
+		// and the pass edges (a CHECK constraint cannot be altered: the
+		// table is rebuilt).
+		1: `ALTER TABLE caps ADD COLUMN view TEXT NOT NULL DEFAULT '{}';
+CREATE TABLE edges_v2 (
+	run  TEXT NOT NULL REFERENCES runs(id),
+	kind TEXT NOT NULL CHECK (kind IN ('derive', 'spawn', 'holds', 'pass')),
+	src  TEXT NOT NULL,
+	dst  TEXT NOT NULL
+);
+INSERT INTO edges_v2 SELECT run, kind, src, dst FROM edges;
+DROP TABLE edges;
+ALTER TABLE edges_v2 RENAME TO edges;
+CREATE INDEX edges_run ON edges (run, kind, src);`,
 	},
 	Pragmas: []string{"synchronous(NORMAL)", "foreign_keys(1)"},
 }
@@ -362,6 +375,10 @@ func writeRecord(ctx context.Context, tx *sql.Tx, rec Record) error {
 			}
 		}
 	}
+	holders := make(map[string]string, len(rec.Caps))
+	for _, c := range rec.Caps {
+		holders[c.ID] = c.Holder
+	}
 	for i, c := range rec.Caps {
 		scope := string(c.Scope)
 		if scope == "" {
@@ -385,6 +402,11 @@ func writeRecord(ctx context.Context, tx *sql.Tx, rec Record) error {
 		}
 		if c.Holder != "" {
 			if _, err := edge.ExecContext(ctx, r.ID, "holds", c.Holder, c.ID); err != nil {
+				return err
+			}
+		}
+		if c.View.Passed && holders[c.Parent] != "" {
+			if _, err := edge.ExecContext(ctx, r.ID, "pass", holders[c.Parent], c.ID); err != nil {
 				return err
 			}
 		}

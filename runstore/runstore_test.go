@@ -37,7 +37,7 @@ func sampleRecord(id string, started time.Time) Record {
 				{ID: "c1", Kind: "net", Name: "web", Holder: "t1", Scope: json.RawMessage(`{"origin":"https://a.example"}`),
 					Audited: true, When: []string{"args.n < 3"}, Rate: "10/s"},
 				{ID: "c2", Kind: "net", Holder: "t2", Parent: "c1", Scope: json.RawMessage(`{"origin":"https://a.example","paths":["/x"]}`),
-					Revoked: true, ApproveWhen: []string{"true"}},
+					Revoked: true, ApproveWhen: []string{"true"}, View: kernel.CapView{Passed: true}},
 				{ID: "c3", Kind: "pay", Holder: "t1", Scope: json.RawMessage(`null`), Dropped: true,
 					View: kernel.CapView{Fields: []kernel.Detail{{Name: "payees", Value: "airline.example"}}, MaxUses: 3, Uses: 1,
 						Budget: "100.00 USD", Spent: "12.00 USD", Passed: true}},
@@ -90,6 +90,9 @@ func TestRoundTrip(t *testing.T) {
 	var n int
 	if err := s.db.QueryRow(`SELECT count(*) FROM edges WHERE run = ? AND kind = 'derive' AND src = 'c1' AND dst = 'c2'`, want.Run.ID).Scan(&n); err != nil || n != 1 {
 		t.Errorf("derive edge: %d, %v", n, err)
+	}
+	if err := s.db.QueryRow(`SELECT count(*) FROM edges WHERE run = ? AND kind = 'pass' AND src = 't1' AND dst = 'c2'`, want.Run.ID).Scan(&n); err != nil || n != 1 {
+		t.Errorf("pass edges t1 -> c2: %d, %v", n, err)
 	}
 	if err := s.db.QueryRow(`SELECT count(*) FROM edges WHERE run = ? AND kind = 'spawn'`, want.Run.ID).Scan(&n); err != nil || n != 1 {
 		t.Errorf("spawn edges: %d, %v", n, err)
@@ -389,8 +392,13 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	if err := s.Finish(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	// Make it a version 1 file: no view column.
+	// Make it a version 1 file: no view column, no pass edges.
 	if _, err := s.db.ExecContext(ctx, `ALTER TABLE caps DROP COLUMN view`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM edges WHERE kind = 'pass'; CREATE TABLE e1 (run TEXT NOT NULL REFERENCES runs(id),
+		kind TEXT NOT NULL CHECK (kind IN ('derive', 'spawn', 'holds')), src TEXT NOT NULL, dst TEXT NOT NULL);
+		INSERT INTO e1 SELECT * FROM edges; DROP TABLE edges; ALTER TABLE e1 RENAME TO edges; CREATE INDEX edges_run ON edges (run, kind, src)`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.db.ExecContext(ctx, `PRAGMA user_version = 1`); err != nil {
@@ -407,7 +415,7 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Caps) != 3 || !reflect.DeepEqual(got.Caps[2].View, kernel.CapView{}) || got.Caps[0].Rate != "10/s" {
+	if len(got.Caps) != 3 || !reflect.DeepEqual(got.Caps[2].View, kernel.CapView{}) || got.Caps[0].Rate != "10/s" || len(got.Tasks) != 2 {
 		t.Fatalf("the old run after the upgrade: %+v", got.Caps)
 	}
 	rec := sampleRecord("20261129T160000Z-bbbbbb", time.Date(2026, 11, 29, 16, 0, 0, 0, time.UTC))

@@ -480,6 +480,9 @@ func renderDOT(w io.Writer, r *Record) error {
 			if c.Revoked {
 				color = ", color=red"
 			}
+			if c.View.Passed {
+				color += `, label="passed"`
+			}
 			fmt.Fprintf(&b, "  %s -> %s [style=solid%s];\n", capNode(c.Parent), capNode(c.ID), color)
 		}
 	}
