@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ func (r *resolver) Module(ctx context.Context, digest string) (sandbox.Module, e
 }
 
 type spawnEnv struct {
+	audit *recAudit
 	*env
 	digests map[string]string // guest name -> digest
 }
@@ -34,13 +36,15 @@ type spawnEnv struct {
 func newSpawnEnv(t *testing.T, maxTasks int) *spawnEnv {
 	t.Helper()
 	res := &resolver{wasm: map[string][]byte{}}
+	audit := &recAudit{}
 	e := newEnv(t, func(c *kernel.Config) {
 		c.Kinds = append(c.Kinds, spawn.New())
 		c.Modules = res
 		c.MaxTasks = maxTasks
+		c.Auditor = audit
 	})
 	res.eng = e.eng
-	se := &spawnEnv{env: e, digests: map[string]string{}}
+	se := &spawnEnv{env: e, digests: map[string]string{}, audit: audit}
 	for _, g := range []string{"spawn-child", "hostile-spin", "revoke-wait", "well-behaved"} {
 		w := guest(t, g)
 		d := sandbox.Digest(w)
@@ -89,6 +93,17 @@ func TestSpawnChildGetsOnlyWhatIsPassed(t *testing.T) {
 	}
 	if got["wait_again"] != "ESUCCESS" {
 		t.Errorf("a second wait: %s", got["wait_again"])
+	}
+	// The capability passed crossed a task boundary: an audit entry of its
+	// own, naming the child and the narrowing, written before the child ran.
+	passes := 0
+	for _, ev := range se.audit.events() {
+		if ev.Op == "pass" && ev.Decision == kernel.Allow && ev.Task == parent.ID() && strings.Contains(ev.Reason, `as "test", narrowed by`) {
+			passes++
+		}
+	}
+	if passes != 1 {
+		t.Errorf("%d pass entries in the audit log, want 1: %+v", passes, se.audit.events())
 	}
 	// The graph records the child and the capability passed to it, derived
 	// from the parent's.
