@@ -7,8 +7,10 @@ import (
 )
 
 // badDeps maps a package pattern to the imports it must never have (the
-// import table of ARCHITECTURE.md), with why. Checked on the transitive
-// non-test dependencies, so a violation cannot hide behind a helper.
+// import table of docs/ARCHITECTURE.md), with why. Checked on the transitive
+// non-test dependencies, so a violation cannot hide behind a helper. A key
+// ending in "/" matches every package below it; one ending in "$" that
+// package alone; any other that package and the packages below it.
 var badDeps = map[string]map[string]string{
 	"github.com/mandatevm/mandate/kernel": {
 		"github.com/mandatevm/mandate/caps/":      "the kernel imports no capability kind: kinds plug in through kernel.Kind",
@@ -37,11 +39,13 @@ var badDeps = map[string]map[string]string{
 		"github.com/bytecodealliance/wasmtime-go": "the default build is pure Go: wasmtime only with the tag",
 	},
 	"github.com/mandatevm/mandate/caps/pay": {
+		"github.com/mandatevm/mandate/kernel$":  "a kind imports the kind contract (kernel/kindapi), not the kernel",
 		"github.com/mandatevm/mandate/sandbox/": "a kind never sees an engine",
 		"github.com/mandatevm/mandate/cmd/":     "dependencies point inward",
 		"github.com/mandatevm/mandate/caps/net": "kinds are independent of each other",
 	},
 	"github.com/mandatevm/mandate/caps/declassify": {
+		"github.com/mandatevm/mandate/kernel$":  "a kind imports the kind contract (kernel/kindapi), not the kernel",
 		"github.com/mandatevm/mandate/sandbox/": "a kind never sees an engine",
 		"github.com/mandatevm/mandate/caps/net": "kinds are independent of each other",
 	},
@@ -50,8 +54,29 @@ var badDeps = map[string]map[string]string{
 		"github.com/mandatevm/mandate/caps/":    "the compiler knows no kind; kinds declare their variables",
 	},
 	"github.com/mandatevm/mandate/caps/net": {
+		"github.com/mandatevm/mandate/kernel$":  "a kind imports the kind contract (kernel/kindapi), not the kernel",
 		"github.com/mandatevm/mandate/sandbox/": "a kind never sees an engine",
 		"github.com/mandatevm/mandate/cmd/":     "dependencies point inward",
+	},
+	"github.com/mandatevm/mandate/caps/data": {
+		"github.com/mandatevm/mandate/kernel$":  "a kind imports the kind contract (kernel/kindapi), not the kernel",
+		"github.com/mandatevm/mandate/sandbox/": "a kind never sees an engine",
+		"github.com/mandatevm/mandate/caps/net": "kinds are independent of each other",
+	},
+	"github.com/mandatevm/mandate/caps/spawn": {
+		"github.com/mandatevm/mandate/kernel$":  "a kind imports the kind contract (kernel/kindapi), not the kernel",
+		"github.com/mandatevm/mandate/caps/net": "kinds are independent of each other",
+	},
+	"github.com/mandatevm/mandate/kernel/kindapi": {
+		"github.com/mandatevm/mandate/kernel$":    "the contract is below the kernel: the kernel imports it",
+		"github.com/mandatevm/mandate/caps/":      "the contract names no kind",
+		"github.com/mandatevm/mandate/sandbox/":   "a kind never sees an engine",
+		"github.com/mandatevm/mandate/sandbox":    "a kind never sees an engine",
+		"github.com/mandatevm/mandate/manifest":   "policy parsing lives outside the trusted core",
+		"github.com/mandatevm/mandate/constraint": "constraints plug into the kernel, not into kinds",
+		"github.com/mandatevm/mandate/internal/":  "the contract stands alone",
+		"github.com/mandatevm/mandate/audit":      "records are the kernel's and the CLI's",
+		"github.com/tetratelabs/wazero":           "no engine",
 	},
 	"github.com/mandatevm/mandate/runstore": {
 		"github.com/mandatevm/mandate/sandbox/":     "records describe runs; they never run anything",
@@ -100,7 +125,16 @@ func TestImportTable(t *testing.T) {
 		}
 		for _, d := range deps(t, env, pkg) {
 			for prefix, why := range bad {
-				if d == prefix || strings.HasPrefix(d, prefix) || strings.HasPrefix(d, prefix+"/") {
+				var hit bool
+				switch {
+				case strings.HasSuffix(prefix, "/"):
+					hit = strings.HasPrefix(d, prefix)
+				case strings.HasSuffix(prefix, "$"):
+					hit = d == strings.TrimSuffix(prefix, "$")
+				default:
+					hit = d == prefix || strings.HasPrefix(d, prefix+"/")
+				}
+				if hit {
 					t.Errorf("%s imports %s: %s", pkg, d, why)
 				}
 			}

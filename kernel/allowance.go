@@ -139,23 +139,6 @@ func (k *Kernel) ParseBudget(kind string, s Scope, text string) (int64, error) {
 	return ParseBudget(r.kind, s, text)
 }
 
-// ParseBudget reads a budget for a grant of kind (registered or not: mandate
-// check uses it without a kernel) in its unit for scope s.
-func ParseBudget(kind Kind, s Scope, text string) (int64, error) {
-	u := kind.Info().Amounts
-	if u == nil {
-		return 0, fmt.Errorf("a %s capability has no amounts to budget (max_uses bounds its uses)", kind.Name())
-	}
-	n, err := u.ParseAmount(s, text)
-	if err != nil {
-		return 0, err
-	}
-	if n <= 0 {
-		return 0, fmt.Errorf("budget %q must be positive", text)
-	}
-	return n, nil
-}
-
 // splitAllowanceReq removes "max_uses" and "budget" from a derive request
 // and returns the allowance they ask for, checked against parent's chain:
 // a request for more than an ancestor allows is refused (law 3), never

@@ -33,7 +33,7 @@ func (k *approveKind) Prepare(c *Call) (Op, error) {
 		NoResult:      true,
 		NeedsApproval: "the thing always needs a yes",
 		Show: func() Effect {
-			return Effect{Summary: "do the thing", Details: []Detail{{"amount", "3"}}}
+			return Effect{Summary: "do the thing", Details: []Detail{{Name: "amount", Value: "3"}}}
 		},
 		Effect: func(context.Context) (*Result, error) {
 			k.effects++

@@ -28,7 +28,7 @@ func (t *Task) Clearance() (Label, bool) {
 func flowErr(what string, l, to Label, where string) error {
 	var blocked []string
 	for _, tag := range l.Conf() {
-		if !(Label{conf: tag}).CanFlowTo(to) {
+		if !NewLabel([]string{tag}, nil).CanFlowTo(to) {
 			blocked = append(blocked, tag)
 		}
 	}
@@ -49,7 +49,7 @@ func (t *Task) mayHold(l Label) error {
 
 // hold inserts b into the task's table if its label may enter it.
 func (t *Task) hold(b *Blob) (abi.Handle, error) {
-	if err := t.mayHold(b.label); err != nil {
+	if err := t.mayHold(b.Label()); err != nil {
 		return 0, err
 	}
 	return t.table.InsertBlob(b)

@@ -1,378 +1,119 @@
 package kernel
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"time"
-
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
-// Kind is a kind of capability: net, data, pay, spawn... Each lives in its
-// own package under caps/ and is registered with the kernel by name. A kind
-// never sees handles or other tasks: the kernel resolves handles, checks
-// revocation, and hands the kind a Call to prepare. Narrow and Prepare only
-// ever get scopes the kind's own Grant and Narrow made; ScopeAs recovers
-// the concrete type (EINTERNAL otherwise), and AsScope keeps a nil one
-// returned with an error from becoming a non-nil Scope.
-//
-// A kind decides nothing on its own and acts only when the kernel says so:
-// Prepare checks a call against the scope and describes it, and the kernel
-// runs every call through one pipeline (mediator.go, docs/ARCHITECTURE.md, "the mediation pipeline")
-// before it runs the prepared Effect.
-type Kind interface {
-	// Name is the kind's short name, e.g. "net".
-	Name() string
-	// Info is the kind's static description: its operations, the
-	// variables its constraints see, the unit of its amounts. The kernel
-	// reads it once, at registration.
-	Info() Info
-	// Grant mints a root scope from a manifest grant: spec is the cap
-	// block's body as a JSON object, without the kernel's own attributes
-	// (audit, rate, when, approve_when, max_uses, budget). Errors should
-	// be *FieldError when they concern one field, so the manifest can
-	// point at its line.
-	Grant(g GrantContext, spec []byte) (Scope, error)
-	// Narrow returns a scope within parent as the request (a JSON object,
-	// see ABI.md for each kind) asks, or an error: any request that would
-	// widen parent is refused with an error matching ErrDenied, never
-	// silently clamped. It has no side effect: the kernel may still refuse
-	// the derivation after it.
-	Narrow(parent Scope, req []byte) (Scope, error)
-	// Prepare decodes the call's arguments once, splices the blobs they
-	// name (Call.Blob), checks everything the scope decides (method, path,
-	// payee, expiry...) and returns what the kernel decides on, with the
-	// Effect that performs the call. It must have no side effect: no
-	// request, no write, no debit. Errors should be *Error values (see
-	// Errorf); any other error reaches the guest as EINTERNAL. The kernel
-	// recycles the Call: neither the Op nor its Effect may keep it, or its
-	// Args, past the Effect's return (Result.Data may be Args itself, which
-	// the kernel then owns).
-	Prepare(call *Call) (Op, error)
-	// Describe is the static view of a scope, for mandate check, mandate
-	// graph and the guest's cap_describe: every field of the grant that
-	// limits it, in readable units, without defaults that were not set.
-	Describe(s Scope) Description
+// The kind contract lives in package kindapi, which kinds import instead
+// of the kernel. These aliases are the same types under the kernel's name,
+// for hosts (the CLI, tests, examples) that use both.
+
+type (
+	Kind         = kindapi.Kind
+	Info         = kindapi.Info
+	AmountUnit   = kindapi.AmountUnit
+	Op           = kindapi.Op
+	Sink         = kindapi.Sink
+	Effect       = kindapi.Effect
+	Detail       = kindapi.Detail
+	SpawnBounds  = kindapi.SpawnBounds
+	Description  = kindapi.Description
+	Seed         = kindapi.Seed
+	Reach        = kindapi.Reach
+	Scope        = kindapi.Scope
+	GrantContext = kindapi.GrantContext
+	FieldError   = kindapi.FieldError
+	TaskInfo     = kindapi.TaskInfo
+	Call         = kindapi.Call
+	Result       = kindapi.Result
+	Label        = kindapi.Label
+	Blob         = kindapi.Blob
+	Error        = kindapi.Error
+	Secret       = kindapi.Secret
+	SecretSource = kindapi.SecretSource
+)
+
+const (
+	OpSpawn    = kindapi.OpSpawn
+	MaxSpliced = kindapi.MaxSpliced
+	MaxShown   = kindapi.MaxShown
+)
+
+// Sentinels, one per errno (kindapi's). Match with errors.Is.
+var (
+	ErrBadHandle = kindapi.ErrBadHandle
+	ErrDenied    = kindapi.ErrDenied
+	ErrRevoked   = kindapi.ErrRevoked
+	ErrExpired   = kindapi.ErrExpired
+	ErrFlow      = kindapi.ErrFlow
+	ErrLimit     = kindapi.ErrLimit
+	ErrFault     = kindapi.ErrFault
+	ErrInvalid   = kindapi.ErrInvalid
+	ErrApproval  = kindapi.ErrApproval
+	ErrNotFound  = kindapi.ErrNotFound
+	ErrNotSup    = kindapi.ErrNotSup
+	ErrIO        = kindapi.ErrIO
+	ErrTimedOut  = kindapi.ErrTimedOut
+	ErrWrongType = kindapi.ErrWrongType
+	ErrInternal  = kindapi.ErrInternal
+)
+
+// Errorf is kindapi.Errorf.
+func Errorf(errno abi.Errno, format string, args ...any) error {
+	return kindapi.Errorf(errno, format, args...)
 }
 
-// Info is what a kind is, independent of any grant.
-type Info struct {
-	// Ops lists the operations Prepare accepts. A spawn kind has the one
-	// operation OpSpawn, reached through task_spawn instead of cap_call.
-	Ops []string
-	// Vars names the variables `when` and `approve_when` see; nil means
-	// one, "args", the call's argument document decoded as JSON.
-	Vars []string
-	// Amounts, when set, says the kind's calls carry an amount (Op.Amount)
-	// and how a `budget` on its grants is read and shown.
-	Amounts AmountUnit
+// ErrnoOf is kindapi.ErrnoOf: the one boundary between host errors and
+// errnos.
+func ErrnoOf(err error) abi.Errno { return kindapi.ErrnoOf(err) }
+
+// NotPerformed is kindapi.NotPerformed.
+func NotPerformed(err error) error { return kindapi.NotPerformed(err) }
+
+// NewLabel is kindapi.NewLabel.
+func NewLabel(conf, integ []string) Label { return kindapi.NewLabel(conf, integ) }
+
+// NewBlob is kindapi.NewBlob.
+func NewBlob(data []byte, label Label) *Blob { return kindapi.NewBlob(data, label) }
+
+// NewSecret is kindapi.NewSecret.
+func NewSecret(v string) Secret { return kindapi.NewSecret(v) }
+
+// DecodeSpec is kindapi.DecodeSpec.
+func DecodeSpec(kind string, spec []byte, v any) error { return kindapi.DecodeSpec(kind, spec, v) }
+
+// DecodeJSONValue is kindapi.DecodeJSONValue.
+func DecodeJSONValue(b []byte) (any, error) { return kindapi.DecodeJSONValue(b) }
+
+// Prefixed is kindapi.Prefixed.
+func Prefixed(field string, err error) error { return kindapi.Prefixed(field, err) }
+
+// FormatBytes is kindapi.FormatBytes.
+func FormatBytes(n int64) string { return kindapi.FormatBytes(n) }
+
+// Printable is kindapi.Printable: everything a guest can influence goes
+// through it before a person reads it.
+func Printable(s string) string { return kindapi.Printable(s) }
+
+// ParseBudget is kindapi.ParseBudget.
+func ParseBudget(kind Kind, s Scope, text string) (int64, error) {
+	return kindapi.ParseBudget(kind, s, text)
 }
 
-// AmountUnit reads and writes the amounts of a kind whose calls carry one
-// (a charge's minor units), for a given scope (its currency).
-type AmountUnit interface {
-	ParseAmount(s Scope, text string) (int64, error)
-	FormatAmount(s Scope, n int64) string
+// NewCall is kindapi.NewCall.
+func NewCall(op string, args []byte, scope Scope, task TaskInfo, logger hclog.Logger, blob func(abi.Handle) (*Blob, error)) *Call {
+	return kindapi.NewCall(op, args, scope, task, logger, blob)
 }
 
-// OpSpawn is the operation task_spawn prepares on a spawn capability.
-const OpSpawn = "spawn"
-
-// Op is a prepared call: everything the kernel decides on, and the effect
-// it runs when every check has passed. The zero Op is a call that sends
-// nothing out, carries no amount, needs nothing, and does nothing.
-type Op struct {
-	// Sink is where the call sends data, nil when it sends nothing out:
-	// the calling task's label and every blob spliced through Call.Blob
-	// must flow to it (laws 6 and 7).
-	Sink *Sink
-	// Vars computes the values `when` and `approve_when` see, as the
-	// kind's Info.Vars names them; nil means {"args": the decoded
-	// arguments}. The kernel calls it only when the capability carries
-	// constraints.
-	Vars func() (map[string]any, error)
-	// Show describes the effect for a person: what an approver is asked
-	// and what the audit log records of an approval. Called only when an
-	// approval is needed; nil shows the operation and the argument size.
-	Show func() Effect
-	// NeedsApproval is the kind's own reason to ask a person before the
-	// effect, e.g. "above approve_above 500.00 USD"; "" for none.
-	NeedsApproval string
-	// Amount is what the call spends in the kind's unit (Info.Amounts),
-	// debited from every budget on the capability's chain.
-	Amount int64
-	// Free marks a call that uses nothing of max_uses or budget (an
-	// idempotent replay of a charge already made).
-	Free bool
-	// NoResult marks a call that never returns a handle, so no table slot
-	// is reserved for it.
-	NoResult bool
-	// Spawn is what a spawn capability allows this child (OpSpawn only).
-	Spawn *SpawnBounds
-	// Reserve, when set, takes what the kind itself must hold while the
-	// call is decided (pay: its idempotency key), at the kernel's reserve
-	// step, before the uses and budget: release gives it back if the call
-	// is then refused (the kernel calls it at most once, and never after
-	// the effect ran); free reports that the call turned out to spend
-	// nothing (the key is being charged by another call, whose receipt
-	// this one will replay).
-	Reserve func() (release func(), free bool, err error)
-	// Effect performs the call. nil is an effect that does nothing.
-	Effect func(ctx context.Context) (*Result, error)
-}
-
-// Sink is a destination of data and what it is cleared for.
-type Sink struct {
-	// Clearance is the highest label data sent there may carry.
-	Clearance Label
-	// RefusesTainted refuses any data with an integrity taint (a net
-	// capability with accepts_untrusted = false).
-	RefusesTainted bool
-}
-
-// Effect is what a person is shown before approving a call: one line a
-// person can judge ("charge 10.00 USD to attacker.example") and the
-// details it is made of (method, URL, payee, amount...), bounded and
-// printable.
-type Effect struct {
-	Summary string
-	Details []Detail
-}
-
-// Detail is one named value of an Effect.
-type Detail struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
-}
-
-// SpawnBounds is what a spawn capability allows one child.
-type SpawnBounds struct {
-	Module      string // the digest asked for, allowed by the scope
-	MaxDepth    int
-	MaxChildren int
-	MaxMemory   uint64        // 0: the parent's own limit
-	MaxTimeout  time.Duration // 0: the parent's remaining time
-}
-
-// Description is the static view of a scope a kind gives.
-type Description struct {
-	// Fields are the scope's limits in the order the kind documents
-	// them, each in readable units ("800.00 USD", "GET, POST").
-	Fields []Detail
-	// Sink is the clearance of what the scope sends out, nil when it
-	// sends nothing.
-	Sink *Sink
-	// Label is what the capability's results carry, beyond the caller's
-	// label (a net origin's taint, a data source's tags).
-	Label Label
-	// Reaches names the data or endpoints the scope can reach, for
-	// mandate check ("https://flights.example/search", "alice/benefits").
-	Reaches []string
-	// Reach, when set, computes what the scope could bring into a task
-	// acting for principal, from the data a manifest seeds (mandate check
-	// runs nothing); nil means what the capability returns carries Label.
-	Reach func(principal string, seeds []Seed) Reach
-}
-
-// Seed is data a manifest imports before a run (a data kind's records),
-// as mandate check hands it to Description.Reach.
-type Seed struct {
-	Collection string
-	// Records is the seed file's JSON.
-	Records []byte
-	// Relations maps a record field to the relation it declares.
-	Relations map[string]string
-}
-
-// Reach is what a scope could bring into a task: an upper bound of the
-// confidentiality tags, by field where the kind knows them.
-type Reach struct {
-	// Known is false when the kind cannot tell (no seed data): Tags is
-	// then empty and the task could hold anything its clearance allows.
-	Known   bool
-	Tags    []string
-	ByField map[string][]string
-	// Summary says what the scope reads ("collection benefits, records
-	// own, fields plan, passport"); Note how the bound was found.
-	Summary, Note string
-}
-
-// NotPerformed marks an effect's error as one that happened before
-// anything left the kernel (a dial the egress guard refused, a provider
-// that refused the charge): uses, budget and rate tokens reserved for the
-// call are given back.
-func NotPerformed(err error) error {
-	if err == nil {
-		return nil
-	}
-	return notPerformed{err}
-}
-
-type notPerformed struct{ error }
-
-func (e notPerformed) Unwrap() error { return e.error }
-
-func wasPerformed(err error) bool {
-	var np notPerformed
-	return !errors.As(err, &np)
-}
-
-// Scope is what a capability allows. A scope is immutable once minted;
-// its JSON form (for the graph, the guest's cap_describe and logs) never
-// contains secrets.
-type Scope interface {
-	json.Marshaler
-	// Contains reports whether every use other allows is allowed by the
-	// receiver. The kernel checks it after every Narrow, as a second line
-	// behind the kind's own narrowing.
-	Contains(other Scope) bool
-}
-
-// ScopeAs returns s as the kind's own scope type T. A kind is only ever
-// handed scopes its own Grant and Narrow made, so a nil scope or one of
-// another type is a kernel bug, reported as EINTERNAL naming the kind; it
-// must never panic the kind.
+// ScopeAs is kindapi.ScopeAs.
 func ScopeAs[T interface {
 	comparable
 	Scope
 }](s Scope, kind string) (T, error) {
-	var zero T
-	t, ok := s.(T)
-	if !ok || t == zero {
-		return zero, Errorf(abi.EINTERNAL, "%s: scope is %T, not %T", kind, s, zero)
-	}
-	return t, nil
+	return kindapi.ScopeAs[T](s, kind)
 }
 
-// AsScope returns a kind's concrete scope as a Scope, or a nil Scope with
-// err, so a nil *T returned beside an error never becomes a non-nil Scope.
-// It lets a kind write Grant and Narrow as return kernel.AsScope(grant(spec)).
-func AsScope[T Scope](s T, err error) (Scope, error) {
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// GrantContext is what a kind may consult when minting a root scope: where
-// the manifest lives (relative file names resolve against it) and the host
-// environment (for secrets named in the manifest).
-type GrantContext struct {
-	// Dir is the manifest's directory.
-	Dir string
-	// LookupEnv reads the host environment; nil means os.LookupEnv.
-	LookupEnv func(string) (string, bool)
-}
-
-// Getenv looks a variable up in the host environment.
-func (g GrantContext) Getenv(name string) (string, bool) {
-	if g.LookupEnv != nil {
-		return g.LookupEnv(name)
-	}
-	return os.LookupEnv(name)
-}
-
-// ReadFile reads a file named in the manifest, relative to its directory.
-func (g GrantContext) ReadFile(name string) ([]byte, error) {
-	if !filepath.IsAbs(name) && g.Dir != "" {
-		name = filepath.Join(g.Dir, name)
-	}
-	return os.ReadFile(name)
-}
-
-// FieldError is a grant error about one field of a cap block.
-type FieldError struct {
-	Field string
-	Msg   string
-}
-
-func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
-
-// TaskInfo identifies the task making a call, for kinds whose effect
-// depends on who acts (the principal) and for their logs.
-type TaskInfo struct {
-	ID        string
-	Principal string
-	Module    string
-}
-
-// Call is one operation on a capability, as the kernel hands it to a kind.
-type Call struct {
-	Op    string
-	Args  []byte // the guest's argument document, copied out of its memory
-	Scope Scope
-	Task  TaskInfo
-	// Logger is the calling task's logger.
-	Logger hclog.Logger
-
-	blob    func(abi.Handle) (*Blob, error)
-	task    *Task
-	spliced []*Blob
-}
-
-// Blob resolves a blob handle named in the call's arguments, in the calling
-// task's table only. The kernel records every blob a kind splices into an
-// effect: each must flow to the call's sink, and the result carries its
-// label.
-func (c *Call) Blob(h abi.Handle) (*Blob, error) {
-	if c.blob == nil {
-		return nil, ErrBadHandle
-	}
-	b, err := c.blob(h)
-	if err != nil {
-		return nil, err
-	}
-	if len(c.spliced) >= MaxSpliced {
-		return nil, Errorf(abi.ELIMIT, "a call may splice at most %d blobs", MaxSpliced)
-	}
-	c.spliced = append(c.spliced, b)
-	return b, nil
-}
-
-// MaxSpliced bounds the blobs one call may splice.
-const MaxSpliced = 64
-
-// TaskLabel is the calling task's label at the call: what everything it
-// writes carries. A kind that stores data (a sink with per-item labels)
-// checks that it may flow there.
-func (c *Call) TaskLabel() Label {
-	if c.task == nil {
-		return Label{}
-	}
-	return c.task.Label()
-}
-
-// Spliced returns the blobs resolved through Blob so far.
-func (c *Call) Spliced() []*Blob { return append([]*Blob(nil), c.spliced...) }
-
-// Result is what an operation produced. The kernel turns Data into a blob
-// labelled Label joined with the calling task's label and the labels of
-// every blob the kind read through Call.Blob; only a kind registered with
-// the privilege to lower labels (Config.Declassifiers) has its Label kept
-// exactly.
-type Result struct {
-	Data  []byte
-	Label Label
-	// Free reports that the effect spent nothing after all (it replayed
-	// an idempotent charge another call made meanwhile): the uses and
-	// budget reserved for it are given back.
-	Free bool
-}
-
-// FormatBytes shows a size for a person: "64 MiB", "1.5 KiB", "300 B".
-func FormatBytes(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d B", n)
-}
+// AsScope is kindapi.AsScope.
+func AsScope[T Scope](s T, err error) (Scope, error) { return kindapi.AsScope(s, err) }

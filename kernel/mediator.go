@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // The mediator: every operation a guest asks for, after its arguments were
@@ -133,25 +134,17 @@ func (t *Task) resultBlob(c *Cap, call *Call, res *Result, prep *Op) (entry, err
 	label := res.Label
 	if !c.reg.lowers {
 		label = label.Join(t.Label())
-		for _, b := range call.spliced {
-			label = label.Join(b.label)
+		for i := range call.NumSpliced() {
+			label = label.Join(call.SplicedAt(i).Label())
 		}
 	}
-	return entry{blob: newBlobOwned(res.Data, label)}, nil
+	return entry{blob: kindapi.NewBlobOwned(res.Data, label)}, nil
 }
 
 // newCall takes a Call from the pool for a call on c.
 func (t *Task) newCall(c *Cap, op string, args []byte) *Call {
 	call := callPool.Get().(*Call)
-	*call = Call{
-		Op:     op,
-		Args:   args,
-		Scope:  c.scope,
-		Task:   t.info,
-		Logger: t.logger,
-		blob:   t.resolveBlob,
-		task:   t,
-	}
+	call.Init(op, args, c.scope, t.info, t.logger, t.resolveBlob, t.labelOf)
 	return call
 }
 
@@ -201,8 +194,8 @@ func (t *Task) decide(ctx context.Context, c *Cap, op opName, call *Call, prep *
 		if err := checkFlow("task ", t.id, t.Label(), prep.Sink, c); err != nil {
 			return refuse(err)
 		}
-		for _, b := range call.spliced {
-			if err := checkFlow("a spliced blob", "", b.label, prep.Sink, c); err != nil {
+		for i := range call.NumSpliced() {
+			if err := checkFlow("a spliced blob", "", call.SplicedAt(i).Label(), prep.Sink, c); err != nil {
 				return refuse(err)
 			}
 		}
@@ -258,7 +251,7 @@ func (t *Task) conclude(ctx context.Context, c *Cap, op opName, prep *Op, d *dec
 	}
 	r := &d.r
 	if err != nil {
-		if wasPerformed(err) {
+		if kindapi.Performed(err) {
 			r.commit() // the effect may have happened: it counts
 		}
 		r.release(t.table)
@@ -391,7 +384,7 @@ func (r *reservation) unslot(tab *CapTable) {
 // enter the task (its clearance, the bytes it may hold).
 func (r *reservation) install(t *Task, e entry) (abi.Handle, error) {
 	if e.blob != nil {
-		if err := t.mayHold(e.blob.label); err != nil {
+		if err := t.mayHold(e.blob.Label()); err != nil {
 			r.unslot(t.table)
 			return 0, err
 		}
@@ -541,7 +534,7 @@ func (t *Task) Describe(ctx context.Context, h abi.Handle) (abi.Handle, error) {
 		ID: c.id, Kind: c.kind.Name(), Name: c.name, Ops: slices.Clone(c.reg.info.Ops),
 		Scope: scopeJSON(c.scope), Revoked: c.Revoked(),
 	}
-	bh, err := t.table.InsertBlob(newBlobOwned(mustJSON(d), Label{}))
+	bh, err := t.table.InsertBlob(kindapi.NewBlobOwned(mustJSON(d), Label{}))
 	if err != nil {
 		return 0, t.fail(op, err)
 	}
@@ -554,7 +547,7 @@ func (t *Task) CreateBlob(ctx context.Context, data []byte) (abi.Handle, error) 
 	if len(data) > abi.MaxBlobLen {
 		return 0, t.fail("blob_create", Errorf(abi.ELIMIT, "blob of %d bytes exceeds %d", len(data), abi.MaxBlobLen))
 	}
-	h, err := t.table.InsertBlob(newBlobOwned(data, t.Label()))
+	h, err := t.table.InsertBlob(kindapi.NewBlobOwned(data, t.Label()))
 	if err != nil {
 		return 0, t.fail("blob_create", err)
 	}
@@ -568,13 +561,13 @@ func (t *Task) ReadBlob(ctx context.Context, h abi.Handle, offset uint32, p []by
 	if err != nil {
 		return 0, t.deny(ctx, nil, "blob_read", err)
 	}
-	if err := t.mayHold(b.label); err != nil {
+	if err := t.mayHold(b.Label()); err != nil {
 		return 0, t.deny(ctx, nil, "blob_read", err)
 	}
 	if int64(offset) > int64(b.Len()) {
 		return 0, t.fail("blob_read", Errorf(abi.EINVAL, "offset %d past the blob's %d bytes", offset, b.Len()))
 	}
-	t.raise(b.label)
+	t.raise(b.Label())
 	n, _ := b.ReadAt(p, int64(offset))
 	return n, nil
 }

@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/sandbox"
 )
 
 // Spawn limits that hold whatever a spawn capability says.
 const (
 	// MaxSpawnDepth bounds how deep tasks nest: a root task is depth 0.
-	MaxSpawnDepth = 8
+	MaxSpawnDepth = kindapi.MaxSpawnDepth
 	// DefaultMaxTasks is how many tasks may run at once in a kernel
 	// (Config.MaxTasks): a spawn bomb stops here whatever its shape.
 	DefaultMaxTasks = 256
@@ -171,8 +172,8 @@ func (t *Task) planChild(ctx context.Context, sc *Cap, b *SpawnBounds, raw []byt
 		if err != nil {
 			return nil, err
 		}
-		if p.clearance != nil && !in.label.CanFlowTo(*p.clearance) {
-			return nil, flowErr("the child's input", in.label, *p.clearance, "the child")
+		if p.clearance != nil && !in.Label().CanFlowTo(*p.clearance) {
+			return nil, flowErr("the child's input", in.Label(), *p.clearance, "the child")
 		}
 		p.input = in
 	}
@@ -323,7 +324,7 @@ func (t *Task) WaitChild(ctx context.Context, th abi.Handle) (abi.Handle, error)
 	if res == nil {
 		return 0, nil
 	}
-	b := newBlobOwned(res.data, res.label.Join(child.Label()))
+	b := kindapi.NewBlobOwned(res.Bytes(), res.Label().Join(child.Label()))
 	h, err := t.hold(b)
 	if err != nil {
 		return 0, t.fail(op, err)

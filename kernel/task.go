@@ -120,6 +120,8 @@ type Task struct {
 	// resolveBlob is t.table.GetBlob, bound once so calls do not allocate
 	// a method value each time.
 	resolveBlob func(abi.Handle) (*Blob, error)
+	// labelOf is t.Label, bound once for the same reason.
+	labelOf func() Label
 
 	mu      sync.Mutex
 	names   map[string]*Cap // root grants by name; protected by mu
@@ -263,6 +265,7 @@ func (k *Kernel) newTask(spec TaskSpec, parent *Task) (*Task, error) {
 	t.info = TaskInfo{ID: id, Principal: spec.Principal, Module: t.module}
 	t.table.SetBlobLimit(limits.MaxBlobBytes)
 	t.resolveBlob = t.table.GetBlob
+	t.labelOf = t.Label
 	t.logger = k.logger.Named("task").With("task", id, "principal", spec.Principal, "module", t.module)
 	t.stdout = newOutputWriter("stdout", t.logger, limits.MaxOutput)
 	t.stderr = newOutputWriter("stderr", t.logger, limits.MaxOutput)
@@ -275,7 +278,7 @@ func (k *Kernel) newTask(spec TaskSpec, parent *Task) (*Task, error) {
 			return nil, fmt.Errorf("kernel: input of %d bytes exceeds the task's blob limit of %d", len(spec.Input), limits.MaxBlobBytes)
 		}
 		t.input = NewBlob(spec.Input, spec.InputLabel)
-		if err := t.mayHold(t.input.label); err != nil {
+		if err := t.mayHold(t.input.Label()); err != nil {
 			return nil, err
 		}
 	}

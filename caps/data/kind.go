@@ -11,7 +11,7 @@ import (
 	"sync"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // KindName is the name the kind registers under.
@@ -34,7 +34,7 @@ type Kind struct {
 	opened bool // the kind opened store itself, and Close closes it
 }
 
-var _ kernel.Kind = (*Kind)(nil)
+var _ kindapi.Kind = (*Kind)(nil)
 
 // Option configures a Kind.
 type Option func(*Kind)
@@ -99,51 +99,48 @@ func (k *Kind) getStore() (*Store, error) {
 // Name returns "data".
 func (k *Kind) Name() string { return KindName }
 
-// Info implements kernel.Kind: operations query, read and write;
+// Info implements kindapi.Kind: operations query, read and write;
 // constraints see the call's arguments as "args".
-func (k *Kind) Info() kernel.Info { return kernel.Info{Ops: slices.Clone(allOps)} }
+func (k *Kind) Info() kindapi.Info { return kindapi.Info{Ops: slices.Clone(allOps)} }
 
-// Describe implements kernel.Kind.
-func (k *Kind) Describe(sc kernel.Scope) kernel.Description {
-	s, err := kernel.ScopeAs[*Scope](sc, "data")
+// Describe implements kindapi.Kind. Its Reach is what the scope could
+// read of the records a manifest seeds (see Scope.reach).
+func (k *Kind) Describe(sc kindapi.Scope) kindapi.Description {
+	s, err := kindapi.ScopeAs[*Scope](sc, "data")
 	if err != nil {
-		return kernel.Description{}
-	}
-	rules := make([]string, 0, len(s.rules))
-	for _, r := range s.rules {
-		b, _ := json.Marshal(r)
-		rules = append(rules, string(b))
+		return kindapi.Description{}
 	}
 	fields := "all"
 	if f := s.Fields(); f != nil {
 		fields = strings.Join(f, ", ")
 	}
-	return kernel.Description{
-		Fields: []kernel.Detail{
+	return kindapi.Description{
+		Fields: []kindapi.Detail{
 			{Name: "collection", Value: s.collection},
-			{Name: "records", Value: strings.Join(rules, " and ")},
+			{Name: "records", Value: s.rulesText()},
 			{Name: "fields", Value: fields},
 			{Name: "ops", Value: strings.Join(s.ops, ", ")},
 		},
 		Label:   s.Label(),
 		Reaches: []string{s.collection},
+		Reach:   s.reach,
 	}
 }
 
 // Grant mints a root scope from a cap "data" block; errors are
-// *kernel.FieldError when they concern one field.
-func (k *Kind) Grant(_ kernel.GrantContext, spec []byte) (kernel.Scope, error) {
-	return kernel.AsScope(grant(spec))
+// *kindapi.FieldError when they concern one field.
+func (k *Kind) Grant(_ kindapi.GrantContext, spec []byte) (kindapi.Scope, error) {
+	return kindapi.AsScope(grant(spec))
 }
 
 // Narrow returns the scope req asks for within parent: EINVAL for a
 // malformed request, EDENIED for any widening (never clamped).
-func (k *Kind) Narrow(parent kernel.Scope, req []byte) (kernel.Scope, error) {
-	p, err := kernel.ScopeAs[*Scope](parent, "data")
+func (k *Kind) Narrow(parent kindapi.Scope, req []byte) (kindapi.Scope, error) {
+	p, err := kindapi.ScopeAs[*Scope](parent, "data")
 	if err != nil {
 		return nil, err
 	}
-	return kernel.AsScope(narrow(p, req))
+	return kindapi.AsScope(narrow(p, req))
 }
 
 // Operation arguments.
@@ -174,74 +171,74 @@ type resultRecord struct {
 // errOutside is the one error for a record that is outside the slice or
 // does not exist: the two are indistinguishable to the guest.
 func errOutside(what string) error {
-	return kernel.Errorf(abi.EDENIED, "data: %s is not in this capability's records (or does not exist)", what)
+	return kindapi.Errorf(abi.EDENIED, "data: %s is not in this capability's records (or does not exist)", what)
 }
 
 // Prepare decodes a read, query or write and checks it against the
 // scope's operations and fields. Record-level checks need the store (is
 // the record in the slice, may the task's label flow into its fields) and
 // are made in the effect's own transaction: refused there, nothing is read
-// or written, and the kernel counts no use (kernel.NotPerformed).
-func (k *Kind) Prepare(call *kernel.Call) (kernel.Op, error) {
-	s, err := kernel.ScopeAs[*Scope](call.Scope, "data")
+// or written, and the kernel counts no use (kindapi.NotPerformed).
+func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
+	s, err := kindapi.ScopeAs[*Scope](call.Scope, "data")
 	if err != nil {
-		return kernel.Op{}, err
+		return kindapi.Op{}, err
 	}
 	if !s.AllowsOp(call.Op) {
 		if !slices.Contains(allOps, call.Op) {
-			return kernel.Op{}, kernel.Errorf(abi.ENOTSUP, "data: no operation %q", trunc(call.Op))
+			return kindapi.Op{}, kindapi.Errorf(abi.ENOTSUP, "data: no operation %q", trunc(call.Op))
 		}
-		return kernel.Op{}, kernel.Errorf(abi.EDENIED, "data: operation %s not allowed (ops %v)", call.Op, s.ops)
+		return kindapi.Op{}, kindapi.Errorf(abi.EDENIED, "data: operation %s not allowed (ops %v)", call.Op, s.ops)
 	}
 	principal, args := call.Task.Principal, call.Args
-	show := func(what string) func() kernel.Effect {
-		return func() kernel.Effect {
-			return kernel.Effect{Summary: what + " in " + s.collection,
-				Details: []kernel.Detail{{Name: "collection", Value: s.collection}, {Name: "arguments", Value: string(args)}}}
+	show := func(what string) func() kindapi.Effect {
+		return func() kindapi.Effect {
+			return kindapi.Effect{Summary: what + " in " + s.collection,
+				Details: []kindapi.Detail{{Name: "collection", Value: s.collection}, {Name: "arguments", Value: string(args)}}}
 		}
 	}
 	switch call.Op {
 	case OpRead:
 		var a readArgs
 		if err := decodeArgs(call.Args, &a); err != nil {
-			return kernel.Op{}, err
+			return kindapi.Op{}, err
 		}
 		id := ""
 		if a.ID != nil {
 			id = *a.ID
 		}
-		return kernel.Op{Show: show("read record " + trunc(id)), Effect: func(ctx context.Context) (*kernel.Result, error) {
+		return kindapi.Op{Show: show("read record " + trunc(id)), Effect: func(ctx context.Context) (*kindapi.Result, error) {
 			res, err := k.read(ctx, s, principal, a)
 			return res, refusedInStore(err)
 		}}, nil
 	case OpQuery:
 		var a queryArgs
 		if err := decodeArgs(call.Args, &a); err != nil {
-			return kernel.Op{}, err
+			return kindapi.Op{}, err
 		}
-		return kernel.Op{Show: show("query records"), Effect: func(ctx context.Context) (*kernel.Result, error) {
+		return kindapi.Op{Show: show("query records"), Effect: func(ctx context.Context) (*kindapi.Result, error) {
 			res, err := k.query(ctx, s, principal, a)
 			return res, refusedInStore(err)
 		}}, nil
 	case OpWrite:
 		var a writeArgs
 		if err := decodeArgs(call.Args, &a); err != nil {
-			return kernel.Op{}, err
+			return kindapi.Op{}, err
 		}
 		from := call.TaskLabel()
-		return kernel.Op{NoResult: true, Show: show("write record " + trunc(a.ID)), Effect: func(ctx context.Context) (*kernel.Result, error) {
+		return kindapi.Op{NoResult: true, Show: show("write record " + trunc(a.ID)), Effect: func(ctx context.Context) (*kindapi.Result, error) {
 			return nil, refusedInStore(k.write(ctx, s, principal, from, a))
 		}}, nil
 	}
-	return kernel.Op{}, kernel.Errorf(abi.ENOTSUP, "data: no operation %q", trunc(call.Op))
+	return kindapi.Op{}, kindapi.Errorf(abi.ENOTSUP, "data: no operation %q", trunc(call.Op))
 }
 
 // refusedInStore marks a refusal made inside the store's transaction as
 // one with no effect: nothing was read out or written.
 func refusedInStore(err error) error {
-	switch kernel.ErrnoOf(err) {
+	switch kindapi.ErrnoOf(err) {
 	case abi.EDENIED, abi.EFLOW, abi.ELIMIT, abi.EINVAL, abi.ENOTFOUND:
-		return kernel.NotPerformed(err)
+		return kindapi.NotPerformed(err)
 	}
 	return err
 }
@@ -249,9 +246,9 @@ func refusedInStore(err error) error {
 func decodeArgs(b []byte, v any) error {
 	if err := abi.DecodeJSON(b, v); err != nil {
 		if errors.Is(err, abi.ErrTooLarge) {
-			return kernel.Errorf(abi.ELIMIT, "data: arguments: %v", err)
+			return kindapi.Errorf(abi.ELIMIT, "data: arguments: %v", err)
 		}
-		return kernel.Errorf(abi.EINVAL, "data: arguments: %v", err)
+		return kindapi.Errorf(abi.EINVAL, "data: arguments: %v", err)
 	}
 	return nil
 }
@@ -263,7 +260,7 @@ func projection(s *Scope, fields []string) ([]string, error) {
 		return nil, nil
 	}
 	if len(fields) == 0 || len(fields) > MaxListLen {
-		return nil, kernel.Errorf(abi.EINVAL, "data: fields: want 1..%d names", MaxListLen)
+		return nil, kindapi.Errorf(abi.EINVAL, "data: fields: want 1..%d names", MaxListLen)
 	}
 	var outside []string
 	for _, f := range fields {
@@ -272,7 +269,7 @@ func projection(s *Scope, fields []string) ([]string, error) {
 		}
 	}
 	if outside != nil {
-		return nil, kernel.Errorf(abi.EDENIED, "data: fields %v are not in this capability's slice %v", outside, s.Fields())
+		return nil, kindapi.Errorf(abi.EDENIED, "data: fields %v are not in this capability's slice %v", outside, s.Fields())
 	}
 	return fields, nil
 }
@@ -429,9 +426,9 @@ func project(s *Scope, r Record, want []string) (resultRecord, []string) {
 	return out, conf
 }
 
-func (k *Kind) read(ctx context.Context, s *Scope, principal string, a readArgs) (*kernel.Result, error) {
+func (k *Kind) read(ctx context.Context, s *Scope, principal string, a readArgs) (*kindapi.Result, error) {
 	if (a.ID == nil) == (a.Owner == nil) {
-		return nil, kernel.Errorf(abi.EINVAL, `data: read: set exactly one of "id" and "owner"`)
+		return nil, kindapi.Errorf(abi.EINVAL, `data: read: set exactly one of "id" and "owner"`)
 	}
 	want, err := projection(s, a.Fields)
 	if err != nil {
@@ -482,19 +479,19 @@ func (k *Kind) read(ctx context.Context, s *Scope, principal string, a readArgs)
 	if err != nil {
 		return nil, err
 	}
-	return &kernel.Result{Data: b, Label: kernel.NewLabel(conf, []string{"data:" + s.collection})}, nil
+	return &kindapi.Result{Data: b, Label: kindapi.NewLabel(conf, []string{"data:" + s.collection})}, nil
 }
 
-func (k *Kind) query(ctx context.Context, s *Scope, principal string, a queryArgs) (*kernel.Result, error) {
+func (k *Kind) query(ctx context.Context, s *Scope, principal string, a queryArgs) (*kindapi.Result, error) {
 	limit := DefaultQueryLimit
 	if a.Limit != nil {
 		if *a.Limit < 1 || *a.Limit > MaxQueryLimit {
-			return nil, kernel.Errorf(abi.EINVAL, "data: query: limit must be 1..%d", MaxQueryLimit)
+			return nil, kindapi.Errorf(abi.EINVAL, "data: query: limit must be 1..%d", MaxQueryLimit)
 		}
 		limit = *a.Limit
 	}
 	if len(a.Where) > MaxWhere {
-		return nil, kernel.Errorf(abi.EINVAL, "data: query: %d conditions (max %d)", len(a.Where), MaxWhere)
+		return nil, kindapi.Errorf(abi.EINVAL, "data: query: %d conditions (max %d)", len(a.Where), MaxWhere)
 	}
 	// A condition on a field outside the slice would be an oracle for its
 	// value: refused like reading it.
@@ -507,13 +504,13 @@ func (k *Kind) query(ctx context.Context, s *Scope, principal string, a queryArg
 		}
 		c, err := canonValue(v)
 		if err != nil {
-			return nil, kernel.Errorf(abi.EINVAL, "data: query: where %s: %v", trunc(f), err)
+			return nil, kindapi.Errorf(abi.EINVAL, "data: query: where %s: %v", trunc(f), err)
 		}
 		where[f] = string(c)
 	}
 	if outside != nil {
 		sort.Strings(outside)
-		return nil, kernel.Errorf(abi.EDENIED, "data: query: fields %v are not in this capability's slice %v", outside, s.Fields())
+		return nil, kindapi.Errorf(abi.EDENIED, "data: query: fields %v are not in this capability's slice %v", outside, s.Fields())
 	}
 	want, err := projection(s, a.Fields)
 	if err != nil {
@@ -562,7 +559,7 @@ func (k *Kind) query(ctx context.Context, s *Scope, principal string, a queryArg
 	if err != nil {
 		return nil, err
 	}
-	return &kernel.Result{Data: b, Label: kernel.NewLabel(conf, []string{"data:" + s.collection})}, nil
+	return &kindapi.Result{Data: b, Label: kindapi.NewLabel(conf, []string{"data:" + s.collection})}, nil
 }
 
 func matches(r Record, where map[string]string) bool {
@@ -578,12 +575,12 @@ func matches(r Record, where map[string]string) bool {
 // labels: what the task writes carries the task's label, which must flow
 // there (a task that read the passport cannot copy it into an unlabelled
 // field for a clean task to read back).
-func (k *Kind) write(ctx context.Context, s *Scope, principal string, from kernel.Label, a writeArgs) error {
+func (k *Kind) write(ctx context.Context, s *Scope, principal string, from kindapi.Label, a writeArgs) error {
 	if a.ID == "" {
-		return kernel.Errorf(abi.EINVAL, `data: write: "id" is required`)
+		return kindapi.Errorf(abi.EINVAL, `data: write: "id" is required`)
 	}
 	if len(a.Fields) == 0 || len(a.Fields) > MaxFieldsPerRec {
-		return kernel.Errorf(abi.EINVAL, "data: write: want 1..%d fields", MaxFieldsPerRec)
+		return kindapi.Errorf(abi.EINVAL, "data: write: want 1..%d fields", MaxFieldsPerRec)
 	}
 	var outside []string
 	vals := make(map[string]json.RawMessage, len(a.Fields))
@@ -594,13 +591,13 @@ func (k *Kind) write(ctx context.Context, s *Scope, principal string, from kerne
 		}
 		c, err := canonValue(v)
 		if err != nil {
-			return kernel.Errorf(abi.EINVAL, "data: write: field %s: %v", trunc(f), err)
+			return kindapi.Errorf(abi.EINVAL, "data: write: field %s: %v", trunc(f), err)
 		}
 		vals[f] = c
 	}
 	if outside != nil {
 		sort.Strings(outside)
-		return kernel.Errorf(abi.EDENIED, "data: write: fields %v are not in this capability's slice %v", outside, s.Fields())
+		return kindapi.Errorf(abi.EDENIED, "data: write: fields %v are not in this capability's slice %v", outside, s.Fields())
 	}
 	st, err := k.getStore()
 	if err != nil {
@@ -626,17 +623,17 @@ func (k *Kind) write(ctx context.Context, s *Scope, principal string, from kerne
 		}
 		if missing != nil {
 			sort.Strings(missing)
-			return kernel.Errorf(abi.EDENIED, "data: write: record %q has no fields %v (a write only updates existing fields)", trunc(a.ID), missing)
+			return kindapi.Errorf(abi.EDENIED, "data: write: record %q has no fields %v (a write only updates existing fields)", trunc(a.ID), missing)
 		}
 		var low []string
 		for f := range vals {
-			if !from.CanFlowTo(kernel.NewLabel(r.Labels[f], nil)) {
+			if !from.CanFlowTo(kindapi.NewLabel(r.Labels[f], nil)) {
 				low = append(low, f)
 			}
 		}
 		if low != nil {
 			sort.Strings(low)
-			return kernel.Errorf(abi.EFLOW, "data: write: the task's label %s may not flow into fields %v of record %q (their labels are lower)",
+			return kindapi.Errorf(abi.EFLOW, "data: write: the task's label %s may not flow into fields %v of record %q (their labels are lower)",
 				from, low, trunc(a.ID))
 		}
 		size := 0
@@ -647,7 +644,7 @@ func (k *Kind) write(ctx context.Context, s *Scope, principal string, from kerne
 			size += len(f) + len(v)
 		}
 		if size > MaxRecordBytes {
-			return kernel.Errorf(abi.ELIMIT, "data: write: the record would be %d bytes (max %d)", size, MaxRecordBytes)
+			return kindapi.Errorf(abi.ELIMIT, "data: write: the record would be %d bytes (max %d)", size, MaxRecordBytes)
 		}
 		return nil
 	})

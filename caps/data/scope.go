@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Operation names.
@@ -92,7 +92,7 @@ type Scope struct {
 	ops        []string // sorted
 }
 
-var _ kernel.Scope = (*Scope)(nil)
+var _ kindapi.Scope = (*Scope)(nil)
 
 // Collection returns the collection the scope names.
 func (s *Scope) Collection() string { return s.collection }
@@ -122,8 +122,8 @@ func (s *Scope) AllowsField(f string) bool {
 
 // Label returns the integrity taint of what this scope reads:
 // {data:<collection>}.
-func (s *Scope) Label() kernel.Label {
-	return kernel.NewLabel(nil, []string{"data:" + s.collection})
+func (s *Scope) Label() kindapi.Label {
+	return kindapi.NewLabel(nil, []string{"data:" + s.collection})
 }
 
 type scopeJSON struct {
@@ -154,7 +154,7 @@ func (s *Scope) String() string {
 // matched in other by the same rule (or, for a list rule, one with a
 // subset of its list), so that any record other allows for a principal,
 // s allows for that principal.
-func (s *Scope) Contains(o kernel.Scope) bool {
+func (s *Scope) Contains(o kindapi.Scope) bool {
 	other, ok := o.(*Scope)
 	if !ok || s == nil || other == nil || other.collection != s.collection {
 		return false
@@ -303,11 +303,11 @@ func trunc(s string) string {
 // grant mints a root scope from a spec.
 func grant(spec []byte) (*Scope, error) {
 	var sp grantSpec
-	if err := kernel.DecodeSpec("data", spec, &sp); err != nil {
+	if err := kindapi.DecodeSpec("data", spec, &sp); err != nil {
 		return nil, err
 	}
 	fe := func(field, format string, args ...any) error {
-		return &kernel.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+		return &kindapi.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
 	if sp.Collection == nil {
 		return nil, fe("collection", "required")
@@ -344,12 +344,12 @@ func narrow(parent *Scope, req []byte) (*Scope, error) {
 	var r narrowReq
 	if err := abi.DecodeJSON(req, &r); err != nil {
 		if errors.Is(err, abi.ErrTooLarge) {
-			return nil, kernel.Errorf(abi.ELIMIT, "data: narrowing request: %v", err)
+			return nil, kindapi.Errorf(abi.ELIMIT, "data: narrowing request: %v", err)
 		}
-		return nil, kernel.Errorf(abi.EINVAL, "data: narrowing request: %v", err)
+		return nil, kindapi.Errorf(abi.EINVAL, "data: narrowing request: %v", err)
 	}
 	inval := func(field string, err error) error {
-		return kernel.Errorf(abi.EINVAL, "data: narrowing request: %s: %v", field, err)
+		return kindapi.Errorf(abi.EINVAL, "data: narrowing request: %s: %v", field, err)
 	}
 	child := &Scope{
 		collection: parent.collection, rules: slices.Clone(parent.rules),
@@ -425,14 +425,14 @@ func narrow(parent *Scope, req []byte) (*Scope, error) {
 			}
 			if !slices.ContainsFunc(child.rules, nr.equal) {
 				if len(child.rules) >= MaxRules {
-					return nil, kernel.Errorf(abi.ELIMIT, "data: narrowing request: more than %d record rules", MaxRules)
+					return nil, kindapi.Errorf(abi.ELIMIT, "data: narrowing request: more than %d record rules", MaxRules)
 				}
 				child.rules = append(child.rules, nr)
 			}
 		}
 	}
 	if widen != nil {
-		return nil, kernel.Errorf(abi.EDENIED, "data: narrowing would widen the capability: %s", strings.Join(widen, "; "))
+		return nil, kindapi.Errorf(abi.EDENIED, "data: narrowing would widen the capability: %s", strings.Join(widen, "; "))
 	}
 	return child, nil
 }

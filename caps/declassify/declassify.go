@@ -29,7 +29,7 @@ import (
 	"strings"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Op is the kind's only operation.
@@ -38,12 +38,12 @@ const Op = "declassify"
 // Kind is the declassify kind.
 type Kind struct{}
 
-var _ kernel.Kind = (*Kind)(nil)
+var _ kindapi.Kind = (*Kind)(nil)
 
 // New returns the kind. Its results lower labels only in a kernel that
 // grants it the privilege at registration:
 //
-//	kernel.Config{Kinds: []kernel.Kind{declassify.New()}, Declassifiers: []string{declassify.KindName}}
+//	kindapi.Config{Kinds: []kindapi.Kind{declassify.New()}, Declassifiers: []string{declassify.KindName}}
 //
 // Registered without it, its results carry the caller's label like any
 // other kind's (it fails safe).
@@ -52,21 +52,21 @@ func New() *Kind { return &Kind{} }
 // KindName is the name the kind registers under.
 const KindName = "declassify"
 
-// Name implements kernel.Kind.
+// Name implements kindapi.Kind.
 func (*Kind) Name() string { return KindName }
 
-// Info implements kernel.Kind.
-func (*Kind) Info() kernel.Info { return kernel.Info{Ops: []string{Op}} }
+// Info implements kindapi.Kind.
+func (*Kind) Info() kindapi.Info { return kindapi.Info{Ops: []string{Op}} }
 
-// Describe implements kernel.Kind.
-func (*Kind) Describe(sc kernel.Scope) kernel.Description {
-	s, err := kernel.ScopeAs[*Scope](sc, KindName)
+// Describe implements kindapi.Kind.
+func (*Kind) Describe(sc kindapi.Scope) kindapi.Description {
+	s, err := kindapi.ScopeAs[*Scope](sc, KindName)
 	if err != nil {
-		return kernel.Description{}
+		return kindapi.Description{}
 	}
-	d := kernel.Description{Fields: []kernel.Detail{{Name: "drop", Value: strings.Join(s.drop, ", ")}}}
+	d := kindapi.Description{Fields: []kindapi.Detail{{Name: "drop", Value: strings.Join(s.drop, ", ")}}}
 	if s.project != nil {
-		d.Fields = append(d.Fields, kernel.Detail{Name: "project", Value: strings.Join(s.project, ", ")})
+		d.Fields = append(d.Fields, kindapi.Detail{Name: "project", Value: strings.Join(s.project, ", ")})
 	}
 	return d
 }
@@ -82,7 +82,7 @@ type spec struct {
 	Project []string `json:"project"`
 }
 
-// MarshalJSON implements kernel.Scope.
+// MarshalJSON implements kindapi.Scope.
 func (s *Scope) MarshalJSON() ([]byte, error) {
 	p := s.project
 	if p == nil {
@@ -91,8 +91,8 @@ func (s *Scope) MarshalJSON() ([]byte, error) {
 	return json.Marshal(spec{Drop: s.drop, Project: p})
 }
 
-// Contains implements kernel.Scope.
-func (s *Scope) Contains(o kernel.Scope) bool {
+// Contains implements kindapi.Scope.
+func (s *Scope) Contains(o kindapi.Scope) bool {
 	t, ok := o.(*Scope)
 	if !ok {
 		return false
@@ -129,83 +129,83 @@ func canon(xs []string, what string) ([]string, error) {
 	return slices.Compact(out), nil
 }
 
-// Grant implements kernel.Kind.
-func (*Kind) Grant(_ kernel.GrantContext, b []byte) (kernel.Scope, error) {
+// Grant implements kindapi.Kind.
+func (*Kind) Grant(_ kindapi.GrantContext, b []byte) (kindapi.Scope, error) {
 	var sp spec
-	if err := kernel.DecodeSpec("declassify", b, &sp); err != nil {
+	if err := kindapi.DecodeSpec("declassify", b, &sp); err != nil {
 		return nil, err
 	}
 	if len(sp.Drop) == 0 {
-		return nil, &kernel.FieldError{Field: "drop", Msg: "name the tags this capability may remove"}
+		return nil, &kindapi.FieldError{Field: "drop", Msg: "name the tags this capability may remove"}
 	}
 	d, err := canon(sp.Drop, "drop")
 	if err != nil {
-		return nil, &kernel.FieldError{Field: "drop", Msg: err.Error()}
+		return nil, &kindapi.FieldError{Field: "drop", Msg: err.Error()}
 	}
 	s := &Scope{drop: d}
 	if sp.Project != nil {
 		if s.project, err = canon(sp.Project, "project"); err != nil || len(s.project) == 0 {
-			return nil, &kernel.FieldError{Field: "project", Msg: "must list at least one dotted path"}
+			return nil, &kindapi.FieldError{Field: "project", Msg: "must list at least one dotted path"}
 		}
 	}
 	return s, nil
 }
 
-// Narrow implements kernel.Kind.
-func (*Kind) Narrow(parent kernel.Scope, b []byte) (kernel.Scope, error) {
-	p, err := kernel.ScopeAs[*Scope](parent, "declassify")
+// Narrow implements kindapi.Kind.
+func (*Kind) Narrow(parent kindapi.Scope, b []byte) (kindapi.Scope, error) {
+	p, err := kindapi.ScopeAs[*Scope](parent, "declassify")
 	if err != nil {
 		return nil, err
 	}
 	var sp spec
 	if err := abi.DecodeJSON(b, &sp); err != nil {
-		return nil, kernel.Errorf(abi.EINVAL, "declassify: narrow: %v", err)
+		return nil, kindapi.Errorf(abi.EINVAL, "declassify: narrow: %v", err)
 	}
 	c := &Scope{drop: p.drop, project: p.project}
 	if sp.Drop != nil {
 		d, err := canon(sp.Drop, "drop")
 		if err != nil {
-			return nil, kernel.Errorf(abi.EINVAL, "declassify: narrow: %v", err)
+			return nil, kindapi.Errorf(abi.EINVAL, "declassify: narrow: %v", err)
 		}
 		c.drop = d
 	}
 	if sp.Project != nil {
 		pr, err := canon(sp.Project, "project")
 		if err != nil || len(pr) == 0 {
-			return nil, kernel.Errorf(abi.EINVAL, "declassify: narrow: project must list at least one path")
+			return nil, kindapi.Errorf(abi.EINVAL, "declassify: narrow: project must list at least one path")
 		}
 		c.project = pr
 	}
 	if !p.Contains(c) {
-		return nil, kernel.Errorf(abi.EDENIED, "declassify: narrowing would widen the capability (drop %v project %v within drop %v project %v)", c.drop, c.project, p.drop, p.project)
+		return nil, kindapi.Errorf(abi.EDENIED, "declassify: narrowing would widen the capability (drop %v project %v within drop %v project %v)", c.drop, c.project, p.drop, p.project)
 	}
 	return c, nil
 }
 
-// Prepare implements kernel.Kind: it resolves the blob, projects it and
+// Prepare implements kindapi.Kind: it resolves the blob, projects it and
 // computes the lowered label; the effect returns them.
-func (*Kind) Prepare(call *kernel.Call) (kernel.Op, error) {
-	s, err := kernel.ScopeAs[*Scope](call.Scope, KindName)
+func (*Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
+	s, err := kindapi.ScopeAs[*Scope](call.Scope, KindName)
 	if err != nil {
-		return kernel.Op{}, err
+		return kindapi.Op{}, err
 	}
 	if call.Op != Op {
-		return kernel.Op{}, kernel.Errorf(abi.ENOTSUP, "declassify: no operation %q", call.Op)
+		return kindapi.Op{}, kindapi.Errorf(abi.ENOTSUP, "declassify: no operation %q", call.Op)
 	}
 	var a struct {
 		Blob abi.Handle `json:"blob"`
 	}
 	if err := abi.DecodeJSON(call.Args, &a); err != nil {
-		return kernel.Op{}, kernel.Errorf(abi.EINVAL, "declassify: %v", err)
+		return kindapi.Op{}, kindapi.Errorf(abi.EINVAL, "declassify: %v", err)
 	}
 	b, err := call.Blob(a.Blob)
 	if err != nil {
-		return kernel.Op{}, err
+		return kindapi.Op{}, err
 	}
 	data := b.Bytes()
 	if s.project != nil {
 		if data, err = project(data, s.project); err != nil {
-			return kernel.Op{}, kernel.Errorf(abi.EINVAL, "declassify: %v", err)
+			return kindapi.Op{}, kindapi.Errorf(abi.EINVAL, "declassify: %v", err)
 		}
 	}
 	var keep, dropped []string
@@ -220,13 +220,13 @@ func (*Kind) Prepare(call *kernel.Call) (kernel.Op, error) {
 	if len(dropped) > 0 {
 		integ = append(integ, "declassified:"+strings.Join(dropped, ","))
 	}
-	res := &kernel.Result{Data: data, Label: kernel.NewLabel(keep, integ)}
-	return kernel.Op{
-		Show: func() kernel.Effect {
-			return kernel.Effect{Summary: fmt.Sprintf("declassify a %d-byte blob labelled %s", b.Len(), b.Label()),
-				Details: []kernel.Detail{{Name: "drop", Value: strings.Join(dropped, ", ")}}}
+	res := &kindapi.Result{Data: data, Label: kindapi.NewLabel(keep, integ)}
+	return kindapi.Op{
+		Show: func() kindapi.Effect {
+			return kindapi.Effect{Summary: fmt.Sprintf("declassify a %d-byte blob labelled %s", b.Len(), b.Label()),
+				Details: []kindapi.Detail{{Name: "drop", Value: strings.Join(dropped, ", ")}}}
 		},
-		Effect: func(context.Context) (*kernel.Result, error) { return res, nil },
+		Effect: func(context.Context) (*kindapi.Result, error) { return res, nil },
 	}, nil
 }
 

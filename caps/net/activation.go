@@ -6,7 +6,7 @@ import (
 	"io"
 	"net/url"
 
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // vars is what a `when` or `approve_when` on a net capability sees: one
@@ -70,7 +70,7 @@ func (f *fetch) vars() (map[string]any, error) {
 	raw, _ := io.ReadAll(f.body.open())
 	var body any = string(raw)
 	if json.Valid(raw) {
-		v, err := kernel.DecodeJSONValue(raw)
+		v, err := kindapi.DecodeJSONValue(raw)
 		if err != nil {
 			return nil, fmt.Errorf("the JSON body cannot be judged as a server reads it: %v", err)
 		}

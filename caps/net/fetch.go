@@ -14,36 +14,36 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/egress"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Prepare prepares a fetch: the request is decoded once, its blobs are
 // spliced, and its method, URL, headers and body are checked against the
 // scope. The effect sends exactly the request that was checked. See the
 // package documentation for each errno.
-func (k *Kind) Prepare(call *kernel.Call) (kernel.Op, error) {
+func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 	if call.Op != abi.NetFetchOp {
-		return kernel.Op{}, kernel.Errorf(abi.ENOTSUP, "net: no operation %q", call.Op)
+		return kindapi.Op{}, kindapi.Errorf(abi.ENOTSUP, "net: no operation %q", call.Op)
 	}
-	s, err := kernel.ScopeAs[*Scope](call.Scope, "net")
+	s, err := kindapi.ScopeAs[*Scope](call.Scope, "net")
 	if err != nil {
-		return kernel.Op{}, err
+		return kindapi.Op{}, err
 	}
 	r, method, u, hdr, err := s.prepare(call)
 	if err != nil {
-		return kernel.Op{}, err
+		return kindapi.Op{}, err
 	}
 	body, err := s.body(call, r)
 	if err != nil {
-		return kernel.Op{}, err
+		return kindapi.Op{}, err
 	}
 	log := call.Logger
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
 	f := &fetch{k: k, s: s, r: r, method: method, u: u, hdr: hdr, body: body, log: log}
-	return kernel.Op{
-		Sink:   &kernel.Sink{Clearance: s.clearance, RefusesTainted: s.refuseTaint},
+	return kindapi.Op{
+		Sink:   &kindapi.Sink{Clearance: s.clearance, RefusesTainted: s.refuseTaint},
 		Vars:   f.vars,
 		Show:   f.show,
 		Effect: f.run,
@@ -62,47 +62,47 @@ type fetch struct {
 	log    hclog.Logger
 }
 
-func (f *fetch) run(ctx context.Context) (*kernel.Result, error) {
+func (f *fetch) run(ctx context.Context) (*kindapi.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.s.timeout)
 	defer cancel()
 	resp, err := f.k.do(ctx, f.s, f.method, f.u, f.hdr, f.body, f.log)
 	if err != nil {
 		return nil, err
 	}
-	return &kernel.Result{Data: abi.EncodeHTTPResponse(resp), Label: f.s.Label()}, nil
+	return &kindapi.Result{Data: abi.EncodeHTTPResponse(resp), Label: f.s.Label()}, nil
 }
 
 // show is what an approver sees: the request as it will be sent (the
 // kernel's injected headers named, never their values).
-func (f *fetch) show() kernel.Effect {
-	raw, _ := io.ReadAll(io.LimitReader(f.body.open(), kernel.MaxShown+1))
-	d := []kernel.Detail{{Name: "method", Value: f.method}, {Name: "url", Value: f.u.String()}}
+func (f *fetch) show() kindapi.Effect {
+	raw, _ := io.ReadAll(io.LimitReader(f.body.open(), kindapi.MaxShown+1))
+	d := []kindapi.Detail{{Name: "method", Value: f.method}, {Name: "url", Value: f.u.String()}}
 	names := make([]string, 0, len(f.hdr))
 	for n := range f.hdr {
 		names = append(names, n)
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		d = append(d, kernel.Detail{Name: "header " + n, Value: strings.Join(f.hdr[n], ", ")})
+		d = append(d, kindapi.Detail{Name: "header " + n, Value: strings.Join(f.hdr[n], ", ")})
 	}
 	for _, h := range f.s.headers {
-		d = append(d, kernel.Detail{Name: "header " + h.name, Value: "(set by the kernel)"})
+		d = append(d, kindapi.Detail{Name: "header " + h.name, Value: "(set by the kernel)"})
 	}
 	if f.body.n > 0 {
-		d = append(d, kernel.Detail{Name: "body", Value: fmt.Sprintf("(%d bytes) %s", f.body.n, raw)})
+		d = append(d, kindapi.Detail{Name: "body", Value: fmt.Sprintf("(%d bytes) %s", f.body.n, raw)})
 	}
-	return kernel.Effect{Summary: f.method + " " + f.u.String(), Details: d}
+	return kindapi.Effect{Summary: f.method + " " + f.u.String(), Details: d}
 }
 
 // prepare decodes a fetch's request, splices its blobs in and checks the
 // method, URL and headers against the scope.
-func (s *Scope) prepare(call *kernel.Call) (abi.HTTPRequest, string, *url.URL, http.Header, error) {
+func (s *Scope) prepare(call *kindapi.Call) (abi.HTTPRequest, string, *url.URL, http.Header, error) {
 	r, err := abi.DecodeHTTPRequest(call.Args)
 	if err != nil {
 		if errors.Is(err, abi.ErrTooLarge) {
-			return r, "", nil, nil, kernel.Errorf(abi.ELIMIT, "net: fetch: %v", err)
+			return r, "", nil, nil, kindapi.Errorf(abi.ELIMIT, "net: fetch: %v", err)
 		}
-		return r, "", nil, nil, kernel.Errorf(abi.EINVAL, "net: fetch: %v", err)
+		return r, "", nil, nil, kindapi.Errorf(abi.EINVAL, "net: fetch: %v", err)
 	}
 	if err := spliceRequest(call, &r, s.maxRequest); err != nil {
 		return r, "", nil, nil, err
@@ -125,7 +125,7 @@ func (s *Scope) prepare(call *kernel.Call) (abi.HTTPRequest, string, *url.URL, h
 // checkMethod validates the guest's method and checks it is allowed.
 func (s *Scope) checkMethod(m string) (string, error) {
 	if _, ok := canonHeaderName(m); !ok {
-		return "", kernel.Errorf(abi.EINVAL, "net: fetch: method %s is not a token", quoteTrunc(m))
+		return "", kindapi.Errorf(abi.EINVAL, "net: fetch: method %s is not a token", quoteTrunc(m))
 	}
 	m = strings.ToUpper(m)
 	for _, a := range s.methods {
@@ -133,7 +133,7 @@ func (s *Scope) checkMethod(m string) (string, error) {
 			return m, nil
 		}
 	}
-	return "", kernel.Errorf(abi.EDENIED, "net: fetch: method %s is not allowed (allowed: %s)", m, strings.Join(s.methods, ", "))
+	return "", kindapi.Errorf(abi.EDENIED, "net: fetch: method %s is not allowed (allowed: %s)", m, strings.Join(s.methods, ", "))
 }
 
 // target resolves a request URL (a path with optional query, or an
@@ -142,7 +142,7 @@ func (s *Scope) checkMethod(m string) (string, error) {
 func (s *Scope) target(raw string) (*url.URL, error) {
 	for i := 0; i < len(raw); i++ {
 		if c := raw[i]; c <= ' ' || c == 0x7f {
-			return nil, kernel.Errorf(abi.EINVAL, "net: fetch: control character or space in url")
+			return nil, kindapi.Errorf(abi.EINVAL, "net: fetch: control character or space in url")
 		}
 	}
 	if i := strings.IndexByte(raw, '#'); i >= 0 {
@@ -151,20 +151,20 @@ func (s *Scope) target(raw string) (*url.URL, error) {
 	var rest string
 	switch {
 	case strings.HasPrefix(raw, "//") || strings.HasPrefix(raw, "/\\"):
-		return nil, kernel.Errorf(abi.EDENIED, "net: fetch: url %s is a network-path reference (//host); use a path or %s/...", quoteTrunc(raw), s.origin)
+		return nil, kindapi.Errorf(abi.EDENIED, "net: fetch: url %s is a network-path reference (//host); use a path or %s/...", quoteTrunc(raw), s.origin)
 	case strings.HasPrefix(raw, "/"):
 		rest = raw
 	case strings.Contains(raw, "://"):
 		o, tail, err := splitOrigin(raw)
 		if err != nil {
-			return nil, kernel.Errorf(abi.EDENIED, "net: fetch: url does not name the origin %s: %v", s.origin, err)
+			return nil, kindapi.Errorf(abi.EDENIED, "net: fetch: url does not name the origin %s: %v", s.origin, err)
 		}
 		if o != s.origin {
-			return nil, kernel.Errorf(abi.EDENIED, "net: fetch: origin %s is not the capability's origin %s", o, s.origin)
+			return nil, kindapi.Errorf(abi.EDENIED, "net: fetch: origin %s is not the capability's origin %s", o, s.origin)
 		}
 		rest = tail
 	default:
-		return nil, kernel.Errorf(abi.EINVAL, "net: fetch: url must be a path starting with / or an absolute URL of %s", s.origin)
+		return nil, kindapi.Errorf(abi.EINVAL, "net: fetch: url must be a path starting with / or an absolute URL of %s", s.origin)
 	}
 	p, q, hasQuery := strings.Cut(rest, "?")
 	if p == "" {
@@ -174,16 +174,16 @@ func (s *Scope) target(raw string) (*url.URL, error) {
 	if err != nil {
 		var pe *pathError
 		if errors.As(err, &pe) && pe.denied {
-			return nil, kernel.Errorf(abi.EDENIED, "net: fetch: %v", err)
+			return nil, kindapi.Errorf(abi.EDENIED, "net: fetch: %v", err)
 		}
-		return nil, kernel.Errorf(abi.EINVAL, "net: fetch: %v", err)
+		return nil, kindapi.Errorf(abi.EINVAL, "net: fetch: %v", err)
 	}
 	if !pathAllowed(s.paths, cp) {
-		return nil, kernel.Errorf(abi.EDENIED, "net: fetch: path %s is outside the allowed prefixes %v", quoteTrunc(cp), s.paths)
+		return nil, kindapi.Errorf(abi.EDENIED, "net: fetch: path %s is outside the allowed prefixes %v", quoteTrunc(cp), s.paths)
 	}
 	dp, err := url.PathUnescape(cp)
 	if err != nil { // cannot happen: canonPath writes only valid escapes
-		return nil, kernel.Errorf(abi.EINTERNAL, "net: fetch: canonical path does not unescape")
+		return nil, kindapi.Errorf(abi.EINTERNAL, "net: fetch: canonical path does not unescape")
 	}
 	return &url.URL{
 		Scheme:     s.origin.scheme,
@@ -227,20 +227,20 @@ func (s *Scope) guestHeader(h map[string][]string) (http.Header, error) {
 	for name, vs := range h {
 		c, ok := canonHeaderName(name)
 		if !ok {
-			return nil, kernel.Errorf(abi.EINVAL, "net: fetch: header name %s is not a token", quoteTrunc(name))
+			return nil, kindapi.Errorf(abi.EINVAL, "net: fetch: header name %s is not a token", quoteTrunc(name))
 		}
 		if s.reservedHeader(c) {
-			return nil, kernel.Errorf(abi.EDENIED, "net: fetch: header %s is set by the kernel; the guest may not set it", c)
+			return nil, kindapi.Errorf(abi.EDENIED, "net: fetch: header %s is set by the kernel; the guest may not set it", c)
 		}
 		if why := guestForbidden(c); why != "" {
-			return nil, kernel.Errorf(abi.EDENIED, "net: fetch: header %s %s", c, why)
+			return nil, kindapi.Errorf(abi.EDENIED, "net: fetch: header %s %s", c, why)
 		}
 		if rangeHeaders[c] && len(s.headers) > 0 {
-			return nil, kernel.Errorf(abi.EDENIED, "net: fetch: header %s is not allowed on a capability that injects credentials (a ranged echo would leak them)", c)
+			return nil, kindapi.Errorf(abi.EDENIED, "net: fetch: header %s is not allowed on a capability that injects credentials (a ranged echo would leak them)", c)
 		}
 		for _, v := range vs {
 			if !validHeaderValue(v) {
-				return nil, kernel.Errorf(abi.EINVAL, "net: fetch: header %s has a control character or newline in its value", c)
+				return nil, kindapi.Errorf(abi.EINVAL, "net: fetch: header %s has a control character or newline in its value", c)
 			}
 			out[c] = append(out[c], v)
 		}
@@ -256,20 +256,20 @@ type reqBody struct {
 
 // body returns the request body from Body or the spliced BodyBlob, bounded
 // by max_request_bytes (ELIMIT).
-func (s *Scope) body(call *kernel.Call, r abi.HTTPRequest) (reqBody, error) {
+func (s *Scope) body(call *kindapi.Call, r abi.HTTPRequest) (reqBody, error) {
 	if r.BodyBlob != 0 {
 		b, err := call.Blob(r.BodyBlob)
 		if err != nil {
 			return reqBody{}, err
 		}
 		if int64(b.Len()) > s.maxRequest {
-			return reqBody{}, kernel.Errorf(abi.ELIMIT, "net: fetch: body blob of %d bytes exceeds max_request_bytes %d", b.Len(), s.maxRequest)
+			return reqBody{}, kindapi.Errorf(abi.ELIMIT, "net: fetch: body blob of %d bytes exceeds max_request_bytes %d", b.Len(), s.maxRequest)
 		}
 		n := int64(b.Len())
 		return reqBody{n: n, open: func() io.Reader { return io.NewSectionReader(b, 0, n) }}, nil
 	}
 	if int64(len(r.Body)) > s.maxRequest {
-		return reqBody{}, kernel.Errorf(abi.ELIMIT, "net: fetch: body of %d bytes exceeds max_request_bytes %d", len(r.Body), s.maxRequest)
+		return reqBody{}, kindapi.Errorf(abi.ELIMIT, "net: fetch: body of %d bytes exceeds max_request_bytes %d", len(r.Body), s.maxRequest)
 	}
 	data := r.Body
 	return reqBody{n: int64(len(data)), open: func() io.Reader { return strings.NewReader(string(data)) }}, nil
@@ -282,7 +282,7 @@ func (k *Kind) do(ctx context.Context, s *Scope, method string, u *url.URL, gues
 	for hop := 0; ; hop++ {
 		req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
 		if err != nil {
-			return abi.HTTPResponse{}, kernel.Errorf(abi.EINTERNAL, "net: fetch: building request: %v", err)
+			return abi.HTTPResponse{}, kindapi.Errorf(abi.EINTERNAL, "net: fetch: building request: %v", err)
 		}
 		req.URL = u // exactly the canonical URL that was checked
 		req.Header = guestHdr.Clone()
@@ -299,7 +299,7 @@ func (k *Kind) do(ctx context.Context, s *Scope, method string, u *url.URL, gues
 		if err != nil {
 			if hop == 0 && egress.NotSent(err) {
 				// Nothing left: the use, budget and rate token are given back.
-				return abi.HTTPResponse{}, kernel.NotPerformed(fetchErr(ctx, s, err))
+				return abi.HTTPResponse{}, kindapi.NotPerformed(fetchErr(ctx, s, err))
 			}
 			return abi.HTTPResponse{}, fetchErr(ctx, s, err)
 		}
@@ -310,11 +310,11 @@ func (k *Kind) do(ctx context.Context, s *Scope, method string, u *url.URL, gues
 		}
 		resp.Body.Close()
 		if hop >= s.maxRedirects {
-			return abi.HTTPResponse{}, kernel.Errorf(abi.ELIMIT, "net: fetch: more than max_redirects (%d) redirects", s.maxRedirects)
+			return abi.HTTPResponse{}, kindapi.Errorf(abi.ELIMIT, "net: fetch: more than max_redirects (%d) redirects", s.maxRedirects)
 		}
 		for _, inj := range s.headers {
 			if appearsInString(inj.probe, loc) {
-				return abi.HTTPResponse{}, kernel.Errorf(abi.EDENIED, "net: fetch: redirect Location echoes the injected header %s; refused", inj.name)
+				return abi.HTTPResponse{}, kindapi.Errorf(abi.EDENIED, "net: fetch: redirect Location echoes the injected header %s; refused", inj.name)
 			}
 		}
 		next, err := s.redirectTarget(u, loc)
@@ -332,7 +332,7 @@ func (k *Kind) do(ctx context.Context, s *Scope, method string, u *url.URL, gues
 			delete(guestHdr, "Content-Type")
 		}
 		if _, err := s.checkMethod(method); err != nil {
-			return abi.HTTPResponse{}, kernel.Errorf(abi.EDENIED, "net: fetch: redirect to %s needs method %s, which is not allowed", quoteTrunc(next.String()), method)
+			return abi.HTTPResponse{}, kindapi.Errorf(abi.EDENIED, "net: fetch: redirect to %s needs method %s, which is not allowed", quoteTrunc(next.String()), method)
 		}
 		u = next
 	}
@@ -357,18 +357,18 @@ func isRedirect(code int) bool {
 func (s *Scope) redirectTarget(cur *url.URL, loc string) (*url.URL, error) {
 	ref, err := url.Parse(loc)
 	if err != nil {
-		return nil, kernel.Errorf(abi.EDENIED, "net: fetch: redirect to an unparseable Location")
+		return nil, kindapi.Errorf(abi.EDENIED, "net: fetch: redirect to an unparseable Location")
 	}
 	abs := cur.ResolveReference(ref)
 	next, err := s.target(abs.String())
 	if err != nil {
 		shown := url.URL{Scheme: abs.Scheme, Host: abs.Host, Path: abs.Path, RawPath: abs.RawPath}
 		why := err.Error()
-		var ke *kernel.Error
+		var ke *kindapi.Error
 		if errors.As(err, &ke) {
 			why = strings.TrimPrefix(ke.Msg, "net: fetch: ")
 		}
-		return nil, kernel.Errorf(abi.EDENIED, "net: fetch: redirect to %s refused: %s", quoteTrunc(shown.String()), why)
+		return nil, kindapi.Errorf(abi.EDENIED, "net: fetch: redirect to %s refused: %s", quoteTrunc(shown.String()), why)
 	}
 	return next, nil
 }
@@ -381,14 +381,14 @@ func (s *Scope) readResponse(ctx context.Context, resp *http.Response) (abi.HTTP
 	// A HEAD response's Content-Length describes a body that is not sent.
 	head := resp.Request != nil && resp.Request.Method == http.MethodHead
 	if !head && resp.ContentLength > s.maxResponse {
-		return abi.HTTPResponse{}, kernel.Errorf(abi.ELIMIT, "net: fetch: response body of %d bytes exceeds max_response_bytes %d", resp.ContentLength, s.maxResponse)
+		return abi.HTTPResponse{}, kindapi.Errorf(abi.ELIMIT, "net: fetch: response body of %d bytes exceeds max_response_bytes %d", resp.ContentLength, s.maxResponse)
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, s.maxResponse+1))
 	if err != nil {
 		return abi.HTTPResponse{}, fetchErr(ctx, s, err)
 	}
 	if int64(len(data)) > s.maxResponse {
-		return abi.HTTPResponse{}, kernel.Errorf(abi.ELIMIT, "net: fetch: response body exceeds max_response_bytes %d", s.maxResponse)
+		return abi.HTTPResponse{}, kindapi.Errorf(abi.ELIMIT, "net: fetch: response body exceeds max_response_bytes %d", s.maxResponse)
 	}
 	h := resp.Header.Clone()
 	for _, n := range stripResponseHeaders {
@@ -398,7 +398,7 @@ func (s *Scope) readResponse(ctx context.Context, resp *http.Response) (abi.HTTP
 	for name, vs := range h {
 		for _, inj := range s.headers {
 			if appearsInFold(inj.probe, name) {
-				return abi.HTTPResponse{}, kernel.Errorf(abi.EDENIED, "net: fetch: a response header name echoes the injected header %s; refused", inj.name)
+				return abi.HTTPResponse{}, kindapi.Errorf(abi.EDENIED, "net: fetch: a response header name echoes the injected header %s; refused", inj.name)
 			}
 		}
 		for _, v := range vs {
@@ -406,17 +406,17 @@ func (s *Scope) readResponse(ctx context.Context, resp *http.Response) (abi.HTTP
 			size += len(name) + len(v)
 			for _, inj := range s.headers {
 				if appearsInString(inj.probe, v) {
-					return abi.HTTPResponse{}, kernel.Errorf(abi.EDENIED, "net: fetch: response header %s echoes the injected header %s; refused", name, inj.name)
+					return abi.HTTPResponse{}, kindapi.Errorf(abi.EDENIED, "net: fetch: response header %s echoes the injected header %s; refused", name, inj.name)
 				}
 			}
 		}
 	}
 	if n > abi.MaxHeaders || size > abi.MaxHeaderBytes {
-		return abi.HTTPResponse{}, kernel.Errorf(abi.ELIMIT, "net: fetch: response has %d header values, %d bytes (max %d, %d)", n, size, abi.MaxHeaders, abi.MaxHeaderBytes)
+		return abi.HTTPResponse{}, kindapi.Errorf(abi.ELIMIT, "net: fetch: response has %d header values, %d bytes (max %d, %d)", n, size, abi.MaxHeaders, abi.MaxHeaderBytes)
 	}
 	for _, inj := range s.headers {
 		if appearsIn(inj.probe, data) {
-			return abi.HTTPResponse{}, kernel.Errorf(abi.EDENIED, "net: fetch: response body echoes the injected header %s; refused", inj.name)
+			return abi.HTTPResponse{}, kindapi.Errorf(abi.EDENIED, "net: fetch: response body echoes the injected header %s; refused", inj.name)
 		}
 	}
 	return abi.HTTPResponse{Status: resp.StatusCode, Header: h, Body: data}, nil
@@ -427,22 +427,22 @@ func (s *Scope) readResponse(ctx context.Context, resp *http.Response) (abi.HTTP
 // message names the origin, never the request's headers.
 func fetchErr(ctx context.Context, s *Scope, err error) error {
 	if pe, ok := isPrivateDenial(err); ok {
-		return kernel.Errorf(abi.EDENIED, "net: fetch %s: %v", s.origin, pe)
+		return kindapi.Errorf(abi.EDENIED, "net: fetch %s: %v", s.origin, pe)
 	}
 	var ne gonet.Error
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) ||
 		(errors.As(err, &ne) && ne.Timeout()) {
-		return kernel.Errorf(abi.ETIMEDOUT, "net: fetch %s: no complete response within %s", s.origin, s.timeout)
+		return kindapi.Errorf(abi.ETIMEDOUT, "net: fetch %s: no complete response within %s", s.origin, s.timeout)
 	}
 	if errors.Is(err, context.Canceled) {
-		return kernel.Errorf(abi.EIO, "net: fetch %s: canceled", s.origin)
+		return kindapi.Errorf(abi.EIO, "net: fetch %s: canceled", s.origin)
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err // its text repeats the URL; the origin is enough
 	}
 	if strings.Contains(err.Error(), "server response headers exceeded") {
-		return kernel.Errorf(abi.ELIMIT, "net: fetch %s: response headers exceed %d bytes", s.origin, 2*abi.MaxHeaderBytes)
+		return kindapi.Errorf(abi.ELIMIT, "net: fetch %s: response headers exceed %d bytes", s.origin, 2*abi.MaxHeaderBytes)
 	}
-	return kernel.Errorf(abi.EIO, "net: fetch %s: %s", s.origin, fmt.Sprint(err))
+	return kindapi.Errorf(abi.EIO, "net: fetch %s: %s", s.origin, fmt.Sprint(err))
 }

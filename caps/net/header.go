@@ -7,23 +7,23 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // appearsIn reports whether the secret occurs in b.
-func appearsIn(s kernel.Secret, b []byte) bool {
+func appearsIn(s kindapi.Secret, b []byte) bool {
 	v := s.Value()
 	return v != "" && bytes.Contains(b, []byte(v))
 }
 
 // appearsInFold is appearsInString ignoring case, for header names, which
 // canonicalisation re-cases.
-func appearsInFold(s kernel.Secret, t string) bool {
+func appearsInFold(s kindapi.Secret, t string) bool {
 	v := s.Value()
 	return v != "" && strings.Contains(strings.ToLower(t), strings.ToLower(v))
 }
 
-func appearsInString(s kernel.Secret, t string) bool {
+func appearsInString(s kindapi.Secret, t string) bool {
 	v := s.Value()
 	return v != "" && strings.Contains(t, v)
 }
@@ -31,12 +31,12 @@ func appearsInString(s kernel.Secret, t string) bool {
 // injected is a header the kernel adds to every request of a scope.
 type injected struct {
 	name  string        // canonical MIME form, e.g. "X-Api-Key"
-	value kernel.Secret // the whole value, prefix included
+	value kindapi.Secret // the whole value, prefix included
 	// probe is what a response must not contain: the raw secret (without
 	// the prefix) when it is at least minProbeLen bytes, else the whole
 	// value when that is, else nothing (too short to search for without
 	// false alarms).
-	probe kernel.Secret
+	probe kindapi.Secret
 }
 
 // minProbeLen is the shortest secret the response check looks for.
@@ -50,7 +50,7 @@ var methodOverride = map[string]bool{
 }
 
 // rangeHeaders let a guest fetch a response in slices; with an injected
-// kernel.Secret, slices of an echo would each pass the echo check.
+// kindapi.Secret, slices of an echo would each pass the echo check.
 var rangeHeaders = map[string]bool{"Range": true, "If-Range": true}
 
 // hopHeaders are hop-by-hop or framing headers: the transport owns them.

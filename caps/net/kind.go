@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // KindName is the name the kind registers under.
@@ -28,7 +28,7 @@ type Kind struct {
 	private *http.Client
 }
 
-var _ kernel.Kind = (*Kind)(nil)
+var _ kindapi.Kind = (*Kind)(nil)
 
 // config is what Options set. It is read once, by New.
 type config struct {
@@ -105,28 +105,28 @@ func New(opts ...Option) *Kind {
 // Name returns "net".
 func (k *Kind) Name() string { return KindName }
 
-// Info implements kernel.Kind: one operation, fetch; constraints see one
+// Info implements kindapi.Kind: one operation, fetch; constraints see one
 // variable, request (see vars).
-func (k *Kind) Info() kernel.Info {
-	return kernel.Info{Ops: []string{abi.NetFetchOp}, Vars: []string{"request"}}
+func (k *Kind) Info() kindapi.Info {
+	return kindapi.Info{Ops: []string{abi.NetFetchOp}, Vars: []string{"request"}}
 }
 
 // Grant mints a root scope from a cap "net" block. See the package
-// documentation for the fields; errors are *kernel.FieldError when they
+// documentation for the fields; errors are *kindapi.FieldError when they
 // concern one field.
-func (k *Kind) Grant(g kernel.GrantContext, spec []byte) (kernel.Scope, error) {
-	return kernel.AsScope(grant(g, spec, k.defTimeout))
+func (k *Kind) Grant(g kindapi.GrantContext, spec []byte) (kindapi.Scope, error) {
+	return kindapi.AsScope(grant(g, spec, k.defTimeout))
 }
 
 // Narrow returns the scope req asks for within parent. A malformed request
 // is EINVAL; one that would widen parent in any way is EDENIED (matching
-// kernel.ErrDenied), naming what widened. Nothing is clamped.
-func (k *Kind) Narrow(parent kernel.Scope, req []byte) (kernel.Scope, error) {
-	p, err := kernel.ScopeAs[*Scope](parent, "net")
+// kindapi.ErrDenied), naming what widened. Nothing is clamped.
+func (k *Kind) Narrow(parent kindapi.Scope, req []byte) (kindapi.Scope, error) {
+	p, err := kindapi.ScopeAs[*Scope](parent, "net")
 	if err != nil {
 		return nil, err
 	}
-	return kernel.AsScope(narrow(p, req))
+	return kindapi.AsScope(narrow(p, req))
 }
 
 // CloseIdleConnections closes pooled connections, e.g. when a run ends.
@@ -142,24 +142,24 @@ func (k *Kind) client(s *Scope) *http.Client {
 	return k.public
 }
 
-// Describe implements kernel.Kind: the scope's limits in readable units.
+// Describe implements kindapi.Kind: the scope's limits in readable units.
 // Bounds left at their defaults are not restated (the kind's timeout,
 // k.defTimeout, counts as one).
-func (k *Kind) Describe(sc kernel.Scope) kernel.Description {
-	s, err := kernel.ScopeAs[*Scope](sc, "net")
+func (k *Kind) Describe(sc kindapi.Scope) kindapi.Description {
+	s, err := kindapi.ScopeAs[*Scope](sc, "net")
 	if err != nil {
-		return kernel.Description{}
+		return kindapi.Description{}
 	}
-	d := kernel.Description{
-		Fields: []kernel.Detail{
+	d := kindapi.Description{
+		Fields: []kindapi.Detail{
 			{Name: "origin", Value: s.Origin()},
 			{Name: "methods", Value: strings.Join(s.methods, ",")},
 			{Name: "paths", Value: strings.Join(s.paths, ",")},
 		},
-		Sink:  &kernel.Sink{Clearance: s.clearance, RefusesTainted: s.refuseTaint},
+		Sink:  &kindapi.Sink{Clearance: s.clearance, RefusesTainted: s.refuseTaint},
 		Label: s.Label(),
 	}
-	add := func(name, value string) { d.Fields = append(d.Fields, kernel.Detail{Name: name, Value: value}) }
+	add := func(name, value string) { d.Fields = append(d.Fields, kindapi.Detail{Name: name, Value: value}) }
 	if c := s.clearance.Conf(); len(c) > 0 {
 		add("clearance", strings.Join(c, ","))
 	}
@@ -173,10 +173,10 @@ func (k *Kind) Describe(sc kernel.Scope) kernel.Description {
 		add("headers", strings.Join(s.HeaderNames(), ",")+" (set by the kernel)")
 	}
 	if s.maxRequest != DefaultMaxRequestBytes {
-		add("max_request_bytes", kernel.FormatBytes(s.maxRequest))
+		add("max_request_bytes", kindapi.FormatBytes(s.maxRequest))
 	}
 	if s.maxResponse != DefaultMaxResponseBytes {
-		add("max_response_bytes", kernel.FormatBytes(s.maxResponse))
+		add("max_response_bytes", kindapi.FormatBytes(s.maxResponse))
 	}
 	if s.timeout != k.defTimeout {
 		add("timeout", s.timeout.String())

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Scope is what a net capability allows: one origin, some methods, some
@@ -24,7 +24,7 @@ type Scope struct {
 	timeout      time.Duration
 	maxRedirects int
 	allowPrivate bool
-	clearance    kernel.Label // what may be sent: confidentiality tags only
+	clearance    kindapi.Label // what may be sent: confidentiality tags only
 	refuseTaint  bool         // accepts_untrusted = false
 	respLabels   []string     // confidentiality every response carries (sorted)
 	headers      []injected   // sorted by name
@@ -35,7 +35,7 @@ type Scope struct {
 	reserved []string
 }
 
-var _ kernel.Scope = (*Scope)(nil)
+var _ kindapi.Scope = (*Scope)(nil)
 
 // Origin returns the canonical origin, e.g. "https://flights.example".
 func (s *Scope) Origin() string { return s.origin.String() }
@@ -58,10 +58,10 @@ func (s *Scope) Timeout() time.Duration { return s.timeout }
 // MaxRedirects is how many in-scope redirects a fetch follows.
 func (s *Scope) MaxRedirects() int { return s.maxRedirects }
 
-// SinkClearance is the sink's clearance (the prepared op's kernel.Sink):
+// SinkClearance is the sink's clearance (the prepared op's kindapi.Sink):
 // the confidentiality tags that may flow to this origin (none by default:
 // public data only).
-func (s *Scope) SinkClearance() (kernel.Label, bool) { return s.clearance, true }
+func (s *Scope) SinkClearance() (kindapi.Label, bool) { return s.clearance, true }
 
 // AllowPrivate reports whether private, loopback and link-local addresses
 // may be dialed.
@@ -82,11 +82,11 @@ func (s *Scope) ReservedHeaders() []string { return slices.Clone(s.reserved) }
 
 // Label returns the integrity taint of what this scope fetches:
 // {web:<origin>}.
-func (s *Scope) Label() kernel.Label {
-	return kernel.NewLabel(s.respLabels, []string{"web:" + s.origin.String()})
+func (s *Scope) Label() kindapi.Label {
+	return kindapi.NewLabel(s.respLabels, []string{"web:" + s.origin.String()})
 }
 
-// RefusesTainted reports accepts_untrusted = false (kernel.Sink).
+// RefusesTainted reports accepts_untrusted = false (kindapi.Sink).
 func (s *Scope) RefusesTainted() bool { return s.refuseTaint }
 
 type scopeJSON struct {
@@ -153,7 +153,7 @@ func (s *Scope) GoString() string { return s.String() }
 // origin; other's methods a subset; each of other's prefixes within one of
 // s's; limits no larger; private addresses only if s allows them; injected
 // headers a subset (same name and value); reserved names a superset.
-func (s *Scope) Contains(o kernel.Scope) bool {
+func (s *Scope) Contains(o kindapi.Scope) bool {
 	other, ok := o.(*Scope)
 	if !ok || s == nil || other == nil {
 		return false

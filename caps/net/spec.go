@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Defaults for a grant spec's optional fields.
@@ -151,13 +151,13 @@ func parseTimeout(s string) (time.Duration, error) {
 }
 
 // grant mints a root scope from a spec.
-func grant(g kernel.GrantContext, spec []byte, defTimeout time.Duration) (*Scope, error) {
+func grant(g kindapi.GrantContext, spec []byte, defTimeout time.Duration) (*Scope, error) {
 	var sp grantSpec
-	if err := kernel.DecodeSpec("net", spec, &sp); err != nil {
+	if err := kindapi.DecodeSpec("net", spec, &sp); err != nil {
 		return nil, err
 	}
 	fe := func(field, format string, args ...any) error {
-		return &kernel.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+		return &kindapi.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
 	s := &Scope{
 		methods:      []string{"GET"},
@@ -179,13 +179,13 @@ func grant(g kernel.GrantContext, spec []byte, defTimeout time.Duration) (*Scope
 		s.allowPrivate = *sp.AllowPrivate
 	}
 	if sp.Clearance != nil {
-		s.clearance = kernel.NewLabel(sp.Clearance, nil)
+		s.clearance = kindapi.NewLabel(sp.Clearance, nil)
 	}
 	if sp.AcceptsUntrusted != nil {
 		s.refuseTaint = !*sp.AcceptsUntrusted
 	}
 	if sp.Labels != nil {
-		s.respLabels = kernel.NewLabel(sp.Labels, nil).Conf()
+		s.respLabels = kindapi.NewLabel(sp.Labels, nil).Conf()
 	}
 	if !s.allowPrivate {
 		if why := privateHost(o); why != "" {
@@ -251,9 +251,9 @@ func grant(g kernel.GrantContext, spec []byte, defTimeout time.Duration) (*Scope
 
 // readHeader reads an injected header's secret through the grant context.
 // Errors name the field and the variable or file, never the value.
-func readHeader(g kernel.GrantContext, field string, h headerSpec) (injected, error) {
+func readHeader(g kindapi.GrantContext, field string, h headerSpec) (injected, error) {
 	fe := func(sub, format string, args ...any) error {
-		return &kernel.FieldError{Field: field + sub, Msg: fmt.Sprintf(format, args...)}
+		return &kindapi.FieldError{Field: field + sub, Msg: fmt.Sprintf(format, args...)}
 	}
 	name, ok := canonHeaderName(h.Name)
 	if !ok {
@@ -262,21 +262,21 @@ func readHeader(g kernel.GrantContext, field string, h headerSpec) (injected, er
 	if why := grantForbidden(name); why != "" {
 		return injected{}, fe(".name", "%s %s", name, why)
 	}
-	raw, _, err := g.ReadSecret(kernel.SecretSource{Env: h.Env, File: h.File}, "the value of header "+name)
+	raw, _, err := g.ReadSecret(kindapi.SecretSource{Env: h.Env, File: h.File}, "the value of header "+name)
 	if err != nil {
-		return injected{}, kernel.Prefixed(field, err)
+		return injected{}, kindapi.Prefixed(field, err)
 	}
 	value := h.Prefix + raw
 	if !validHeaderValue(value) {
 		// Say what is wrong without quoting the value.
 		return injected{}, fe(sourceField(h), "the value of header %s has a control character or newline", name)
 	}
-	inj := injected{name: name, value: kernel.NewSecret(value)}
+	inj := injected{name: name, value: kindapi.NewSecret(value)}
 	switch {
 	case len(raw) >= minProbeLen:
-		inj.probe = kernel.NewSecret(raw)
+		inj.probe = kindapi.NewSecret(raw)
 	case len(value) >= minProbeLen:
-		inj.probe = kernel.NewSecret(value)
+		inj.probe = kindapi.NewSecret(value)
 	}
 	return inj, nil
 }
@@ -295,12 +295,12 @@ func narrow(parent *Scope, req []byte) (*Scope, error) {
 	var r narrowReq
 	if err := abi.DecodeJSON(req, &r); err != nil {
 		if errors.Is(err, abi.ErrTooLarge) {
-			return nil, kernel.Errorf(abi.ELIMIT, "net: narrowing request: %v", err)
+			return nil, kindapi.Errorf(abi.ELIMIT, "net: narrowing request: %v", err)
 		}
-		return nil, kernel.Errorf(abi.EINVAL, "net: narrowing request: %v", err)
+		return nil, kindapi.Errorf(abi.EINVAL, "net: narrowing request: %v", err)
 	}
 	inval := func(field, format string, args ...any) error {
-		return kernel.Errorf(abi.EINVAL, "net: narrowing request: %s: %s", field, fmt.Sprintf(format, args...))
+		return kindapi.Errorf(abi.EINVAL, "net: narrowing request: %s: %s", field, fmt.Sprintf(format, args...))
 	}
 	child := *parent // shallow copy; slices are replaced, never mutated
 	var widen []string
@@ -391,7 +391,7 @@ func narrow(parent *Scope, req []byte) (*Scope, error) {
 		child.allowPrivate = *r.AllowPrivate
 	}
 	if r.Clearance != nil {
-		c := kernel.NewLabel(r.Clearance, nil)
+		c := kindapi.NewLabel(r.Clearance, nil)
 		if !c.CanFlowTo(parent.clearance) {
 			widen = append(widen, fmt.Sprintf("clearance %v exceeds %v", c.Conf(), parent.clearance.Conf()))
 		}
@@ -406,7 +406,7 @@ func narrow(parent *Scope, req []byte) (*Scope, error) {
 	if r.Labels != nil {
 		// More labels on responses is narrower: what the child reads is
 		// more restricted. Dropping one would widen.
-		ls := kernel.NewLabel(r.Labels, nil).Conf()
+		ls := kindapi.NewLabel(r.Labels, nil).Conf()
 		for _, l := range parent.respLabels {
 			if !slices.Contains(ls, l) {
 				widen = append(widen, "labels drop "+l)
@@ -431,7 +431,7 @@ func narrow(parent *Scope, req []byte) (*Scope, error) {
 		})
 	}
 	if widen != nil {
-		return nil, kernel.Errorf(abi.EDENIED, "net: narrowing would widen the capability: %s", strings.Join(widen, "; "))
+		return nil, kindapi.Errorf(abi.EDENIED, "net: narrowing would widen the capability: %s", strings.Join(widen, "; "))
 	}
 	// Cloned so that no two scopes share a backing array.
 	child.methods = slices.Clone(child.methods)

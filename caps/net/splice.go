@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Splicing: a request may name blobs (abi.HTTPRequest.Splice) and refer to
@@ -25,7 +25,7 @@ const splicePrefix = "{{mandate:splice:"
 
 // spliceRequest substitutes the spliced blobs into r, bounded by limit
 // bytes of body.
-func spliceRequest(call *kernel.Call, r *abi.HTTPRequest, limit int64) error {
+func spliceRequest(call *kindapi.Call, r *abi.HTTPRequest, limit int64) error {
 	if len(r.Splice) == 0 {
 		return nil
 	}
@@ -38,7 +38,7 @@ func spliceRequest(call *kernel.Call, r *abi.HTTPRequest, limit int64) error {
 		}
 		total += int64(b.Len())
 		if total > limit {
-			return kernel.Errorf(abi.ELIMIT, "net: fetch: spliced blobs exceed max_request_bytes %d", limit)
+			return kindapi.Errorf(abi.ELIMIT, "net: fetch: spliced blobs exceed max_request_bytes %d", limit)
 		}
 		vals[i], _ = io.ReadAll(b.Reader())
 	}
@@ -82,11 +82,11 @@ func substitute(s string, vals [][]byte, enc func([]byte) string) (string, error
 		rest := s[i+len(splicePrefix):]
 		j := strings.Index(rest, "}}")
 		if j < 0 || j > 4 {
-			return "", kernel.Errorf(abi.EINVAL, "net: fetch: unterminated splice placeholder")
+			return "", kindapi.Errorf(abi.EINVAL, "net: fetch: unterminated splice placeholder")
 		}
 		n, err := strconv.Atoi(rest[:j])
 		if err != nil || n < 0 || n >= len(vals) || strconv.Itoa(n) != rest[:j] {
-			return "", kernel.Errorf(abi.EINVAL, "net: fetch: splice placeholder %q names no spliced blob (have %d)", rest[:j], len(vals))
+			return "", kindapi.Errorf(abi.EINVAL, "net: fetch: splice placeholder %q names no spliced blob (have %d)", rest[:j], len(vals))
 		}
 		b.WriteString(enc(vals[n]))
 		s = rest[j+2:]

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // vars names what constraints on a pay capability see: the charge and
@@ -33,7 +33,7 @@ var vars = []string{"charge", "offer"}
 func chargeVars(payee, currency string, amount int64, description, key string, offer []byte) (map[string]any, error) {
 	o := map[string]any{}
 	if len(offer) > 0 && string(offer) != "null" {
-		v, err := kernel.DecodeJSONValue(offer)
+		v, err := kindapi.DecodeJSONValue(offer)
 		if err != nil {
 			return nil, fmt.Errorf("offer: %w", err)
 		}

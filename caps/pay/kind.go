@@ -17,7 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/egress"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // KindName is the name the kind registers under.
@@ -43,7 +43,7 @@ type Kind struct {
 	private    *http.Client // for grants with allow_private
 }
 
-var _ kernel.Kind = (*Kind)(nil)
+var _ kindapi.Kind = (*Kind)(nil)
 
 // Option configures a Kind.
 type Option func(*Kind)
@@ -103,18 +103,18 @@ func New(opts ...Option) *Kind {
 // Name returns "pay".
 func (k *Kind) Name() string { return KindName }
 
-// Info implements kernel.Kind: one operation, charge; constraints see
+// Info implements kindapi.Kind: one operation, charge; constraints see
 // charge and offer; amounts are minor units of the scope's currency, so a
 // budget reads "1000.00" or "1000.00 USD".
-func (k *Kind) Info() kernel.Info {
-	return kernel.Info{Ops: []string{ChargeOp}, Vars: vars, Amounts: minorUnits{}}
+func (k *Kind) Info() kindapi.Info {
+	return kindapi.Info{Ops: []string{ChargeOp}, Vars: vars, Amounts: minorUnits{}}
 }
 
 // minorUnits reads and shows amounts in a scope's currency.
 type minorUnits struct{}
 
-func (minorUnits) ParseAmount(sc kernel.Scope, text string) (int64, error) {
-	s, err := kernel.ScopeAs[*Scope](sc, KindName)
+func (minorUnits) ParseAmount(sc kindapi.Scope, text string) (int64, error) {
+	s, err := kindapi.ScopeAs[*Scope](sc, KindName)
 	if err != nil {
 		return 0, err
 	}
@@ -122,62 +122,65 @@ func (minorUnits) ParseAmount(sc kernel.Scope, text string) (int64, error) {
 	return v, err
 }
 
-func (minorUnits) FormatAmount(sc kernel.Scope, n int64) string {
-	s, err := kernel.ScopeAs[*Scope](sc, KindName)
+func (minorUnits) FormatAmount(sc kindapi.Scope, n int64) string {
+	s, err := kindapi.ScopeAs[*Scope](sc, KindName)
 	if err != nil {
 		return formatMinor(n)
 	}
 	return formatMinor(n) + " " + s.currency
 }
 
-// Describe implements kernel.Kind.
-func (k *Kind) Describe(sc kernel.Scope) kernel.Description {
-	s, err := kernel.ScopeAs[*Scope](sc, KindName)
+// Describe implements kindapi.Kind.
+func (k *Kind) Describe(sc kindapi.Scope) kindapi.Description {
+	s, err := kindapi.ScopeAs[*Scope](sc, KindName)
 	if err != nil {
-		return kernel.Description{}
+		return kindapi.Description{}
 	}
 	money := func(v int64) string { return formatMinor(v) + " " + s.currency }
-	d := kernel.Description{
-		Fields: []kernel.Detail{
+	d := kindapi.Description{
+		Fields: []kindapi.Detail{
 			{Name: "provider", Value: s.provider},
 			{Name: "instrument", Value: s.source},
 			{Name: "payees", Value: strings.Join(s.payees, ", ")},
 			{Name: "currency", Value: s.currency},
 		},
-		Sink:    &kernel.Sink{Clearance: s.clearance},
+		Sink:    &kindapi.Sink{Clearance: s.clearance},
 		Reaches: []string{s.provider},
 	}
 	if s.maxAmount != MaxMinor {
-		d.Fields = append(d.Fields, kernel.Detail{Name: "max_amount", Value: money(s.maxAmount)})
+		d.Fields = append(d.Fields, kindapi.Detail{Name: "max_amount", Value: money(s.maxAmount)})
 	}
 	if s.approveAbove >= 0 {
-		d.Fields = append(d.Fields, kernel.Detail{Name: "approve_above", Value: money(s.approveAbove)})
+		d.Fields = append(d.Fields, kindapi.Detail{Name: "approve_above", Value: money(s.approveAbove)})
 	}
 	if !s.expires.IsZero() {
-		d.Fields = append(d.Fields, kernel.Detail{Name: "expires", Value: s.expires.UTC().Format(time.RFC3339)})
+		d.Fields = append(d.Fields, kindapi.Detail{Name: "expires", Value: s.expires.UTC().Format(time.RFC3339)})
 	}
 	if s.allowPrivate {
-		d.Fields = append(d.Fields, kernel.Detail{Name: "allow_private", Value: "true"})
+		d.Fields = append(d.Fields, kindapi.Detail{Name: "allow_private", Value: "true"})
 	}
-	d.Fields = append(d.Fields, kernel.Detail{Name: "timeout", Value: s.timeout.String()})
+	d.Fields = append(d.Fields, kindapi.Detail{Name: "timeout", Value: s.timeout.String()})
+	if c := s.clearance.Conf(); len(c) > 0 {
+		d.Fields = append(d.Fields, kindapi.Detail{Name: "clearance", Value: strings.Join(c, ", ")})
+	}
 	return d
 }
 
 // Grant mints a root scope from a cap "pay" block (see the package
-// documentation). Errors are *kernel.FieldError when they concern one
+// documentation). Errors are *kindapi.FieldError when they concern one
 // field.
-func (k *Kind) Grant(g kernel.GrantContext, spec []byte) (kernel.Scope, error) {
-	return kernel.AsScope(k.grant(g, spec))
+func (k *Kind) Grant(g kindapi.GrantContext, spec []byte) (kindapi.Scope, error) {
+	return kindapi.AsScope(k.grant(g, spec))
 }
 
 // Narrow returns the scope req asks for within parent. A malformed request
 // is EINVAL; one that would widen parent is EDENIED naming what widened.
-func (k *Kind) Narrow(parent kernel.Scope, req []byte) (kernel.Scope, error) {
-	p, err := kernel.ScopeAs[*Scope](parent, "pay")
+func (k *Kind) Narrow(parent kindapi.Scope, req []byte) (kindapi.Scope, error) {
+	p, err := kindapi.ScopeAs[*Scope](parent, "pay")
 	if err != nil {
 		return nil, err
 	}
-	return kernel.AsScope(k.narrow(p, req))
+	return kindapi.AsScope(k.narrow(p, req))
 }
 
 // CloseIdleConnections closes pooled provider connections.
@@ -229,114 +232,114 @@ type ProviderResponse struct {
 // person must approve (above approve_above) and what they are shown. The
 // effect claims the idempotency key and posts the charge. See the package
 // documentation for each errno.
-func (k *Kind) Prepare(call *kernel.Call) (kernel.Op, error) {
+func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 	if call.Op != ChargeOp {
-		return kernel.Op{}, kernel.Errorf(abi.ENOTSUP, "pay: no operation %q", call.Op)
+		return kindapi.Op{}, kindapi.Errorf(abi.ENOTSUP, "pay: no operation %q", call.Op)
 	}
-	s, err := kernel.ScopeAs[*Scope](call.Scope, KindName)
+	s, err := kindapi.ScopeAs[*Scope](call.Scope, KindName)
 	if err != nil {
-		return kernel.Op{}, err
+		return kindapi.Op{}, err
 	}
 	if s.keys == nil {
-		return kernel.Op{}, kernel.Errorf(abi.EINTERNAL, "pay: scope has no idempotency keys")
+		return kindapi.Op{}, kindapi.Errorf(abi.EINTERNAL, "pay: scope has no idempotency keys")
 	}
 	// 1. Decode.
 	var a chargeArgs
 	if err := abi.DecodeJSON(call.Args, &a); err != nil {
 		if errors.Is(err, abi.ErrTooLarge) {
-			return kernel.Op{}, kernel.Errorf(abi.ELIMIT, "pay: charge: %v", err)
+			return kindapi.Op{}, kindapi.Errorf(abi.ELIMIT, "pay: charge: %v", err)
 		}
-		return kernel.Op{}, kernel.Errorf(abi.EINVAL, "pay: charge: %v", err)
+		return kindapi.Op{}, kindapi.Errorf(abi.EINVAL, "pay: charge: %v", err)
 	}
 	inval := func(format string, args ...any) error {
-		return kernel.Errorf(abi.EINVAL, "pay: charge: "+format, args...)
+		return kindapi.Errorf(abi.EINVAL, "pay: charge: "+format, args...)
 	}
 	if a.Payee == nil || a.Amount == nil || a.Currency == nil {
-		return kernel.Op{}, inval("payee, amount and currency are required")
+		return kindapi.Op{}, inval("payee, amount and currency are required")
 	}
 	payee, err := canonPayee(*a.Payee)
 	if err != nil {
-		return kernel.Op{}, inval("%v", err)
+		return kindapi.Op{}, inval("%v", err)
 	}
 	currency, err := canonCurrency(*a.Currency)
 	if err != nil {
-		return kernel.Op{}, inval("%v", err)
+		return kindapi.Op{}, inval("%v", err)
 	}
 	amount, err := parseDecimal(string(*a.Amount))
 	if err != nil {
-		return kernel.Op{}, inval("%v", err)
+		return kindapi.Op{}, inval("%v", err)
 	}
 	if amount == 0 {
-		return kernel.Op{}, inval("amount must be positive")
+		return kindapi.Op{}, inval("amount must be positive")
 	}
 	if len(a.Description) > MaxDescriptionLen {
-		return kernel.Op{}, kernel.Errorf(abi.ELIMIT, "pay: charge: description of %d bytes (max %d)", len(a.Description), MaxDescriptionLen)
+		return kindapi.Op{}, kindapi.Errorf(abi.ELIMIT, "pay: charge: description of %d bytes (max %d)", len(a.Description), MaxDescriptionLen)
 	}
 	if len(a.Offer) > MaxOfferBytes {
-		return kernel.Op{}, kernel.Errorf(abi.ELIMIT, "pay: charge: offer of %d bytes (max %d)", len(a.Offer), MaxOfferBytes)
+		return kindapi.Op{}, kindapi.Errorf(abi.ELIMIT, "pay: charge: offer of %d bytes (max %d)", len(a.Offer), MaxOfferBytes)
 	}
 	var offer map[string]any
 	if len(a.Offer) > 0 && string(a.Offer) != "null" {
 		if err := json.Unmarshal(a.Offer, &offer); err != nil || offer == nil {
-			return kernel.Op{}, inval("offer must be a JSON object")
+			return kindapi.Op{}, inval("offer must be a JSON object")
 		}
 	}
 	key := a.IdempotencyKey
 	if key == "" {
 		key = "auto-" + randomHex(12)
 	} else if err := checkKey(key); err != nil {
-		return kernel.Op{}, inval("%v", err)
+		return kindapi.Op{}, inval("%v", err)
 	}
 	summary := fmt.Sprintf("charge %s %s to %s", formatMinor(amount), currency, payee)
 
 	// 2. Expiry.
 	if !s.expires.IsZero() && !k.now().Before(s.expires) {
-		return kernel.Op{}, kernel.Errorf(abi.EEXPIRED, "pay: the capability expired at %s", s.expires.UTC().Format(time.RFC3339))
+		return kindapi.Op{}, kindapi.Errorf(abi.EEXPIRED, "pay: the capability expired at %s", s.expires.UTC().Format(time.RFC3339))
 	}
 	// 3-5. Scope.
 	if !containsSorted(s.payees, payee) {
-		return kernel.Op{}, kernel.Errorf(abi.EDENIED, "pay: payee %s is not allowed (allowed: %v)", payee, s.payees)
+		return kindapi.Op{}, kindapi.Errorf(abi.EDENIED, "pay: payee %s is not allowed (allowed: %v)", payee, s.payees)
 	}
 	if currency != s.currency {
-		return kernel.Op{}, kernel.Errorf(abi.EDENIED, "pay: currency %s is not the capability's %s", currency, s.currency)
+		return kindapi.Op{}, kindapi.Errorf(abi.EDENIED, "pay: currency %s is not the capability's %s", currency, s.currency)
 	}
 	if amount > s.maxAmount {
-		return kernel.Op{}, kernel.Errorf(abi.EDENIED, "pay: %s exceeds the maximum charge of %s %s", summary, formatMinor(s.maxAmount), s.currency)
+		return kindapi.Op{}, kindapi.Errorf(abi.EDENIED, "pay: %s exceeds the maximum charge of %s %s", summary, formatMinor(s.maxAmount), s.currency)
 	}
 	log := call.Logger
-	op := kernel.Op{
-		Sink: &kernel.Sink{Clearance: s.clearance},
+	op := kindapi.Op{
+		Sink: &kindapi.Sink{Clearance: s.clearance},
 		Vars: func() (map[string]any, error) {
 			return chargeVars(payee, currency, amount, a.Description, a.IdempotencyKey, a.Offer)
 		},
 		Amount: amount,
-		Show: func() kernel.Effect {
-			d := []kernel.Detail{
+		Show: func() kindapi.Effect {
+			d := []kindapi.Detail{
 				{Name: "payee", Value: payee}, {Name: "amount", Value: formatMinor(amount)}, {Name: "currency", Value: currency},
 				{Name: "provider", Value: s.provider}, {Name: "idempotency_key", Value: key},
 			}
 			if a.Description != "" {
-				d = append(d, kernel.Detail{Name: "description", Value: a.Description})
+				d = append(d, kindapi.Detail{Name: "description", Value: a.Description})
 			}
 			if offer != nil {
-				d = append(d, kernel.Detail{Name: "offer", Value: string(a.Offer)})
+				d = append(d, kindapi.Detail{Name: "offer", Value: string(a.Offer)})
 			}
-			return kernel.Effect{Summary: summary, Details: d}
+			return kindapi.Effect{Summary: summary, Details: d}
 		},
 	}
 	// 6. A charge already made under this key is replayed, free. A key
 	// used for another charge is refused here.
 	state, rec, err := s.keys.peek(key, payee, currency, amount)
 	if err != nil {
-		return kernel.Op{}, err
+		return kindapi.Op{}, err
 	}
-	replay := func(ctx context.Context, rec []byte) (*kernel.Result, error) {
+	replay := func(ctx context.Context, rec []byte) (*kindapi.Result, error) {
 		log.Info("pay: idempotent replay", "idempotency_key", key, "payee", payee, "amount", formatMinor(amount), "currency", currency)
-		return &kernel.Result{Data: bytes.Clone(rec)}, nil
+		return &kindapi.Result{Data: bytes.Clone(rec)}, nil
 	}
 	if state == keyDone {
 		op.Free, op.Amount = true, 0
-		op.Effect = func(ctx context.Context) (*kernel.Result, error) { return replay(ctx, rec) }
+		op.Effect = func(ctx context.Context) (*kindapi.Result, error) { return replay(ctx, rec) }
 		return op, nil
 	}
 	// 7. Approval above the threshold (the kernel asks, showing op.Show).
@@ -360,7 +363,7 @@ func (k *Kind) Prepare(call *kernel.Call) (kernel.Op, error) {
 		return func() { own.finish(nil, st == keyUnknown) }, st == keyUnknown, nil
 	}
 	// 9. The provider.
-	op.Effect = func(ctx context.Context) (*kernel.Result, error) {
+	op.Effect = func(ctx context.Context) (*kindapi.Result, error) {
 		if own == nil {
 			rec, err := s.keys.await(ctx, key)
 			if err != nil {
@@ -374,7 +377,7 @@ func (k *Kind) Prepare(call *kernel.Call) (kernel.Op, error) {
 }
 
 // charge is the effect of a prepared charge whose key this call owns.
-func (k *Kind) charge(ctx context.Context, s *Scope, log hclog.Logger, own *claimed, a chargeArgs, payee, currency string, amount int64, hasOffer bool) (*kernel.Result, error) {
+func (k *Kind) charge(ctx context.Context, s *Scope, log hclog.Logger, own *claimed, a chargeArgs, payee, currency string, amount int64, hasOffer bool) (*kindapi.Result, error) {
 	var out []byte
 	unknown := false
 	defer func() { own.finish(out, unknown) }()
@@ -392,7 +395,7 @@ func (k *Kind) charge(ctx context.Context, s *Scope, log hclog.Logger, own *clai
 		// key is kept so that a retry neither charges twice (the provider
 		// dedups by key) nor debits twice.
 		var np interface{ Unwrap() error }
-		unknown = kernel.ErrnoOf(err) == abi.ETIMEDOUT || (kernel.ErrnoOf(err) == abi.EIO && !errors.As(err, &np))
+		unknown = kindapi.ErrnoOf(err) == abi.ETIMEDOUT || (kindapi.ErrnoOf(err) == abi.EIO && !errors.As(err, &np))
 		return nil, err
 	}
 	rec, err := json.Marshal(Receipt{
@@ -405,7 +408,7 @@ func (k *Kind) charge(ctx context.Context, s *Scope, log hclog.Logger, own *clai
 	out = rec
 	log.Info("pay: charged", "charge_id", resp.ID, "payee", payee, "amount", formatMinor(amount),
 		"currency", currency, "idempotency_key", key)
-	return &kernel.Result{Data: bytes.Clone(rec)}, nil
+	return &kindapi.Result{Data: bytes.Clone(rec)}, nil
 }
 
 // post sends a charge to the provider. Errors never quote the provider's
@@ -419,7 +422,7 @@ func (k *Kind) post(ctx context.Context, s *Scope, pr ProviderRequest) (Provider
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.provider+"/charges", bytes.NewReader(body))
 	if err != nil {
-		return ProviderResponse{}, kernel.Errorf(abi.EIO, "pay: provider request: %v", err)
+		return ProviderResponse{}, kindapi.Errorf(abi.EIO, "pay: provider request: %v", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
@@ -433,13 +436,13 @@ func (k *Kind) post(ctx context.Context, s *Scope, pr ProviderRequest) (Provider
 		switch {
 		case errors.As(err, &denied):
 			// The guard refused the provider's address: nothing was sent.
-			return ProviderResponse{}, kernel.NotPerformed(kernel.Errorf(abi.EDENIED, "pay: %s", redact(denied.Error(), s.instrument)))
+			return ProviderResponse{}, kindapi.NotPerformed(kindapi.Errorf(abi.EDENIED, "pay: %s", redact(denied.Error(), s.instrument)))
 		case egress.NotSent(err):
-			return ProviderResponse{}, kernel.NotPerformed(kernel.Errorf(abi.EIO, "pay: provider unreachable, nothing was sent: %s", redact(err.Error(), s.instrument)))
+			return ProviderResponse{}, kindapi.NotPerformed(kindapi.Errorf(abi.EIO, "pay: provider unreachable, nothing was sent: %s", redact(err.Error(), s.instrument)))
 		case ctx.Err() != nil || isTimeout(err):
-			return ProviderResponse{}, kernel.Errorf(abi.ETIMEDOUT, "pay: the provider did not answer within %s", s.timeout)
+			return ProviderResponse{}, kindapi.Errorf(abi.ETIMEDOUT, "pay: the provider did not answer within %s", s.timeout)
 		}
-		return ProviderResponse{}, kernel.Errorf(abi.EIO, "pay: provider: %s", redact(err.Error(), s.instrument))
+		return ProviderResponse{}, kindapi.Errorf(abi.EIO, "pay: provider: %s", redact(err.Error(), s.instrument))
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -452,21 +455,21 @@ func (k *Kind) post(ctx context.Context, s *Scope, pr ProviderRequest) (Provider
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// The provider said no: nothing was charged, and nothing counts.
-		return ProviderResponse{}, kernel.NotPerformed(kernel.Errorf(abi.EIO, "pay: the provider refused the charge (HTTP %d)", resp.StatusCode))
+		return ProviderResponse{}, kindapi.NotPerformed(kindapi.Errorf(abi.EIO, "pay: the provider refused the charge (HTTP %d)", resp.StatusCode))
 	}
 	if len(b) > MaxProviderResponse {
-		return ProviderResponse{}, kernel.Errorf(abi.EIO, "pay: the provider's answer exceeds %d bytes", MaxProviderResponse)
+		return ProviderResponse{}, kindapi.Errorf(abi.EIO, "pay: the provider's answer exceeds %d bytes", MaxProviderResponse)
 	}
 	var pr2 ProviderResponse
 	if err := json.Unmarshal(b, &pr2); err != nil {
-		return ProviderResponse{}, kernel.Errorf(abi.EIO, "pay: the provider's answer is not JSON (HTTP %d)", resp.StatusCode)
+		return ProviderResponse{}, kindapi.Errorf(abi.EIO, "pay: the provider's answer is not JSON (HTTP %d)", resp.StatusCode)
 	}
 	inst := s.instrument.Value()
 	if pr2.ID == "" || len(pr2.ID) > 255 || strings.Contains(pr2.ID, inst) || strings.Contains(pr2.Status, inst) {
-		return ProviderResponse{}, kernel.Errorf(abi.EIO, "pay: the provider's answer has no usable charge id")
+		return ProviderResponse{}, kindapi.Errorf(abi.EIO, "pay: the provider's answer has no usable charge id")
 	}
 	if pr2.Status != "succeeded" {
-		return ProviderResponse{}, kernel.Errorf(abi.EIO, "pay: the provider answered status %s, not \"succeeded\"", quoteTrunc(pr2.Status))
+		return ProviderResponse{}, kindapi.Errorf(abi.EIO, "pay: the provider answered status %s, not \"succeeded\"", quoteTrunc(pr2.Status))
 	}
 	return pr2, nil
 }
@@ -476,7 +479,7 @@ func isTimeout(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
-func redact(s string, sec kernel.Secret) string {
+func redact(s string, sec kindapi.Secret) string {
 	if v := sec.Value(); v != "" {
 		s = strings.ReplaceAll(s, v, "[redacted]")
 	}

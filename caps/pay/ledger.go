@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // MaxKeys bounds the idempotency keys one capability tree remembers.
@@ -81,7 +81,7 @@ func (t *tree) peek(key, payee, currency string, amount int64) (keyState, []byte
 		return keyFree, nil, nil
 	}
 	if e.payee != payee || e.currency != currency || e.amount != amount {
-		return 0, nil, kernel.Errorf(abi.EDENIED,
+		return 0, nil, kindapi.Errorf(abi.EDENIED,
 			"pay: idempotency key %s was used for a charge of %s %s to %s, not %s %s to %s",
 			quoteTrunc(key), formatMinor(e.amount), e.currency, e.payee, formatMinor(amount), currency, payee)
 	}
@@ -106,13 +106,13 @@ func (t *tree) await(ctx context.Context, key string) ([]byte, error) {
 		select {
 		case <-e.done:
 		case <-ctx.Done():
-			return nil, kernel.Errorf(abi.ETIMEDOUT, "pay: waiting for the charge with idempotency key %s: %v", quoteTrunc(key), ctx.Err())
+			return nil, kindapi.Errorf(abi.ETIMEDOUT, "pay: waiting for the charge with idempotency key %s: %v", quoteTrunc(key), ctx.Err())
 		}
 		if e.receipt != nil {
 			return e.receipt, nil
 		}
 	}
-	return nil, kernel.NotPerformed(kernel.Errorf(abi.EIO, "pay: the charge with idempotency key %s failed meanwhile; nothing was charged: retry the call", quoteTrunc(key)))
+	return nil, kindapi.NotPerformed(kindapi.Errorf(abi.EIO, "pay: the charge with idempotency key %s failed meanwhile; nothing was charged: retry the call", quoteTrunc(key)))
 }
 
 // tryClaim claims key for a charge without waiting: the caller owns the
@@ -124,7 +124,7 @@ func (t *tree) tryClaim(key, payee, currency string, amount int64) (owner *keyEn
 	e, ok := t.keys[key]
 	if ok {
 		if e.payee != payee || e.currency != currency || e.amount != amount {
-			return nil, 0, kernel.Errorf(abi.EDENIED,
+			return nil, 0, kindapi.Errorf(abi.EDENIED,
 				"pay: idempotency key %s was used for a charge of %s %s to %s, not %s %s to %s",
 				quoteTrunc(key), formatMinor(e.amount), e.currency, e.payee, formatMinor(amount), currency, payee)
 		}
@@ -140,7 +140,7 @@ func (t *tree) tryClaim(key, payee, currency string, amount int64) (owner *keyEn
 		return e, keyUnknown, nil
 	}
 	if len(t.keys) >= MaxKeys {
-		return nil, 0, kernel.Errorf(abi.ELIMIT, "pay: %d idempotency keys in use (max %d)", len(t.keys), MaxKeys)
+		return nil, 0, kindapi.Errorf(abi.ELIMIT, "pay: %d idempotency keys in use (max %d)", len(t.keys), MaxKeys)
 	}
 	e = &keyEntry{payee: payee, currency: currency, amount: amount, done: make(chan struct{})}
 	t.keys[key] = e

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Scope is what a pay capability allows: charges in one currency to some
@@ -21,7 +21,7 @@ import (
 type Scope struct {
 	provider     string // canonical URL, no trailing slash
 	allowPrivate bool
-	instrument   kernel.Secret
+	instrument   kindapi.Secret
 	source       string // where the instrument was read: "env:NAME" or "file:PATH"
 	timeout      time.Duration
 
@@ -30,12 +30,12 @@ type Scope struct {
 	maxAmount    int64    // minor units; MaxMinor when the grant names none
 	expires      time.Time
 	approveAbove int64        // minor units; -1: never ask
-	clearance    kernel.Label // confidentiality a charge may carry to the provider
+	clearance    kindapi.Label // confidentiality a charge may carry to the provider
 
 	keys *tree
 }
 
-var _ kernel.Scope = (*Scope)(nil)
+var _ kindapi.Scope = (*Scope)(nil)
 
 // Provider returns the provider's base URL.
 func (s *Scope) Provider() string { return s.provider }
@@ -55,7 +55,7 @@ func (s *Scope) Expires() time.Time { return s.expires }
 // Clearance is the sink's clearance: a charge sends its details to the
 // provider, so the charging task's label must flow to this (public data
 // only unless the grant says otherwise).
-func (s *Scope) Clearance() kernel.Label { return s.clearance }
+func (s *Scope) Clearance() kindapi.Label { return s.clearance }
 
 // ApproveAbove returns the amount above which a charge needs approval, in
 // minor units, or -1 for never.
@@ -128,7 +128,7 @@ func (s *Scope) GoString() string { return s.String() }
 // a subset, same currency, max_amount and expiry no larger (a limit s has,
 // other must have too), approval at or below s's threshold (if s asks),
 // and the same idempotency keys (one derivation tree).
-func (s *Scope) Contains(o kernel.Scope) bool {
+func (s *Scope) Contains(o kindapi.Scope) bool {
 	other, ok := o.(*Scope)
 	if !ok || s == nil || other == nil {
 		return false

@@ -12,7 +12,7 @@ import (
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/egress"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Defaults and bounds of a grant spec.
@@ -138,13 +138,13 @@ func canonPayees(ps []string) ([]string, error) {
 }
 
 // grant mints a root scope.
-func (k *Kind) grant(g kernel.GrantContext, spec []byte) (*Scope, error) {
+func (k *Kind) grant(g kindapi.GrantContext, spec []byte) (*Scope, error) {
 	var sp grantSpec
-	if err := kernel.DecodeSpec("pay", spec, &sp); err != nil {
+	if err := kindapi.DecodeSpec("pay", spec, &sp); err != nil {
 		return nil, err
 	}
 	fe := func(field, format string, args ...any) error {
-		return &kernel.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+		return &kindapi.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
 	now := k.now()
 	s := &Scope{timeout: k.defTimeout, maxAmount: MaxMinor, approveAbove: -1}
@@ -208,7 +208,7 @@ func (k *Kind) grant(g kernel.GrantContext, spec []byte) (*Scope, error) {
 		return nil, err
 	}
 	if sp.Clearance != nil {
-		s.clearance = kernel.NewLabel(sp.Clearance, nil)
+		s.clearance = kindapi.NewLabel(sp.Clearance, nil)
 	}
 	if sp.Expires != nil {
 		if s.expires, err = parseExpiry(*sp.Expires, now); err != nil {
@@ -221,24 +221,24 @@ func (k *Kind) grant(g kernel.GrantContext, spec []byte) (*Scope, error) {
 
 // readInstrument reads the instrument token. Errors name the variable or
 // file, never the value.
-func readInstrument(g kernel.GrantContext, src source) (kernel.Secret, string, error) {
-	raw, where, err := g.ReadSecret(kernel.SecretSource{Env: src.Env, File: src.File}, "the instrument")
+func readInstrument(g kindapi.GrantContext, src source) (kindapi.Secret, string, error) {
+	raw, where, err := g.ReadSecret(kindapi.SecretSource{Env: src.Env, File: src.File}, "the instrument")
 	if err != nil {
-		return kernel.Secret{}, "", kernel.Prefixed("instrument", err)
+		return kindapi.Secret{}, "", kindapi.Prefixed("instrument", err)
 	}
 	field := "instrument.env"
 	if src.Env == "" {
 		field = "instrument.file"
 	}
 	if len(raw) > MaxInstrumentLen {
-		return kernel.Secret{}, "", &kernel.FieldError{Field: field, Msg: fmt.Sprintf("the instrument is longer than %d bytes", MaxInstrumentLen)}
+		return kindapi.Secret{}, "", &kindapi.FieldError{Field: field, Msg: fmt.Sprintf("the instrument is longer than %d bytes", MaxInstrumentLen)}
 	}
 	for _, c := range []byte(raw) {
 		if c < 0x20 || c == 0x7f {
-			return kernel.Secret{}, "", &kernel.FieldError{Field: field, Msg: "the instrument has a control character"}
+			return kindapi.Secret{}, "", &kindapi.FieldError{Field: field, Msg: "the instrument has a control character"}
 		}
 	}
-	return kernel.NewSecret(raw), where, nil
+	return kindapi.NewSecret(raw), where, nil
 }
 
 // narrow returns the scope req asks for within parent: EINVAL for a
@@ -249,12 +249,12 @@ func (k *Kind) narrow(parent *Scope, req []byte) (*Scope, error) {
 	var r narrowReq
 	if err := abi.DecodeJSON(req, &r); err != nil {
 		if errors.Is(err, abi.ErrTooLarge) {
-			return nil, kernel.Errorf(abi.ELIMIT, "pay: narrowing request: %v", err)
+			return nil, kindapi.Errorf(abi.ELIMIT, "pay: narrowing request: %v", err)
 		}
-		return nil, kernel.Errorf(abi.EINVAL, "pay: narrowing request: %v", err)
+		return nil, kindapi.Errorf(abi.EINVAL, "pay: narrowing request: %v", err)
 	}
 	inval := func(field, format string, args ...any) error {
-		return kernel.Errorf(abi.EINVAL, "pay: narrowing request: %s: %s", field, fmt.Sprintf(format, args...))
+		return kindapi.Errorf(abi.EINVAL, "pay: narrowing request: %s: %s", field, fmt.Sprintf(format, args...))
 	}
 	child := *parent
 	var widen []string
@@ -311,7 +311,7 @@ func (k *Kind) narrow(parent *Scope, req []byte) (*Scope, error) {
 		return nil, err
 	}
 	if r.Clearance != nil {
-		c := kernel.NewLabel(r.Clearance, nil)
+		c := kindapi.NewLabel(r.Clearance, nil)
 		if !c.CanFlowTo(parent.clearance) {
 			widen = append(widen, fmt.Sprintf("clearance %v exceeds %v", c.Conf(), parent.clearance.Conf()))
 		}
@@ -329,7 +329,7 @@ func (k *Kind) narrow(parent *Scope, req []byte) (*Scope, error) {
 		child.expires = e
 	}
 	if widen != nil {
-		return nil, kernel.Errorf(abi.EDENIED, "pay: narrowing would widen the capability: %s", strings.Join(widen, "; "))
+		return nil, kindapi.Errorf(abi.EDENIED, "pay: narrowing would widen the capability: %s", strings.Join(widen, "; "))
 	}
 	child.payees = slices.Clone(child.payees)
 	return &child, nil

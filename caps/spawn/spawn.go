@@ -18,7 +18,7 @@
 //
 //	field         type      default   meaning
 //	modules       []string  required  module digests a child may run ("sha256:<64 hex>"), at most 64
-//	max_depth     int       1         deepest a child may be (a root task is 0), at most kernel.MaxSpawnDepth
+//	max_depth     int       1         deepest a child may be (a root task is 0), at most kindapi.MaxSpawnDepth
 //	max_children  int       8         children one task may spawn, at most 1024
 //	max_memory    size      0         most memory per child; 0: the parent's limit
 //	max_timeout   duration  0         most time per child; 0: the parent's time left
@@ -39,7 +39,7 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/sandbox"
 )
 
@@ -52,72 +52,69 @@ const (
 // Kind is the spawn kind.
 type Kind struct{}
 
-var _ kernel.Kind = (*Kind)(nil)
+var _ kindapi.Kind = (*Kind)(nil)
 
 // New returns the spawn kind.
 func New() *Kind { return &Kind{} }
 
-// Name implements kernel.Kind.
+// Name implements kindapi.Kind.
 func (*Kind) Name() string { return "spawn" }
 
-// Info implements kernel.Kind: a spawn capability has one operation,
-// kernel.OpSpawn, used through task_spawn, not cap_call. Constraints see
+// Info implements kindapi.Kind: a spawn capability has one operation,
+// kindapi.OpSpawn, used through task_spawn, not cap_call. Constraints see
 // the spawn request as "args" (module, caps, memory, timeout...).
-func (*Kind) Info() kernel.Info { return kernel.Info{Ops: []string{kernel.OpSpawn}} }
+func (*Kind) Info() kindapi.Info { return kindapi.Info{Ops: []string{kindapi.OpSpawn}} }
 
-// Prepare implements kernel.Kind: it decodes the spawn request, checks the
+// Prepare implements kindapi.Kind: it decodes the spawn request, checks the
 // module against the scope and gives the kernel the child's bounds. The
 // kernel makes the child.
-func (*Kind) Prepare(call *kernel.Call) (kernel.Op, error) {
-	s, err := kernel.ScopeAs[*Scope](call.Scope, "spawn")
+func (*Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
+	s, err := kindapi.ScopeAs[*Scope](call.Scope, "spawn")
 	if err != nil {
-		return kernel.Op{}, err
+		return kindapi.Op{}, err
 	}
-	if call.Op != kernel.OpSpawn {
-		return kernel.Op{}, kernel.Errorf(abi.ENOTSUP, "spawn: no operation %q; use task_spawn", call.Op)
+	if call.Op != kindapi.OpSpawn {
+		return kindapi.Op{}, kindapi.Errorf(abi.ENOTSUP, "spawn: no operation %q; use task_spawn", call.Op)
 	}
 	r, err := abi.DecodeSpawnRequest(call.Args)
 	if err != nil {
-		return kernel.Op{}, kernel.Errorf(abi.EINVAL, "spawn: %v", err)
+		return kindapi.Op{}, kindapi.Errorf(abi.EINVAL, "spawn: %v", err)
 	}
 	if !s.AllowsModule(r.Module) {
-		return kernel.Op{}, kernel.Errorf(abi.EDENIED, "spawn: module %s is not allowed", r.Module)
+		return kindapi.Op{}, kindapi.Errorf(abi.EDENIED, "spawn: module %s is not allowed", r.Module)
 	}
 	names := make([]string, 0, len(r.Caps))
 	for _, c := range r.Caps {
 		names = append(names, c.Name)
 	}
-	return kernel.Op{
-		Spawn: &kernel.SpawnBounds{Module: r.Module, MaxDepth: s.maxDepth, MaxChildren: s.maxChildren,
+	return kindapi.Op{
+		Spawn: &kindapi.SpawnBounds{Module: r.Module, MaxDepth: s.maxDepth, MaxChildren: s.maxChildren,
 			MaxMemory: s.maxMemory, MaxTimeout: s.maxTimeout},
-		Show: func() kernel.Effect {
-			return kernel.Effect{
+		Show: func() kindapi.Effect {
+			return kindapi.Effect{
 				Summary: "start a child task running " + r.Module,
-				Details: []kernel.Detail{{Name: "module", Value: r.Module}, {Name: "capabilities passed", Value: strings.Join(names, ", ")}},
+				Details: []kindapi.Detail{{Name: "module", Value: r.Module}, {Name: "capabilities passed", Value: strings.Join(names, ", ")}},
 			}
 		},
 	}, nil
 }
 
-// Describe implements kernel.Kind.
-func (*Kind) Describe(sc kernel.Scope) kernel.Description {
-	s, err := kernel.ScopeAs[*Scope](sc, "spawn")
+// Describe implements kindapi.Kind.
+func (*Kind) Describe(sc kindapi.Scope) kindapi.Description {
+	s, err := kindapi.ScopeAs[*Scope](sc, "spawn")
 	if err != nil {
-		return kernel.Description{}
+		return kindapi.Description{}
 	}
-	d := kernel.Description{Fields: []kernel.Detail{
+	d := kindapi.Description{Fields: []kindapi.Detail{
 		{Name: "modules", Value: strings.Join(s.modules, ", ")},
 		{Name: "max_depth", Value: fmt.Sprint(s.maxDepth)},
 		{Name: "max_children", Value: fmt.Sprint(s.maxChildren)},
 	}}
 	if s.maxMemory > 0 {
-		d.Fields = append(d.Fields, kernel.Detail{Name: "max_memory", Value: fmt.Sprintf("%d MiB", s.maxMemory>>20)})
-		if s.maxMemory%(1<<20) != 0 {
-			d.Fields[len(d.Fields)-1].Value = fmt.Sprintf("%d bytes", s.maxMemory)
-		}
+		d.Fields = append(d.Fields, kindapi.Detail{Name: "max_memory", Value: kindapi.FormatBytes(int64(s.maxMemory))})
 	}
 	if s.maxTimeout > 0 {
-		d.Fields = append(d.Fields, kernel.Detail{Name: "max_timeout", Value: s.maxTimeout.String()})
+		d.Fields = append(d.Fields, kindapi.Detail{Name: "max_timeout", Value: s.maxTimeout.String()})
 	}
 	d.Reaches = slices.Clone(s.modules)
 	return d
@@ -158,7 +155,7 @@ type scopeJSON struct {
 	MaxTimeout  string   `json:"max_timeout"`
 }
 
-// MarshalJSON implements kernel.Scope.
+// MarshalJSON implements kindapi.Scope.
 func (s *Scope) MarshalJSON() ([]byte, error) {
 	t := ""
 	if s.maxTimeout > 0 {
@@ -171,8 +168,8 @@ func (s *Scope) MarshalJSON() ([]byte, error) {
 // means "no bound beyond the parent's own limits".
 func within(c, p uint64) bool { return p == 0 || (c != 0 && c <= p) }
 
-// Contains implements kernel.Scope.
-func (s *Scope) Contains(o kernel.Scope) bool {
+// Contains implements kindapi.Scope.
+func (s *Scope) Contains(o kindapi.Scope) bool {
 	t, ok := o.(*Scope)
 	if !ok {
 		return false
@@ -218,53 +215,53 @@ func canonModules(ms []string) ([]string, error) {
 	return slices.Compact(out), nil
 }
 
-// Grant implements kernel.Kind.
-func (*Kind) Grant(_ kernel.GrantContext, b []byte) (kernel.Scope, error) {
+// Grant implements kindapi.Kind.
+func (*Kind) Grant(_ kindapi.GrantContext, b []byte) (kindapi.Scope, error) {
 	sp, err := decode(b)
 	if err != nil {
-		return nil, &kernel.FieldError{Field: "modules", Msg: err.Error()}
+		return nil, &kindapi.FieldError{Field: "modules", Msg: err.Error()}
 	}
 	s := &Scope{maxDepth: 1, maxChildren: 8}
 	if s.modules, err = canonModules(sp.Modules); err != nil {
-		return nil, &kernel.FieldError{Field: "modules", Msg: err.Error()}
+		return nil, &kindapi.FieldError{Field: "modules", Msg: err.Error()}
 	}
 	if sp.MaxDepth != nil {
-		if *sp.MaxDepth < 1 || *sp.MaxDepth > kernel.MaxSpawnDepth {
-			return nil, &kernel.FieldError{Field: "max_depth", Msg: fmt.Sprintf("must be 1..%d", kernel.MaxSpawnDepth)}
+		if *sp.MaxDepth < 1 || *sp.MaxDepth > kindapi.MaxSpawnDepth {
+			return nil, &kindapi.FieldError{Field: "max_depth", Msg: fmt.Sprintf("must be 1..%d", kindapi.MaxSpawnDepth)}
 		}
 		s.maxDepth = *sp.MaxDepth
 	}
 	if sp.MaxChildren != nil {
 		if *sp.MaxChildren < 1 || *sp.MaxChildren > MaxChildrenCap {
-			return nil, &kernel.FieldError{Field: "max_children", Msg: fmt.Sprintf("must be 1..%d", MaxChildrenCap)}
+			return nil, &kindapi.FieldError{Field: "max_children", Msg: fmt.Sprintf("must be 1..%d", MaxChildrenCap)}
 		}
 		s.maxChildren = *sp.MaxChildren
 	}
 	if sp.MaxMemory != nil {
 		if *sp.MaxMemory < 0 {
-			return nil, &kernel.FieldError{Field: "max_memory", Msg: "must not be negative"}
+			return nil, &kindapi.FieldError{Field: "max_memory", Msg: "must not be negative"}
 		}
 		s.maxMemory = uint64(*sp.MaxMemory)
 	}
 	if sp.MaxTimeout != nil {
 		d, err := time.ParseDuration(*sp.MaxTimeout)
 		if err != nil || d < 0 {
-			return nil, &kernel.FieldError{Field: "max_timeout", Msg: "must be a duration such as \"20s\""}
+			return nil, &kindapi.FieldError{Field: "max_timeout", Msg: "must be a duration such as \"20s\""}
 		}
 		s.maxTimeout = d
 	}
 	return s, nil
 }
 
-// Narrow implements kernel.Kind.
-func (*Kind) Narrow(parent kernel.Scope, b []byte) (kernel.Scope, error) {
-	p, err := kernel.ScopeAs[*Scope](parent, "spawn")
+// Narrow implements kindapi.Kind.
+func (*Kind) Narrow(parent kindapi.Scope, b []byte) (kindapi.Scope, error) {
+	p, err := kindapi.ScopeAs[*Scope](parent, "spawn")
 	if err != nil {
 		return nil, err
 	}
 	sp, err := decode(b)
 	if err != nil {
-		return nil, kernel.Errorf(abi.EINVAL, "spawn: narrow: %v", err)
+		return nil, kindapi.Errorf(abi.EINVAL, "spawn: narrow: %v", err)
 	}
 	c := *p
 	c.modules = slices.Clone(p.modules)
@@ -272,7 +269,7 @@ func (*Kind) Narrow(parent kernel.Scope, b []byte) (kernel.Scope, error) {
 	if sp.Modules != nil {
 		ms, err := canonModules(sp.Modules)
 		if err != nil {
-			return nil, kernel.Errorf(abi.EINVAL, "spawn: narrow: modules: %v", err)
+			return nil, kindapi.Errorf(abi.EINVAL, "spawn: narrow: modules: %v", err)
 		}
 		for _, m := range ms {
 			if !p.AllowsModule(m) {
@@ -283,7 +280,7 @@ func (*Kind) Narrow(parent kernel.Scope, b []byte) (kernel.Scope, error) {
 	}
 	if v := sp.MaxDepth; v != nil {
 		if *v < 1 {
-			return nil, kernel.Errorf(abi.EINVAL, "spawn: narrow: max_depth must be positive")
+			return nil, kindapi.Errorf(abi.EINVAL, "spawn: narrow: max_depth must be positive")
 		}
 		if *v > p.maxDepth {
 			widen = append(widen, fmt.Sprintf("max_depth %d exceeds %d", *v, p.maxDepth))
@@ -292,7 +289,7 @@ func (*Kind) Narrow(parent kernel.Scope, b []byte) (kernel.Scope, error) {
 	}
 	if v := sp.MaxChildren; v != nil {
 		if *v < 1 {
-			return nil, kernel.Errorf(abi.EINVAL, "spawn: narrow: max_children must be positive")
+			return nil, kindapi.Errorf(abi.EINVAL, "spawn: narrow: max_children must be positive")
 		}
 		if *v > p.maxChildren {
 			widen = append(widen, fmt.Sprintf("max_children %d exceeds %d", *v, p.maxChildren))
@@ -301,7 +298,7 @@ func (*Kind) Narrow(parent kernel.Scope, b []byte) (kernel.Scope, error) {
 	}
 	if v := sp.MaxMemory; v != nil {
 		if *v <= 0 {
-			return nil, kernel.Errorf(abi.EINVAL, "spawn: narrow: max_memory must be positive")
+			return nil, kindapi.Errorf(abi.EINVAL, "spawn: narrow: max_memory must be positive")
 		}
 		if !within(uint64(*v), p.maxMemory) {
 			widen = append(widen, fmt.Sprintf("max_memory %d exceeds %d", *v, p.maxMemory))
@@ -311,7 +308,7 @@ func (*Kind) Narrow(parent kernel.Scope, b []byte) (kernel.Scope, error) {
 	if v := sp.MaxTimeout; v != nil {
 		d, err := time.ParseDuration(*v)
 		if err != nil || d <= 0 {
-			return nil, kernel.Errorf(abi.EINVAL, "spawn: narrow: max_timeout must be a positive duration")
+			return nil, kindapi.Errorf(abi.EINVAL, "spawn: narrow: max_timeout must be a positive duration")
 		}
 		if !within(uint64(d), uint64(p.maxTimeout)) {
 			widen = append(widen, fmt.Sprintf("max_timeout %s exceeds %s", d, p.maxTimeout))
@@ -319,7 +316,7 @@ func (*Kind) Narrow(parent kernel.Scope, b []byte) (kernel.Scope, error) {
 		c.maxTimeout = d
 	}
 	if len(widen) > 0 {
-		return nil, kernel.Errorf(abi.EDENIED, "spawn: narrowing would widen the capability: %s", strings.Join(widen, "; "))
+		return nil, kindapi.Errorf(abi.EDENIED, "spawn: narrowing would widen the capability: %s", strings.Join(widen, "; "))
 	}
 	return &c, nil
 }

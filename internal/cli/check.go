@@ -6,10 +6,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
-	"github.com/mandatevm/mandate/caps/data"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/manifest"
 	"github.com/mandatevm/mandate/sandbox"
@@ -18,28 +18,42 @@ import (
 const checkHelp = `Usage: mandate check MANIFEST.hcl [--var NAME=VALUE ...] [--format text|json]
 
 Reports, without running anything (no engine, no guest build), what the
-manifest's root task could come to hold and where it could send it:
+manifest's root task could come to hold and where it could send it. Each
+capability's kind describes its grant (the static view mandate graph
+shows); the report puts the descriptions together:
 
   task        its principal and its clearance (the manifest's task-level
               clearance, or "unbounded")
   could hold  an upper bound of the confidentiality tags the task could ever
-              hold: for each data cap, the labels of the granted fields of
-              the records its rule reaches in the manifest's seed files
-              ("$owner" is the record's owner; "own": the principal's
-              records; {owners=[...]} and {ids=[...]}: those; {relation=R}:
-              the owners the seeds' relations make the principal R of, or
-              every record of the collection when no seed declares R, an
-              over-approximation); plus each net cap's labels. A bounded
-              clearance caps it: the kernel refuses anything above it. A
-              data cap whose collection has no seed is "unknown (no seed
-              data)" (bounded by the clearance, if any). Records imported
-              into the store otherwise (mandate data import) are not seen.
-  sinks       each net cap (origin, clearance, accepts_untrusted) and pay cap
-              (provider, payees, clearance): which of those tags it could
-              receive, and whether holding the others would shut it: the
-              kernel refuses a task whose label is above a sink's clearance
-  spawn       each spawn cap's modules; children get at most what the
+              hold, from every capability that brings data in: what its
+              kind finds the grant reaches in the manifest's seed files (a
+              data cap: the labels of the granted fields of the records its
+              rule reaches, "$owner" being the record's owner; "own": the
+              principal's records; {owners=[...]} and {ids=[...]}: those;
+              {relation=R}: the owners the seeds' relations make the
+              principal R of, or every record of the collection when no
+              seed declares R, an over-approximation), or the labels every
+              result carries (a net cap's labels). A bounded clearance caps
+              it: the kernel refuses anything above it. A capability whose
+              data has no seed is "unknown (no seed data)" (bounded by the
+              clearance, if any). Records imported into the store otherwise
+              (mandate data import) are not seen.
+  sinks       every capability that sends data out (a net cap, a pay
+              cap...): what it reaches, its clearance, whether it accepts
+              data from untrusted sources, its grant; which of those tags it
+              could receive, and whether holding the others would shut it:
+              the kernel refuses a task whose label is above a sink's
+              clearance
+  spawn       every capability that starts child tasks: its grant, modules
+              as the manifest names them; children get at most what the
               parent passes them and at most the parent's clearance
+  declassify  every capability of a kind that may lower labels: its grant
+  other       every other capability: its grant
+
+Each capability's line ends with the kernel's own attributes its cap block
+sets, in brackets: [audit] [rate 10/s] [max_uses 1] [budget 100.00 USD]
+[when ...] [approve_when ...]. A grant's fields are shown name=value, as
+mandate graph shows them.
 
 The cap blocks are checked by their kinds as mandate run checks them, but
 secrets are not read (an instrument's or header's env variable need not be
@@ -50,27 +64,38 @@ Flags:
 	--var NAME=VALUE   sets var.NAME in the manifest; repeatable
 	--format FORMAT    text (default) or json
 
-The JSON form is one object:
+The JSON form is one object; every capability in it has "cap", "kind",
+"fields" (the grant's limits as its kind describes them, in readable units)
+and "kernel" (the kernel's attributes that are set):
 
 	{"task": {"name": "trip-planner", "principal": "alice",
 	          "bounded": false, "clearance": []},
 	 "could_hold": ["pii:alice"],
-	 "unknown": false,            // some data cap has no seed data and the
+	 "unknown": false,            // some source has no seed data and the
 	                              // task is unbounded: could_hold is incomplete
-	 "sources": [{"cap": "itinerary", "kind": "data", "collection": "itinerary",
-	              "records": "own", "fields": ["from", "passport"],
+	 "sources": [{"cap": "itinerary", "kind": "data",
+	              "fields": [{"name": "collection", "value": "itinerary"}, ...],
+	              "kernel": {},
+	              "summary": "collection itinerary, records own, fields from, passport",
+	              "tags": ["pii:alice"],
 	              "labelled_fields": {"passport": ["pii:alice"]},
-	              "tags": ["pii:alice"], "above_clearance": [],
-	              "unknown": false, "note": ""}],
-	 "sinks": [{"cap": "airline", "kind": "net", "origin": "https://...",
-	            "accepts_untrusted": true,           // net only
-	            "provider": "...", "payees": [...],  // pay only
-	            "clearance": ["pii:alice"], "could_receive": ["pii:alice"],
+	              "above_clearance": [], "unknown": false,
+	              "note": "1 seeded record(s) reachable"}],
+	 "sinks": [{"cap": "airline", "kind": "net",
+	            "fields": [{"name": "origin", "value": "https://..."}, ...],
+	            "kernel": {"audit": true, "rate": "10/s", "max_uses": 1,
+	                       "budget": "100.00 USD", "when": ["..."],
+	                       "approve_when": ["..."]},
+	            "reaches": ["https://.../"], "clearance": ["pii:alice"],
+	            "accepts_untrusted": true, "could_receive": ["pii:alice"],
 	            "blocked_by": [], "safe": true, "verdict": "safe: ..."}],
-	 "spawn": [{"cap": "children", "modules": ["finder"], "max_children": 2,
-	            "note": "..."}],
-	 "declassify": [{"cap": "nationality", "drop": ["pii:alice"],
-	                 "project": ["fields.nationality"]}]}
+	 "spawn": [{"cap": "children", "kind": "spawn",
+	            "fields": [{"name": "modules", "value": "finder.wasm"}, ...],
+	            "kernel": {}, "note": "..."}],
+	 "declassify": [{"cap": "nationality", "kind": "declassify",
+	                 "fields": [{"name": "drop", "value": "pii:alice"}, ...],
+	                 "kernel": {}}],
+	 "other": []}
 
 A declassify cap lowers the labels of blobs the task hands on, never the
 task's own label, so it changes none of the verdicts; it is listed last.
@@ -95,16 +120,12 @@ type checkReport struct {
 	Sources   []checkSource `json:"sources"`
 	Sinks     []checkSink   `json:"sinks"`
 	Spawn     []checkSpawn  `json:"spawn"`
-	// Declassify lists the declassify caps: they lower the labels of
-	// blobs the task hands on, never the task's own label, so they change
-	// no verdict above.
-	Declassify []checkDeclassify `json:"declassify"`
-}
-
-type checkDeclassify struct {
-	Cap     string   `json:"cap"`
-	Drop    []string `json:"drop"`
-	Project []string `json:"project,omitempty"`
+	// Declassify lists the capabilities of kinds that may lower labels:
+	// they lower the labels of blobs the task hands on, never the task's
+	// own label, so they change no verdict above.
+	Declassify []checkCap `json:"declassify"`
+	// Other lists the capabilities in none of the lists above.
+	Other []checkCap `json:"other"`
 }
 
 type checkTask struct {
@@ -114,39 +135,52 @@ type checkTask struct {
 	Clearance []string `json:"clearance"`
 }
 
+// checkCap is one capability as its kind describes it, with the kernel's
+// attributes of its cap block.
+type checkCap struct {
+	Cap    string          `json:"cap"`
+	Kind   string          `json:"kind"`
+	Fields []kernel.Detail `json:"fields"`
+	Kernel checkKernel     `json:"kernel"`
+}
+
+// checkKernel is the kernel's own attributes of a cap block, those set.
+type checkKernel struct {
+	Audit       bool     `json:"audit,omitempty"`
+	Rate        string   `json:"rate,omitempty"`
+	MaxUses     int64    `json:"max_uses,omitempty"`
+	Budget      string   `json:"budget,omitempty"`
+	When        []string `json:"when,omitempty"`
+	ApproveWhen []string `json:"approve_when,omitempty"`
+}
+
 // checkSource is a cap the task could read labelled data through.
 type checkSource struct {
-	Cap            string              `json:"cap"`
-	Kind           string              `json:"kind"`
-	Collection     string              `json:"collection,omitempty"`
-	Records        string              `json:"records,omitempty"`
-	Fields         []string            `json:"fields,omitempty"`
-	LabelledFields map[string][]string `json:"labelled_fields,omitempty"`
+	checkCap
+	Summary        string              `json:"summary"`
 	Tags           []string            `json:"tags"`
+	LabelledFields map[string][]string `json:"labelled_fields,omitempty"`
 	AboveClearance []string            `json:"above_clearance"`
 	Unknown        bool                `json:"unknown"`
 	Note           string              `json:"note"`
 }
 
+// checkSink is a cap that sends data out.
 type checkSink struct {
-	Cap              string   `json:"cap"`
-	Kind             string   `json:"kind"`
-	Origin           string   `json:"origin,omitempty"`
-	AcceptsUntrusted *bool    `json:"accepts_untrusted,omitempty"`
-	Provider         string   `json:"provider,omitempty"`
-	Payees           []string `json:"payees,omitempty"`
+	checkCap
+	Reaches          []string `json:"reaches"`
 	Clearance        []string `json:"clearance"`
+	AcceptsUntrusted bool     `json:"accepts_untrusted"`
 	CouldReceive     []string `json:"could_receive"`
 	BlockedBy        []string `json:"blocked_by"`
 	Safe             bool     `json:"safe"`
 	Verdict          string   `json:"verdict"`
 }
 
+// checkSpawn is a cap that starts child tasks.
 type checkSpawn struct {
-	Cap         string   `json:"cap"`
-	Modules     []string `json:"modules"`
-	MaxChildren any      `json:"max_children,omitempty"`
-	Note        string   `json:"note"`
+	checkCap
+	Note string `json:"note"`
 }
 
 func runCheck(e *env, args []string) int {
@@ -170,10 +204,13 @@ func runCheck(e *env, args []string) int {
 	if err != nil {
 		return e.manifestError(err)
 	}
-	if err := checkGrants(m); err != nil {
+	ks, closeKinds := kindsFor("")
+	defer closeKinds()
+	g, err := checkGrants(m, ks, declassifiers)
+	if err != nil {
 		return e.manifestError(err)
 	}
-	r, err := checkManifest(m)
+	r, err := checkManifest(m, g)
 	if err != nil {
 		return e.manifestError(err)
 	}
@@ -190,25 +227,50 @@ func runCheck(e *env, args []string) int {
 	return exitOK
 }
 
+// checkedGrants is what the kinds granted a manifest's cap blocks.
+type checkedGrants struct {
+	// Grants are the root grants, one per cap block, in the manifest's
+	// order.
+	Grants []kernel.GrantSpec
+	// Kinds are the kinds, by name.
+	Kinds map[string]kernel.Kind
+	// Declassifiers names the kinds that may lower labels.
+	Declassifiers []string
+	// Modules maps the placeholder digests spawn grants were given to
+	// the modules the manifest names.
+	Modules map[string]string
+}
+
 // checkGrants has the kinds check the cap blocks as mandate run does,
-// without reading secrets or building spawn modules.
-func checkGrants(m *manifest.Manifest) error {
-	ks, closeKinds := kindsFor("")
-	defer closeKinds()
-	g := &checkGranter{kinds: map[string]kernel.Kind{}}
+// without reading secrets or building spawn modules, and returns the
+// scopes they grant.
+func checkGrants(m *manifest.Manifest, ks []kernel.Kind, declassifiers []string) (*checkedGrants, error) {
+	g := &checkGranter{kinds: map[string]kernel.Kind{}, modules: map[string]string{}}
 	for _, k := range ks {
 		g.kinds[k.Name()] = k
 	}
 	lookup := func(string) (string, bool) { return "placeholder", true }
-	_, err := m.GrantsWith(g, kernel.GrantContext{Dir: m.Dir, LookupEnv: lookup})
-	return err
+	grants, err := m.GrantsWith(g, kernel.GrantContext{Dir: m.Dir, LookupEnv: lookup})
+	if err != nil {
+		return nil, err
+	}
+	if len(grants) != len(m.Caps) {
+		return nil, fmt.Errorf("%d grants for %d cap blocks", len(grants), len(m.Caps))
+	}
+	for i := range grants {
+		if grants[i].Name != m.Caps[i].Name || grants[i].Kind != m.Caps[i].Kind {
+			return nil, fmt.Errorf("grant %d is %s %q, not the cap block's %s %q", i, grants[i].Kind, grants[i].Name, m.Caps[i].Kind, m.Caps[i].Name)
+		}
+	}
+	return &checkedGrants{Grants: grants, Kinds: g.kinds, Declassifiers: declassifiers, Modules: g.modules}, nil
 }
 
 // checkGranter is a manifest.Granter over the CLI's kinds that needs no
 // kernel: it grants with the kinds themselves and leaves constraint
 // expressions to mandate run.
 type checkGranter struct {
-	kinds map[string]kernel.Kind
+	kinds   map[string]kernel.Kind
+	modules map[string]string // placeholder digest -> module as written
 }
 
 func (g *checkGranter) Kind(name string) (kernel.Kind, bool) {
@@ -226,36 +288,58 @@ func (g *checkGranter) Kinds() []string {
 }
 
 func (g *checkGranter) Grant(kind string, gc kernel.GrantContext, spec []byte) (kernel.Scope, error) {
-	if kind == "spawn" {
-		// Module paths are resolved to digests by mandate run; check the
-		// paths exist and hand the kind placeholder digests.
-		var s map[string]any
-		if err := json.Unmarshal(spec, &s); err == nil {
-			if list, ok := s["modules"].([]any); ok {
-				out := make([]any, len(list))
-				for i, v := range list {
-					str, _ := v.(string)
-					out[i] = v
-					if str == "" || sandbox.IsDigest(strings.ToLower(str)) {
-						continue
-					}
-					p := str
-					if !filepath.IsAbs(p) {
-						p = filepath.Join(gc.Dir, p)
-					}
-					if _, err := os.Stat(p); err != nil {
-						return nil, &kernel.FieldError{Field: "modules", Msg: fmt.Sprintf("module %s: %v", str, err)}
-					}
-					out[i] = fmt.Sprintf("sha256:%064x", i+1)
-				}
-				s["modules"] = out
-				if b, err := json.Marshal(s); err == nil {
-					spec = b
-				}
-			}
+	k := g.kinds[kind]
+	if slices.Contains(k.Info().Ops, kernel.OpSpawn) {
+		var err error
+		if spec, err = g.placeholderModules(gc, spec); err != nil {
+			return nil, err
 		}
 	}
-	return g.kinds[kind].Grant(gc, spec)
+	return k.Grant(gc, spec)
+}
+
+// placeholderModules rewrites the module paths of a spawn grant's
+// "modules" list to placeholder digests: mandate run resolves the paths
+// to the digests of the modules it builds, mandate check builds nothing.
+// It checks that the paths exist, and remembers what each placeholder
+// stands for. Anything it cannot read it leaves to the kind to refuse.
+func (g *checkGranter) placeholderModules(gc kernel.GrantContext, spec []byte) ([]byte, error) {
+	var sp struct {
+		Modules []json.RawMessage `json:"modules"`
+	}
+	if json.Unmarshal(spec, &sp) != nil || sp.Modules == nil {
+		return spec, nil
+	}
+	modules := sp.Modules
+	for i, raw := range modules {
+		var name string
+		if json.Unmarshal(raw, &name) != nil || name == "" || sandbox.IsDigest(strings.ToLower(name)) {
+			continue
+		}
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(gc.Dir, p)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return nil, &kernel.FieldError{Field: "modules", Msg: fmt.Sprintf("module %s: %v", name, err)}
+		}
+		digest := fmt.Sprintf("sha256:%064x", len(g.modules)+1)
+		g.modules[digest] = name
+		modules[i], _ = json.Marshal(digest)
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(spec, &fields) != nil {
+		return spec, nil
+	}
+	b, err := json.Marshal(modules)
+	if err != nil {
+		return spec, nil
+	}
+	fields["modules"] = b
+	if b, err = json.Marshal(fields); err != nil {
+		return spec, nil
+	}
+	return b, nil
 }
 
 func (g *checkGranter) CompileConstraints(kind string, when, approveWhen []string) (kernel.Constraints, error) {
@@ -271,16 +355,35 @@ func (g *checkGranter) ParseBudget(kind string, s kernel.Scope, text string) (in
 	return kernel.ParseBudget(k, s, text)
 }
 
-// checkManifest analyses a loaded manifest.
-func checkManifest(m *manifest.Manifest) (*checkReport, error) {
-	r := &checkReport{
-		Task:      checkTask{Name: m.Name, Principal: m.Principal, Clearance: []string{}},
-		CouldHold: []string{},
-		Sources:   []checkSource{},
-		Sinks:     []checkSink{},
-		Spawn:     []checkSpawn{},
+// checkSeeds reads the manifest's seed files as the data they seed.
+func checkSeeds(m *manifest.Manifest) ([]kernel.Seed, error) {
+	seeds := make([]kernel.Seed, 0, len(m.Seeds))
+	for i := range m.Seeds {
+		s := &m.Seeds[i]
+		recs, err := readRecords(s.File)
+		if err != nil {
+			return nil, s.Error(err)
+		}
+		b, err := json.Marshal(recs)
+		if err != nil {
+			return nil, s.Error(err)
+		}
+		seeds = append(seeds, kernel.Seed{Collection: s.Collection, Records: b, Relations: s.Relations})
+	}
+	return seeds, nil
+}
 
-		Declassify: []checkDeclassify{},
+// checkManifest analyses a loaded manifest from what its kinds say of the
+// scopes g holds.
+func checkManifest(m *manifest.Manifest, g *checkedGrants) (*checkReport, error) {
+	r := &checkReport{
+		Task:       checkTask{Name: m.Name, Principal: m.Principal, Clearance: []string{}},
+		CouldHold:  []string{},
+		Sources:    []checkSource{},
+		Sinks:      []checkSink{},
+		Spawn:      []checkSpawn{},
+		Declassify: []checkCap{},
+		Other:      []checkCap{},
 	}
 	var clearance map[string]bool
 	if m.Clearance != nil {
@@ -288,77 +391,71 @@ func checkManifest(m *manifest.Manifest) (*checkReport, error) {
 		r.Task.Clearance = append(r.Task.Clearance, m.Clearance.Conf()...)
 		clearance = setOf(r.Task.Clearance)
 	}
-
-	// The seeds: records by collection (later files replace same ids),
-	// and the relation edges they declare.
-	records := map[string]map[string]data.Record{}
-	edges := map[string]map[string]map[string]bool{} // relation -> subject -> owners
-	for i := range m.Seeds {
-		s := &m.Seeds[i]
-		recs, err := readRecords(s.File)
-		if err != nil {
-			return nil, s.Error(err)
-		}
-		if records[s.Collection] == nil {
-			records[s.Collection] = map[string]data.Record{}
-		}
-		for _, rec := range recs {
-			records[s.Collection][rec.ID] = rec
-			for field, rel := range s.Relations {
-				for _, subj := range jsonStrings(rec.Fields[field]) {
-					if edges[rel] == nil {
-						edges[rel] = map[string]map[string]bool{}
-					}
-					if edges[rel][subj] == nil {
-						edges[rel][subj] = map[string]bool{}
-					}
-					edges[rel][subj][rec.Owner] = true
-				}
-			}
-		}
+	seeds, err := checkSeeds(m)
+	if err != nil {
+		return nil, err
 	}
 
 	hold := map[string]bool{}
-	for _, c := range m.Caps {
-		var spec map[string]any
-		if err := json.Unmarshal(c.Spec, &spec); err != nil {
-			return nil, c.Error(err)
+	for i, gs := range g.Grants {
+		k, ok := g.Kinds[gs.Kind]
+		if !ok {
+			return nil, m.Caps[i].Error(fmt.Errorf("unknown capability kind %q", gs.Kind))
 		}
-		switch c.Kind {
-		case "data":
-			src := checkData(c.Name, spec, m.Principal, records, edges)
-			if src.Unknown && r.Task.Bounded {
-				src.Unknown = false
-				src.Tags = append([]string{}, r.Task.Clearance...)
-				src.Note = "unknown (no seed data); bounded by the task's clearance"
+		d := k.Describe(gs.Scope)
+		c := checkCap{Cap: gs.Name, Kind: gs.Kind, Fields: g.named(d.Fields), Kernel: kernelAttrs(k, gs, &m.Caps[i])}
+		listed := false
+
+		switch conf := d.Label.Conf(); {
+		case d.Reach != nil:
+			reach := d.Reach(m.Principal, seeds)
+			src := checkSource{checkCap: c, Summary: g.name(reach.Summary), Note: reach.Note}
+			if reach.Known {
+				src.Tags = sortedSet(setOf(reach.Tags))
+				if len(reach.ByField) > 0 {
+					src.LabelledFields = make(map[string][]string, len(reach.ByField))
+					for f, ts := range reach.ByField {
+						src.LabelledFields[f] = sortedSet(setOf(ts))
+					}
+				}
+			} else {
+				src.Unknown = true
+				if src.Note == "" {
+					src.Note = "unknown"
+				}
+				if r.Task.Bounded {
+					src.Unknown = false
+					src.Tags = append([]string{}, r.Task.Clearance...)
+					src.Note += "; bounded by the task's clearance"
+				}
 			}
 			r.addSource(src, clearance, hold)
-		case "net":
-			if tags := specStrings(spec["labels"]); len(tags) > 0 {
-				r.addSource(checkSource{Cap: c.Name, Kind: "net", Tags: sortedSet(setOf(tags)), Note: "every response carries these labels"}, clearance, hold)
-			}
-			sink := checkSink{Cap: c.Name, Kind: "net", Clearance: sortedSet(setOf(specStrings(spec["clearance"])))}
-			sink.Origin, _ = spec["origin"].(string)
-			untrusted := true
-			if b, ok := spec["accepts_untrusted"].(bool); ok {
-				untrusted = b
-			}
-			sink.AcceptsUntrusted = &untrusted
-			r.Sinks = append(r.Sinks, sink)
-		case "pay":
-			sink := checkSink{Cap: c.Name, Kind: "pay", Clearance: sortedSet(setOf(specStrings(spec["clearance"]))), Payees: specStrings(spec["payees"])}
-			sink.Provider, _ = spec["provider"].(string)
-			r.Sinks = append(r.Sinks, sink)
-		case "spawn":
-			sp := checkSpawn{Cap: c.Name, Modules: specStrings(spec["modules"]), MaxChildren: spec["max_children"]}
+			listed = true
+		case len(conf) > 0:
+			r.addSource(checkSource{checkCap: c, Summary: strings.Join(g.namedAll(d.Reaches), ", "), Tags: sortedSet(setOf(conf)),
+				Note: "every response carries these labels"}, clearance, hold)
+			listed = true
+		}
+		if d.Sink != nil {
+			r.Sinks = append(r.Sinks, checkSink{checkCap: c, Reaches: nonNil(g.namedAll(d.Reaches)),
+				Clearance: nonNil(d.Sink.Clearance.Conf()), AcceptsUntrusted: !d.Sink.RefusesTainted})
+			listed = true
+		}
+		if slices.Contains(k.Info().Ops, kernel.OpSpawn) {
 			bound := "unbounded"
 			if r.Task.Bounded {
 				bound = tagSet(r.Task.Clearance)
 			}
-			sp.Note = fmt.Sprintf("children get at most what the parent passes them, and at most the parent's clearance (%s)", bound)
-			r.Spawn = append(r.Spawn, sp)
-		case "declassify":
-			r.Declassify = append(r.Declassify, checkDeclassify{Cap: c.Name, Drop: sortedSet(setOf(specStrings(spec["drop"]))), Project: specStrings(spec["project"])})
+			r.Spawn = append(r.Spawn, checkSpawn{checkCap: c,
+				Note: fmt.Sprintf("children get at most what the parent passes them, and at most the parent's clearance (%s)", bound)})
+			listed = true
+		}
+		if slices.Contains(g.Declassifiers, gs.Kind) {
+			r.Declassify = append(r.Declassify, c)
+			listed = true
+		}
+		if !listed {
+			r.Other = append(r.Other, c)
 		}
 	}
 	r.CouldHold = sortedSet(hold)
@@ -387,6 +484,45 @@ func checkManifest(m *manifest.Manifest) (*checkReport, error) {
 	return r, nil
 }
 
+// kernelAttrs is the kernel's own attributes of a cap block.
+func kernelAttrs(k kernel.Kind, gs kernel.GrantSpec, c *manifest.Cap) checkKernel {
+	a := checkKernel{Audit: gs.Audit, Rate: gs.Rate.String(), MaxUses: gs.Allowance.MaxUses,
+		When: c.When, ApproveWhen: c.ApproveWhen}
+	if gs.Allowance.Budget > 0 {
+		if u := k.Info().Amounts; u != nil {
+			a.Budget = u.FormatAmount(gs.Scope, gs.Allowance.Budget)
+		} else {
+			a.Budget = c.Budget
+		}
+	}
+	return a
+}
+
+// named returns fields with the placeholder digests of spawn grants
+// replaced by the modules the manifest names.
+func (g *checkedGrants) named(fields []kernel.Detail) []kernel.Detail {
+	out := make([]kernel.Detail, len(fields))
+	for i, f := range fields {
+		out[i] = kernel.Detail{Name: f.Name, Value: g.name(f.Value)}
+	}
+	return out
+}
+
+func (g *checkedGrants) namedAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = g.name(s)
+	}
+	return out
+}
+
+func (g *checkedGrants) name(s string) string {
+	for digest, module := range g.Modules {
+		s = strings.ReplaceAll(s, digest, module)
+	}
+	return s
+}
+
 // addSource records src, capping its tags with the task's clearance.
 func (r *checkReport) addSource(src checkSource, clearance map[string]bool, hold map[string]bool) {
 	if src.Tags == nil {
@@ -394,16 +530,13 @@ func (r *checkReport) addSource(src checkSource, clearance map[string]bool, hold
 	}
 	src.AboveClearance = []string{}
 	if clearance != nil {
-		var kept []string
+		kept := []string{}
 		for _, t := range src.Tags {
 			if clearance[t] {
 				kept = append(kept, t)
 			} else {
 				src.AboveClearance = append(src.AboveClearance, t)
 			}
-		}
-		if kept == nil {
-			kept = []string{}
 		}
 		src.Tags = kept
 	}
@@ -416,94 +549,10 @@ func (r *checkReport) addSource(src checkSource, clearance map[string]bool, hold
 	r.Sources = append(r.Sources, src)
 }
 
-// checkData is what a data cap could read: the labels of its granted
-// fields of the seeded records its rule reaches.
-func checkData(name string, spec map[string]any, principal string, records map[string]map[string]data.Record, edges map[string]map[string]map[string]bool) checkSource {
-	src := checkSource{Cap: name, Kind: "data", LabelledFields: map[string][]string{}}
-	src.Collection, _ = spec["collection"].(string)
-	src.Fields = specStrings(spec["fields"])
-	all := len(src.Fields) == 1 && src.Fields[0] == "*"
-	granted := setOf(src.Fields)
-
-	// allow reports whether the rule reaches a record.
-	var allow func(data.Record) bool
-	var notes []string
-	switch rule := spec["records"].(type) {
-	case string:
-		src.Records = rule
-		allow = func(rec data.Record) bool { return principal != "" && rec.Owner == principal }
-	case map[string]any:
-		switch {
-		case rule["relation"] != nil:
-			rel, _ := rule["relation"].(string)
-			src.Records = "relation " + rel
-			if reach, ok := edges[rel]; ok {
-				owners := reach[principal]
-				allow = func(rec data.Record) bool { return owners[rec.Owner] }
-			} else {
-				allow = func(data.Record) bool { return true }
-				notes = append(notes, fmt.Sprintf("no seed declares the relation %q: every record of the collection (an over-approximation)", rel))
-			}
-		case rule["owners"] != nil:
-			owners := setOf(specStrings(rule["owners"]))
-			src.Records = "owners " + strings.Join(sortedSet(owners), ", ")
-			allow = func(rec data.Record) bool { return owners[rec.Owner] }
-		case rule["ids"] != nil:
-			ids := setOf(specStrings(rule["ids"]))
-			src.Records = "ids " + strings.Join(sortedSet(ids), ", ")
-			allow = func(rec data.Record) bool { return ids[rec.ID] }
-		}
-	}
-	if allow == nil {
-		allow = func(data.Record) bool { return true }
-		notes = append(notes, "unrecognised records rule: every record of the collection (an over-approximation)")
-	}
-
-	recs, seeded := records[src.Collection]
-	if !seeded {
-		src.Unknown = true
-		src.Tags = []string{}
-		src.LabelledFields = nil
-		src.Note = "unknown (no seed data)"
-		return src
-	}
-	tags := map[string]bool{}
-	byField := map[string]map[string]bool{}
-	n := 0
-	for _, rec := range recs {
-		if !allow(rec) {
-			continue
-		}
-		n++
-		for field, ls := range rec.Labels {
-			if !all && !granted[field] {
-				continue
-			}
-			for _, t := range ls {
-				t = strings.ReplaceAll(t, "$owner", rec.Owner)
-				if t == "" {
-					continue
-				}
-				tags[t] = true
-				if byField[field] == nil {
-					byField[field] = map[string]bool{}
-				}
-				byField[field][t] = true
-			}
-		}
-	}
-	for f, ts := range byField {
-		src.LabelledFields[f] = sortedSet(ts)
-	}
-	src.Tags = sortedSet(tags)
-	notes = append([]string{fmt.Sprintf("%d seeded record(s) reachable", n)}, notes...)
-	src.Note = strings.Join(notes, "; ")
-	return src
-}
-
 func writeCheckText(w io.Writer, m *manifest.Manifest, r *checkReport) {
-	fmt.Fprintf(w, "task %q (%s)\n", r.Task.Name, m.Path)
-	fmt.Fprintf(w, "  principal: %s\n", r.Task.Principal)
+	p := kernel.Printable
+	fmt.Fprintf(w, "task %q (%s)\n", p(r.Task.Name), p(m.Path))
+	fmt.Fprintf(w, "  principal: %s\n", p(r.Task.Principal))
 	if r.Task.Bounded {
 		fmt.Fprintf(w, "  clearance: %s\n", tagSet(r.Task.Clearance))
 	} else {
@@ -516,25 +565,22 @@ func writeCheckText(w io.Writer, m *manifest.Manifest, r *checkReport) {
 	}
 	fmt.Fprintf(w, "\ncould hold: %s\n", hold)
 	for _, s := range r.Sources {
-		switch s.Kind {
-		case "data":
-			fields := strings.Join(s.Fields, ", ")
-			fmt.Fprintf(w, "  data %q: collection %s, records %s, fields %s\n", s.Cap, s.Collection, s.Records, fields)
-			if s.Unknown {
-				fmt.Fprintf(w, "    %s\n", s.Note)
-				continue
-			}
-			fmt.Fprintf(w, "    %s: %s\n", s.Note, tagSet(s.Tags))
-			fs := make([]string, 0, len(s.LabelledFields))
-			for f := range s.LabelledFields {
-				fs = append(fs, f)
-			}
-			sort.Strings(fs)
-			for _, f := range fs {
-				fmt.Fprintf(w, "    %s: %s\n", f, tagSet(s.LabelledFields[f]))
-			}
-		case "net":
-			fmt.Fprintf(w, "  net %q: %s: %s\n", s.Cap, s.Note, tagSet(s.Tags))
+		writeCapLine(w, s.checkCap, p(s.Summary))
+		switch {
+		case s.Unknown:
+			fmt.Fprintf(w, "    %s\n", p(s.Note))
+		case s.Note != "":
+			fmt.Fprintf(w, "    %s: %s\n", p(s.Note), tagSet(s.Tags))
+		default:
+			fmt.Fprintf(w, "    tags: %s\n", tagSet(s.Tags))
+		}
+		fs := make([]string, 0, len(s.LabelledFields))
+		for f := range s.LabelledFields {
+			fs = append(fs, f)
+		}
+		sort.Strings(fs)
+		for _, f := range fs {
+			fmt.Fprintf(w, "    %s: %s\n", p(f), tagSet(s.LabelledFields[f]))
 		}
 		if len(s.AboveClearance) > 0 {
 			fmt.Fprintf(w, "    refused by the task's clearance: %s\n", tagSet(s.AboveClearance))
@@ -546,12 +592,12 @@ func writeCheckText(w io.Writer, m *manifest.Manifest, r *checkReport) {
 		fmt.Fprintf(w, "  none\n")
 	}
 	for _, s := range r.Sinks {
-		switch s.Kind {
-		case "net":
-			fmt.Fprintf(w, "  net %q: %s, clearance %s, accepts_untrusted %t\n", s.Cap, s.Origin, tagSet(s.Clearance), *s.AcceptsUntrusted)
-		case "pay":
-			fmt.Fprintf(w, "  pay %q: %s, payees %s, clearance %s\n", s.Cap, s.Provider, strings.Join(s.Payees, ", "), tagSet(s.Clearance))
+		head := fmt.Sprintf("clearance %s, accepts_untrusted %t", tagSet(s.Clearance), s.AcceptsUntrusted)
+		if len(s.Reaches) > 0 {
+			head = printableList(s.Reaches) + ", " + head
 		}
+		writeCapLine(w, s.checkCap, head)
+		writeFields(w, s.Fields)
 		fmt.Fprintf(w, "    could receive: %s\n", tagSet(s.CouldReceive))
 		fmt.Fprintf(w, "    %s\n", s.Verdict)
 	}
@@ -561,28 +607,88 @@ func writeCheckText(w io.Writer, m *manifest.Manifest, r *checkReport) {
 		fmt.Fprintf(w, "  none\n")
 	}
 	for _, s := range r.Spawn {
-		extra := ""
-		if s.MaxChildren != nil {
-			extra = fmt.Sprintf(" (max_children %v)", s.MaxChildren)
-		}
-		fmt.Fprintf(w, "  spawn %q: modules %s%s\n", s.Cap, strings.Join(s.Modules, ", "), extra)
+		writeCapLine(w, s.checkCap, fieldsText(s.Fields))
 		fmt.Fprintf(w, "    %s\n", s.Note)
 	}
 
 	if len(r.Declassify) > 0 {
 		fmt.Fprintf(w, "\ndeclassify (lowers blobs the task hands on, never the task's own label):\n")
 		for _, d := range r.Declassify {
-			extra := ""
-			if len(d.Project) > 0 {
-				extra = ", projected onto " + strings.Join(d.Project, ", ")
-			}
-			fmt.Fprintf(w, "  declassify %q: drops %s%s\n", d.Cap, tagSet(d.Drop), extra)
+			writeCapLine(w, d, fieldsText(d.Fields))
+		}
+	}
+
+	if len(r.Other) > 0 {
+		fmt.Fprintf(w, "\nother:\n")
+		for _, c := range r.Other {
+			writeCapLine(w, c, fieldsText(c.Fields))
 		}
 	}
 }
 
+// writeCapLine writes a capability's line: its kind, its name, what
+// follows (already printable), and the kernel's attributes, each in
+// brackets as mandate graph shows them.
+func writeCapLine(w io.Writer, c checkCap, rest string) {
+	line := fmt.Sprintf("  %s %q", kernel.Printable(c.Kind), kernel.Printable(c.Cap))
+	if rest != "" {
+		line += ": " + rest
+	}
+	fmt.Fprintln(w, line+c.Kernel.text())
+}
+
+// writeFields writes a capability's grant on a line of its own.
+func writeFields(w io.Writer, fields []kernel.Detail) {
+	if len(fields) > 0 {
+		fmt.Fprintf(w, "    grant: %s\n", fieldsText(fields))
+	}
+}
+
+// fieldsText renders a kind's fields as mandate graph does: name=value
+// name="a value", escaped.
+func fieldsText(fields []kernel.Detail) string {
+	return viewSummary(kernel.CapView{Fields: fields})
+}
+
+// text renders the attributes set: " [audit] [rate 10/s] [max_uses 1]".
+func (a checkKernel) text() string {
+	var b strings.Builder
+	if a.Audit {
+		b.WriteString(" [audit]")
+	}
+	if a.Rate != "" {
+		fmt.Fprintf(&b, " [rate %s]", a.Rate)
+	}
+	if a.MaxUses > 0 {
+		fmt.Fprintf(&b, " [max_uses %d]", a.MaxUses)
+	}
+	if a.Budget != "" {
+		fmt.Fprintf(&b, " [budget %s]", kernel.Printable(a.Budget))
+	}
+	if len(a.When) > 0 {
+		fmt.Fprintf(&b, " [when %s]", kernel.Printable(strings.Join(a.When, " && ")))
+	}
+	if len(a.ApproveWhen) > 0 {
+		fmt.Fprintf(&b, " [approve_when %s]", kernel.Printable(strings.Join(a.ApproveWhen, " || ")))
+	}
+	return b.String()
+}
+
+// printableList renders strings a kind or a manifest wrote as "a, b".
+func printableList(ss []string) string { return joinPrintable(ss, ", ") }
+
 // tagSet renders tags as {a,b}.
-func tagSet(tags []string) string { return "{" + strings.Join(tags, ",") + "}" }
+func tagSet(tags []string) string { return "{" + joinPrintable(tags, ",") + "}" }
+
+// joinPrintable joins strings a kind or a manifest wrote, each made
+// printable.
+func joinPrintable(ss []string, sep string) string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = kernel.Printable(s)
+	}
+	return strings.Join(out, sep)
+}
 
 func setOf(ss []string) map[string]bool {
 	m := make(map[string]bool, len(ss))
@@ -601,31 +707,9 @@ func sortedSet(m map[string]bool) []string {
 	return out
 }
 
-// specStrings reads a JSON string or list of strings from a decoded spec.
-func specStrings(v any) []string {
-	switch v := v.(type) {
-	case string:
-		return []string{v}
-	case []any:
-		var out []string
-		for _, e := range v {
-			if s, ok := e.(string); ok {
-				out = append(out, s)
-			}
-		}
-		return out
+func nonNil(ss []string) []string {
+	if ss == nil {
+		return []string{}
 	}
-	return nil
-}
-
-// jsonStrings reads a field value that is a string or a list of strings.
-func jsonStrings(raw json.RawMessage) []string {
-	if len(raw) == 0 {
-		return nil
-	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil
-	}
-	return specStrings(v)
+	return ss
 }

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/manifest"
 )
 
@@ -31,11 +33,20 @@ const checkPeople = `[
 // seed files) to a temporary directory and analyses it.
 func checkTestManifest(t *testing.T, body string) *checkReport {
 	t.Helper()
+	return checkWith(t, loadCheckManifest(t, body), nil)
+}
+
+// loadCheckManifest writes a manifest whose task body is body (plus the
+// seed files, records.json, people.json and records.csv) to a temporary
+// directory and loads it.
+func loadCheckManifest(t *testing.T, body string) *manifest.Manifest {
+	t.Helper()
 	dir := t.TempDir()
 	files := map[string]string{
 		"m.wasm":       "not read",
 		"records.json": checkRecords,
 		"people.json":  checkPeople,
+		"records.csv":  "id,owner,plan,passport[pii:$owner]\na1,alice,gold,X1\nb1,bob,silver,X2\n",
 		"m.hcl":        "task \"t\" {\n  module = \"m.wasm\"\n" + body + "\n}\n",
 	}
 	for name, content := range files {
@@ -47,10 +58,19 @@ func checkTestManifest(t *testing.T, body string) *checkReport {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := checkGrants(m); err != nil {
+	return m
+}
+
+// checkWith analyses m with the CLI's kinds and extra.
+func checkWith(t *testing.T, m *manifest.Manifest, extra []kernel.Kind, extraDeclassifiers ...string) *checkReport {
+	t.Helper()
+	ks, closeKinds := kindsFor("")
+	defer closeKinds()
+	g, err := checkGrants(m, append(ks, extra...), append(slices.Clone(declassifiers), extraDeclassifiers...))
+	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := checkManifest(m)
+	r, err := checkManifest(m, g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,39 +124,21 @@ func TestCheckOwn(t *testing.T) {
 	if !cl.Safe || !strings.HasPrefix(cl.Verdict, "safe: ") {
 		t.Errorf("cleared sink: safe %v, verdict %q", cl.Safe, cl.Verdict)
 	}
-	if cl.AcceptsUntrusted == nil || *cl.AcceptsUntrusted {
-		t.Errorf("cleared sink accepts_untrusted = %v, want false", cl.AcceptsUntrusted)
+	if cl.AcceptsUntrusted || !pub.AcceptsUntrusted {
+		t.Errorf("accepts_untrusted: public %v, cleared %v; want true, false", pub.AcceptsUntrusted, cl.AcceptsUntrusted)
 	}
-}
-
-func TestCheckStarFields(t *testing.T) {
-	r := checkTestManifest(t, `
-  principal = "alice"
-  seed "records" { file = "records.json" }
-  cap "data" "r" {
-    collection = "records"
-    records    = "own"
-    fields     = ["*"]
-  }`)
-	wantTags(t, "could_hold", r.CouldHold, "pii:alice", "ssn:alice")
-}
-
-func TestCheckOwners(t *testing.T) {
-	r := checkTestManifest(t, `
-  principal = "alice"
-  seed "records" { file = "records.json" }
-  cap "data" "r" {
-    collection = "records"
-    records    = { owners = ["bob", "dave"] }
-    fields     = ["plan", "ssn"]
-  }
-  cap "data" "ids" {
-    collection = "records"
-    records    = { ids = ["a1"] }
-    fields     = ["plan"]
-  }`)
-	wantTags(t, "could_hold", r.CouldHold, "financial:dave", "ssn:bob")
-	wantTags(t, "ids tags", r.Sources[1].Tags)
+	wantTags(t, "public reaches", pub.Reaches, "https://public.example/")
+	wantTags(t, "cleared clearance", cl.Clearance, "pii:alice", "pii:dave")
+	if !slices.Contains(cl.Fields, kernel.Detail{Name: "accepts_untrusted", Value: "false"}) {
+		t.Errorf("cleared sink fields = %v", cl.Fields)
+	}
+	src := r.Sources[0]
+	if src.Kind != "data" || src.Summary != "collection records, records own, fields passport, plan" || src.Unknown {
+		t.Errorf("source = %+v", src)
+	}
+	if !reflect.DeepEqual(src.LabelledFields, map[string][]string{"passport": {"pii:alice"}}) {
+		t.Errorf("labelled fields = %v", src.LabelledFields)
+	}
 }
 
 func TestCheckRelation(t *testing.T) {
@@ -155,21 +157,6 @@ func TestCheckRelation(t *testing.T) {
 	wantTags(t, "could_hold", r.CouldHold, "pii:alice", "pii:dave")
 	if !r.Sinks[1].Safe {
 		t.Errorf("cleared sink: %+v, want safe", r.Sinks[1])
-	}
-}
-
-func TestCheckRelationUndeclared(t *testing.T) {
-	r := checkTestManifest(t, `
-  principal = "carol"
-  seed "records" { file = "records.json" }
-  cap "data" "r" {
-    collection = "records"
-    records    = { relation = "manager_of" }
-    fields     = ["passport"]
-  }`)
-	wantTags(t, "could_hold", r.CouldHold, "pii:alice", "pii:bob", "pii:dave")
-	if !strings.Contains(r.Sources[0].Note, "over-approximation") {
-		t.Errorf("note = %q, want it to say over-approximation", r.Sources[0].Note)
 	}
 }
 
@@ -231,8 +218,13 @@ func TestCheckNoSeed(t *testing.T) {
 	if pay.Kind != "pay" || pay.Safe || !strings.HasPrefix(pay.Verdict, "unknown") {
 		t.Errorf("pay sink = %+v", pay)
 	}
-	if len(r.Spawn) != 1 || !slices.Equal(r.Spawn[0].Modules, []string{"m.wasm"}) {
+	if len(r.Spawn) != 1 || !slices.Contains(r.Spawn[0].Fields, kernel.Detail{Name: "modules", Value: "m.wasm"}) {
 		t.Errorf("spawn = %+v", r.Spawn)
+	}
+	for _, f := range pay.Fields {
+		if strings.Contains(f.Value, "placeholder") {
+			t.Errorf("pay field %v shows the placeholder secret", f)
+		}
 	}
 
 	// A bounded clearance bounds unseeded data.
@@ -291,7 +283,7 @@ func TestCheckCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantTags(t, "could_hold", r.CouldHold, "pii:alice")
-	if len(r.Sinks) != 1 || r.Sinks[0].Origin != "https://web.example" || r.Sinks[0].Safe {
+	if len(r.Sinks) != 1 || !slices.Equal(r.Sinks[0].Reaches, []string{"https://web.example/"}) || r.Sinks[0].Safe {
 		t.Errorf("sinks = %+v", r.Sinks)
 	}
 
@@ -303,5 +295,61 @@ func TestCheckCommand(t *testing.T) {
 	}
 	if code, _, stderr := run("check", filepath.Join(dir, "spawn.hcl")); code != 2 || !strings.Contains(stderr, "module missing") {
 		t.Errorf("missing spawn module: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestCheckCSVSeed: a CSV seed file is read as mandate run imports it.
+func TestCheckCSVSeed(t *testing.T) {
+	r := checkTestManifest(t, `
+  principal = "bob"
+  seed "records" { file = "records.csv" }
+  cap "data" "r" {
+    collection = "records"
+    records    = "own"
+    fields     = ["*"]
+  }`)
+	wantTags(t, "could_hold", r.CouldHold, "pii:bob")
+}
+
+// TestCheckKernelAttributes: the kernel's own attributes of every cap
+// block are in the report, a budget in the kind's unit.
+func TestCheckKernelAttributes(t *testing.T) {
+	m := loadCheckManifest(t, `
+  principal = "alice"
+  cap "pay" "card" {
+    provider     = "https://pay.example"
+    instrument   = { env = "SURELY_UNSET_CARD_TOKEN" }
+    payees       = ["shop.example"]
+    currency     = "USD"
+    audit        = true
+    rate         = "10/s"
+    max_uses     = 1
+    budget       = "100"
+    when         = "args.amount != ''"
+    approve_when = ["true", "false"]
+  }
+  cap "spawn" "kids" {
+    modules = ["m.wasm"]
+  }`)
+	r := checkWith(t, m, nil)
+	want := checkKernel{Audit: true, Rate: "10/s", MaxUses: 1, Budget: "100.00 USD",
+		When: []string{"args.amount != ''"}, ApproveWhen: []string{"true", "false"}}
+	if len(r.Sinks) != 1 || !reflect.DeepEqual(r.Sinks[0].Kernel, want) {
+		t.Errorf("sinks = %+v, want kernel %+v", r.Sinks, want)
+	}
+	if len(r.Spawn) != 1 || !reflect.DeepEqual(r.Spawn[0].Kernel, checkKernel{}) {
+		t.Errorf("spawn = %+v, want no kernel attributes", r.Spawn)
+	}
+	b, err := json.Marshal(r.Sinks[0].Kernel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b); got != `{"audit":true,"rate":"10/s","max_uses":1,"budget":"100.00 USD","when":["args.amount != ''"],"approve_when":["true","false"]}` {
+		t.Errorf("kernel JSON = %s", got)
+	}
+	var out bytes.Buffer
+	writeCheckText(&out, m, r)
+	if line := `  pay "card": https://pay.example, clearance {}, accepts_untrusted true [audit] [rate 10/s] [max_uses 1] [budget 100.00 USD] [when args.amount != ''] [approve_when true || false]`; !strings.Contains(out.String(), line+"\n") {
+		t.Errorf("text:\n%s\nwant the line\n%s", out.String(), line)
 	}
 }

@@ -1,4 +1,4 @@
-package kernel
+package kindapi
 
 import (
 	"encoding/json"

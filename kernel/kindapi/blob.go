@@ -1,4 +1,4 @@
-package kernel
+package kindapi
 
 import (
 	"bytes"
@@ -21,11 +21,13 @@ var blobIDs atomic.Uint64
 
 // NewBlob makes a blob of a copy of data.
 func NewBlob(data []byte, label Label) *Blob {
-	return newBlobOwned(bytes.Clone(data), label)
+	return NewBlobOwned(bytes.Clone(data), label)
 }
 
-// newBlobOwned makes a blob that takes ownership of data.
-func newBlobOwned(data []byte, label Label) *Blob {
+// NewBlobOwned makes a blob that takes ownership of data: the caller must
+// not change data afterwards. (The kernel makes result blobs this way; a
+// blob only reaches a task through the kernel.)
+func NewBlobOwned(data []byte, label Label) *Blob {
 	return &Blob{id: blobIDs.Add(1), data: data, label: label}
 }
 

@@ -1,4 +1,4 @@
-package kernel
+package kindapi
 
 import (
 	"github.com/hashicorp/go-hclog"
@@ -6,8 +6,9 @@ import (
 )
 
 // NewCall makes a Call as the mediator would, with blob as the resolver of
-// blob handles named in args. Kinds outside this package use it in tests of
-// Prepare; the kernel itself builds Calls directly.
+// blob handles named in args and a public caller. Kinds use it in tests of
+// Prepare; a Call made outside the kernel reaches nothing: only the kernel
+// runs what a kind prepares.
 func NewCall(op string, args []byte, scope Scope, task TaskInfo, logger hclog.Logger, blob func(abi.Handle) (*Blob, error)) *Call {
 	return &Call{Op: op, Args: args, Scope: scope, Task: task, Logger: logger, blob: blob}
 }
