@@ -30,7 +30,7 @@ func appearsInString(s kindapi.Secret, t string) bool {
 
 // injected is a header the kernel adds to every request of a scope.
 type injected struct {
-	name  string        // canonical MIME form, e.g. "X-Api-Key"
+	name  string         // canonical MIME form, e.g. "X-Api-Key"
 	value kindapi.Secret // the whole value, prefix included
 	// probe is what a response must not contain: the raw secret (without
 	// the prefix) when it is at least minProbeLen bytes, else the whole

@@ -25,9 +25,9 @@ type Scope struct {
 	maxRedirects int
 	allowPrivate bool
 	clearance    kindapi.Label // what may be sent: confidentiality tags only
-	refuseTaint  bool         // accepts_untrusted = false
-	respLabels   []string     // confidentiality every response carries (sorted)
-	headers      []injected   // sorted by name
+	refuseTaint  bool          // accepts_untrusted = false
+	respLabels   []string      // confidentiality every response carries (sorted)
+	headers      []injected    // sorted by name
 	// reserved are the header names a guest may not set: every header
 	// injected here or by an ancestor (a header dropped by narrowing stays
 	// reserved, so dropping it never lets the guest supply its own).

@@ -29,7 +29,7 @@ type Scope struct {
 	currency     string   // upper case
 	maxAmount    int64    // minor units; MaxMinor when the grant names none
 	expires      time.Time
-	approveAbove int64        // minor units; -1: never ask
+	approveAbove int64         // minor units; -1: never ask
 	clearance    kindapi.Label // confidentiality a charge may carry to the provider
 
 	keys *tree
