@@ -323,6 +323,12 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 	interrupted := false
 	select {
 	case <-t.Done():
+		// The task may have ended because the signal canceled its
+		// context: that is an interruption too, whichever case won.
+		if ctx.Err() != nil {
+			interrupted = true
+			stop()
+		}
 	case <-ctx.Done():
 		interrupted = true
 		stop()
