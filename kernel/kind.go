@@ -97,6 +97,9 @@ func FormatBytes(n int64) string { return kindapi.FormatBytes(n) }
 // through it before a person reads it.
 func Printable(s string) string { return kindapi.Printable(s) }
 
+// EscapeText is kindapi.EscapeText: Printable for multi-line text.
+func EscapeText(s string) string { return kindapi.EscapeText(s) }
+
 // ParseBudget is kindapi.ParseBudget.
 func ParseBudget(kind Kind, s Scope, text string) (int64, error) {
 	return kindapi.ParseBudget(kind, s, text)

@@ -224,8 +224,9 @@ func runAudit(e *env, args []string) int {
 		if len(tm) >= 23 {
 			tm = tm[11:23] // the time of day, to the millisecond
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", en.Seq, tm, en.Task, en.Principal,
-			en.Cap+" "+en.Kind, en.Op, en.Decision+" "+en.Errno, truncate(oneLine(en.Reason), 100))
+		p := kernel.Printable
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", en.Seq, p(tm), p(en.Task), p(en.Principal),
+			p(en.Cap+" "+en.Kind), p(en.Op), p(en.Decision+" "+en.Errno), p(truncate(oneLine(en.Reason), 100)))
 	}
 	w.Flush()
 	if len(entries) == 0 {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/mandatevm/mandate/kernel"
 	"io"
 	"os"
 	"runtime"
@@ -30,6 +31,28 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	// terminal reports whether w is a terminal (what a guest wrote is then
+	// escaped); nil means isTerminal.
+	terminal func(w io.Writer) bool
+}
+
+// isTerminal reports whether w is a character device (a terminal, or
+// /dev/null: escaping for it is harmless).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// isTerm is e.terminal with its default.
+func (e *env) isTerm(w io.Writer) bool {
+	if e.terminal != nil {
+		return e.terminal(w)
+	}
+	return isTerminal(w)
 }
 
 // command is one subcommand.
@@ -193,7 +216,9 @@ func (e *env) usageError(c *command, format string, args ...any) int {
 }
 
 func (e *env) errorf(format string, args ...any) {
-	fmt.Fprintf(e.stderr, "mandate: "+format+"\n", args...)
+	// A message may quote what a guest chose (a denied call's reason):
+	// escaped, as everything a guest can influence on a terminal.
+	fmt.Fprintf(e.stderr, "mandate: %s\n", kernel.EscapeText(fmt.Sprintf(format, args...)))
 }
 
 const helpHelp = `Usage: mandate help [command]

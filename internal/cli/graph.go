@@ -175,19 +175,19 @@ func renderText(w io.Writer, r *Record) error {
 			return
 		}
 		seen["t:"+x.ID] = true
-		fmt.Fprintf(&b, "%s%s  principal=%s  state=%s  module=%s", indent(depth), x.ID, x.Principal, x.State, shortDigest(x.Module))
+		fmt.Fprintf(&b, "%s%s  principal=%s  state=%s  module=%s", indent(depth), x.ID, kernel.Printable(x.Principal), x.State, kernel.Printable(shortDigest(x.Module)))
 		if x.Denials > 0 {
 			fmt.Fprintf(&b, "  denials=%d", x.Denials)
 		}
 		if !x.Label.IsZero() {
-			fmt.Fprintf(&b, "  label=%s", x.Label)
+			fmt.Fprintf(&b, "  label=%s", kernel.Printable(x.Label.String()))
 		}
 		if x.Clearance != nil {
 			fmt.Fprintf(&b, "  clearance={%s}", strings.Join(x.Clearance.Conf(), ","))
 		}
 		b.WriteString("\n")
 		if x.Error != "" {
-			fmt.Fprintf(&b, "%s  error: %s\n", indent(depth), oneLine(x.Error))
+			fmt.Fprintf(&b, "%s  error: %s\n", indent(depth), kernel.EscapeText(oneLine(x.Error)))
 		}
 		for _, k := range t.taskKids[x.ID] {
 			task(k, depth+1)
@@ -253,7 +253,8 @@ func renderText(w io.Writer, r *Record) error {
 			if cap == "" {
 				cap = "-"
 			}
-			fmt.Fprintf(&b, "  %s %s %s %s: %s\n", d.Task, cap, d.Op, d.Errno, truncate(oneLine(d.Reason), 160))
+			fmt.Fprintf(&b, "  %s %s %s %s: %s\n", kernel.Printable(d.Task), kernel.Printable(cap), kernel.Printable(d.Op),
+				kernel.Printable(d.Errno), kernel.Printable(truncate(oneLine(d.Reason), 160)))
 		}
 		if len(r.Denials) <= maxTextDenials && r.DenialsDropped > 0 {
 			fmt.Fprintf(&b, "  ... %d more (mandate audit --denied)\n", r.DenialsDropped)

@@ -94,8 +94,11 @@ func runVerify(e *env, args []string) int {
 	}
 	w := e.stdout
 	fmt.Fprintf(w, "receipt %s verifies (key %s)\n", pos[0], strings.SplitN(vkey, "+", 2)[0])
-	fmt.Fprintf(w, "run %s: module %s acting for %s\n", r.Run, r.Module, r.Principal)
-	fmt.Fprintf(w, "manifest %s (%s)\n\n", r.Manifest, r.ManifestDigest)
+	// A receipt is a file anyone may hand over: every string in it is
+	// escaped before it reaches the terminal.
+	p := kernel.Printable
+	fmt.Fprintf(w, "run %s: module %s acting for %s\n", p(r.Run), p(r.Module), p(r.Principal))
+	fmt.Fprintf(w, "manifest %s (%s)\n\n", p(r.Manifest), p(r.ManifestDigest))
 	kinds := map[string]bool{}
 	if len(r.Grants) == 0 {
 		fmt.Fprintln(w, "The task was granted no capability at all.")
@@ -103,7 +106,7 @@ func runVerify(e *env, args []string) int {
 		fmt.Fprintln(w, "The task could:")
 		for _, g := range r.Grants {
 			kinds[g.Kind] = true
-			fmt.Fprintf(w, "  - %s\n", describeGrant(g))
+			fmt.Fprintf(w, "  - %s\n", p(describeGrant(g)))
 		}
 	}
 	var could []string
@@ -127,7 +130,7 @@ func runVerify(e *env, args []string) int {
 	}
 	fmt.Fprintln(w, "\nTasks as they ended:")
 	for _, t := range r.Tasks {
-		fmt.Fprintf(w, "  %s %s label=%s clearance=%s\n", t.ID, t.State, compact(t.Label), compact(t.Clearance))
+		fmt.Fprintf(w, "  %s %s label=%s clearance=%s\n", p(t.ID), p(string(t.State)), p(compact(t.Label)), p(compact(t.Clearance)))
 	}
 	return exitOK
 }

@@ -25,6 +25,7 @@ import (
 
 const runHelp = `Usage: mandate run MANIFEST.hcl [--input FILE|-] [--var NAME=VALUE ...]
                    [--log-level LEVEL] [--engine NAME] [--cache-dir DIR] [--state-dir DIR]
+                   [--receipt FILE] [--approve MODE] [--raw]
 
 Runs the root task a manifest describes: loads the manifest, builds its
 module if it names a Go guest directory (cached by content), compiles it,
@@ -50,6 +51,10 @@ Flags:
 	                   manifest, principal, every capability granted, final
 	                   labels, the audit checkpoint); check it with
 	                   "mandate verify FILE"
+	--raw              write the task's result as it is even to a terminal
+	                   (by default, control characters and escape sequences
+	                   a guest put in it are escaped on a terminal; a pipe
+	                   or file always gets the bytes as they are)
 	--approve MODE     uses that need a person's yes (a payment above its
 	                   approve_above, a call matching approve_when): prompt
 	                   (default) asks on the terminal and denies when there
@@ -140,6 +145,7 @@ type runOptions struct {
 	engine   string
 	cache    string
 	state    string
+	raw      bool // the result as it is, even to a terminal
 }
 
 func runRun(e *env, args []string) int {
@@ -154,6 +160,7 @@ func runRun(e *env, args []string) int {
 	stateFlag := stateDirFlag(fs)
 	fs.StringVar(&o.approve, "approve", approvePrompt, "")
 	fs.StringVar(&o.receipt, "receipt", "", "")
+	fs.BoolVar(&o.raw, "raw", false, "")
 	pos, code, ok := e.parse(c, fs, args)
 	if !ok {
 		return code
@@ -339,7 +346,11 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 	ended := time.Now()
 
 	// The result first: whatever happens to the record, it is not lost.
+	// A guest chose its bytes: on a terminal they are escaped unless --raw.
 	if res, ok := t.Result(); ok && len(res) > 0 {
+		if !o.raw && e.isTerm(e.stdout) {
+			res = []byte(kernel.EscapeText(string(res)))
+		}
 		if _, err := e.stdout.Write(res); err != nil {
 			e.errorf("writing the result: %v", err)
 		}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/mandatevm/mandate/kernel"
 	"strconv"
 	"text/tabwriter"
 
@@ -63,7 +64,8 @@ func runRuns(e *env, args []string) int {
 		if r.State == runstore.StateRunning {
 			exit = "-" // still running, or its process died before recording the end
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", r.ID, r.State, exit, r.Principal, r.Tasks, r.Caps, r.Denials, r.Manifest)
+		p := kernel.Printable
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", p(r.ID), p(r.State), exit, p(r.Principal), r.Tasks, r.Caps, r.Denials, p(r.Manifest))
 	}
 	w.Flush()
 	return exitOK

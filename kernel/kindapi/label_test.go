@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math/rand"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -79,5 +80,32 @@ func TestLabelLatticeLaws(t *testing.T) {
 		if a.CanFlowTo(c) && b.CanFlowTo(c) && !j.CanFlowTo(c) {
 			t.Fatalf("join is not the least upper bound: %v %v %v", a, b, c)
 		}
+	}
+}
+
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":                   "plain",
+		"a\x1b[31mb":              `a\x1b[31mb`,
+		"osc\x1b]8;;http://x\x07": `osc\x1b]8;;http://x\a`,
+		"c1\u009b2J":              `c1\u009b2J`,
+		"bad\xff":                 `bad\xff`,
+		"real \uFFFD kept":        "real \uFFFD kept",
+		"bidi\u202egnp.exe":       `bidi\u202egnp.exe`,
+		"two\nlines\tand\x00nul":  `two\nlines\tand\x00nul`,
+	} {
+		if got := Printable(in); got != want {
+			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := EscapeText("two\nlines\tand\x1bx"); got != "two\nlines\tand\\x1bx" {
+		t.Errorf("EscapeText kept %q", got)
+	}
+	long := strings.Repeat("a", 2*MaxShown)
+	if got := Printable(long); len(got) > MaxShown+32 || !strings.HasSuffix(got, "(1024 bytes)") {
+		t.Errorf("Printable of %d bytes = %d bytes %q...", len(long), len(got), got[:20])
+	}
+	if got := EscapeText(long); got != long {
+		t.Error("EscapeText cut a long text")
 	}
 }

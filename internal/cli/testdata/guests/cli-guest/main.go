@@ -9,6 +9,10 @@
 //	spin      loops forever
 //	membomb   allocates until its memory limit stops it
 //	nocap     looks up a capability that was not granted
+//	inject    puts terminal escapes (ESC, CSI, OSC 8, BEL, C1, NUL, invalid
+//	          UTF-8) into everything it can: an operation name, a path, a
+//	          capability name, a derive request, its output and its result,
+//	          then exits 1 after a denied call
 package main
 
 import (
@@ -48,6 +52,22 @@ func main() {
 		for {
 			keep = append(keep, make([]byte, 1<<20))
 		}
+	case "inject":
+		const bad = "\x1b[31mRED\x1b]8;;http://evil.example\x07link\x1b]8;;\x07\u009b2J\xff\xfe\x07\x00end"
+		const badJSON = `\u001b[31mRED\u001b]8;;http://evil.example\u0007link\u009b2J\u0000end`
+		web, err := mandate.Lookup("web")
+		if err != nil {
+			fatal(err)
+		}
+		web.Call("fetch"+bad, []byte(`{}`))
+		web.Call("fetch", []byte(`{"method":"GET","url":"/admin/`+badJSON+`"}`))
+		web.Derive(`{"paths":["/x` + badJSON + `"]}`)
+		mandate.Lookup("missing" + bad)
+		fmt.Println("stdout " + bad)
+		fmt.Fprintln(os.Stderr, "stderr "+bad)
+		result("result " + bad)
+		web.Call("fetch", []byte(`{"method":"GET","url":"/admin`+badJSON+`"}`))
+		os.Exit(1)
 	case "nocap":
 		if _, err := mandate.Lookup("missing"); err != nil {
 			fatal(err)
