@@ -78,7 +78,9 @@ func (x *runRow) parse() error {
 // Last returns the id of the most recently started run.
 func (s *Store) Last(ctx context.Context) (string, error) {
 	var id string
-	err := s.db.QueryRowContext(ctx, "SELECT id FROM runs ORDER BY started DESC, seq DESC LIMIT 1").Scan(&id)
+	// The last run that ran: a refused run (nothing ran) is the last only
+	// when no run ran at all.
+	err := s.db.QueryRowContext(ctx, "SELECT id FROM runs ORDER BY state = ?, started DESC, seq DESC LIMIT 1", StateRefused).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("%w in %s", ErrNoRuns, s.dir)
 	}
@@ -88,7 +90,8 @@ func (s *Store) Last(ctx context.Context) (string, error) {
 	return id, nil
 }
 
-// Get returns the record of run id, or of the last run when id is empty.
+// Get returns the record of run id, or of the last run that ran (Last)
+// when id is empty.
 // Every failure is a readable error naming the store.
 func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
 	if id == "" {

@@ -220,6 +220,11 @@ type Run struct {
 // StateRunning is a run's state between Begin and Finish.
 const StateRunning = "running"
 
+// StateRefused is the state of a run that was recorded as started and then
+// refused before its task ran (a module that does not compile, a grant or
+// seed error): nothing ran.
+const StateRefused = "refused"
+
 // Record is a run as stored: its metadata, the kernel's graph at its end,
 // and the denials. Its JSON form is "mandate graph --format json": the
 // graph's fields (tasks, caps) sit at the top level next to run.

@@ -25,7 +25,8 @@ was revoked).
 
 Flags:
 
-	--run ID          the run to show (default: the last run); "mandate run"
+	--run ID          the run to show (default: the last run that ran, not
+	                  one refused before its task started); "mandate run"
 	                  logs each run's id ("run recorded: run=ID"); runs are
 	                  kept in the run store, STATE_DIR/runs.db
 	--format FORMAT   text (default): a tree of tasks and capabilities

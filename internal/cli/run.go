@@ -283,32 +283,48 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 		e.errorf("%v", err)
 		return exitUsage
 	}
+	// From here on, a run refused before its task ran is recorded as
+	// refused, with why: never left "running".
+	var k *kernel.Kernel
+	refuse := func(code int, err error) int {
+		runInfo.Ended, runInfo.Exit, runInfo.State, runInfo.Error = time.Now().UTC(), code, runstore.StateRefused, err.Error()
+		rec := Record{Version: runstore.RecordVersion, Run: runInfo,
+			Graph: kernel.Graph{Tasks: []kernel.GraphTask{}, Caps: []kernel.GraphCap{}}}
+		if k != nil {
+			rec.Graph = k.Graph()
+		}
+		if ferr := store.Finish(context.Background(), rec); ferr != nil {
+			e.errorf("%v", ferr)
+		}
+		return code
+	}
 	auditor := &runAuditor{log: alog.ForRun(runID), logger: logger.Named("audit")}
 	ks, closeKinds := kindsFor(o.state)
 	defer closeKinds()
-	k, err := kernel.New(kernel.Config{
+	k, err = kernel.New(kernel.Config{
 		Engine: eng, Kinds: ks, Logger: logger,
 		Approver: approver, Constraints: constraint.New(), Modules: modules,
 		Auditor: auditor, Declassifiers: declassifiers,
 	})
 	if err != nil {
 		e.errorf("%v", err)
-		return exitUsage
+		return refuse(exitUsage, err)
 	}
 	// Modules compile only once the kernel has registered its host calls.
 	if err := e.resolveSpawnModules(ctx, m, eng, o.cache, modules, digest); err != nil {
-		return e.manifestError(err)
+		return refuse(e.manifestError(err), err)
 	}
 	if err := e.seedStore(ctx, m, o.state); err != nil {
-		return e.manifestError(err)
+		return refuse(e.manifestError(err), err)
 	}
 	grants, err := m.Grants(k)
 	if err != nil {
-		return e.manifestError(err)
+		return refuse(e.manifestError(err), err)
 	}
 	mod, err := eng.Compile(ctx, wasm)
 	if err != nil {
-		return e.manifestError(m.ModuleError(err))
+		err = m.ModuleError(err)
+		return refuse(e.manifestError(err), err)
 	}
 	defer mod.Close(context.Background())
 	modules.setRoot(mod)
@@ -325,7 +341,7 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 	})
 	if err != nil {
 		e.errorf("%v", err)
-		return exitUsage
+		return refuse(exitUsage, err)
 	}
 	interrupted := false
 	select {
