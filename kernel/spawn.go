@@ -96,7 +96,13 @@ type pendingChild struct {
 	passed []*Cap
 }
 
-func (p *pendingChild) start(ctx context.Context) { p.task.launch(ctx, p.spec) }
+func (p *pendingChild) start(ctx context.Context) {
+	parent := p.task.parent
+	parent.mu.Lock()
+	parent.kids = append(parent.kids, p.task)
+	parent.mu.Unlock()
+	p.task.launch(ctx, p.spec)
+}
 
 // abort undoes a child that will not run: what was passed is revoked.
 // Its place among running tasks is given back by the reservation.

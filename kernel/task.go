@@ -132,6 +132,7 @@ type Task struct {
 	// clearance bounds the label; nil: unbounded. Immutable after start.
 	clearance *Label
 	children  int       // tasks spawned by this one; protected by mu
+	kids      []*Task   // the children launched; protected by mu
 	state     TaskState // protected by mu
 	err       error     // protected by mu
 }
@@ -367,6 +368,14 @@ func (t *Task) run(ctx context.Context, mod sandbox.Module, cfg sandbox.RunConfi
 		t.logger.Info("task ended", "state", state, "elapsed", now().Sub(start))
 	}
 	t.cancel()
+	// Its children were canceled with it: the task has ended only once
+	// they have, so nothing reads a child of an ended task as running.
+	t.mu.Lock()
+	kids := t.kids
+	t.mu.Unlock()
+	for _, c := range kids {
+		<-c.done
+	}
 	t.k.live.Add(-1)
 	close(t.done)
 }
