@@ -15,6 +15,12 @@ const DefaultMaxOutput = 1 << 20
 // maxLogLine bounds one forwarded log line.
 const maxLogLine = 4096
 
+// logLineCost is what one forwarded line is charged beyond its bytes: the
+// log record around it (time, level, the task's fields). What is written
+// to the log about a stream is bounded by the stream's limit, so 1 MiB of
+// newlines cannot become hundreds of MiB of log records.
+const logLineCost = 256
+
 // outputWriter captures a guest stream up to a limit and forwards each
 // line to the task's logger. Past the limit bytes are counted, not kept,
 // and the truncation is logged once and reported by Truncated: a flood is
@@ -28,6 +34,8 @@ type outputWriter struct {
 	line      []byte       // partial line; protected by mu
 	dropped   int64        // protected by mu
 	truncated bool         // protected by mu
+	logged    int          // what forwarded lines cost so far; protected by mu
+	unlogged  int          // lines not forwarded once the cost reached the limit; protected by mu
 }
 
 func newOutputWriter(stream string, logger hclog.Logger, limit int) *outputWriter {
@@ -77,7 +85,18 @@ func (w *outputWriter) flushLine() {
 	if len(w.line) > maxLogLine {
 		w.line = w.line[:maxLogLine]
 	}
-	w.logger.Info(w.stream, "line", string(w.line))
+	cost := len(w.line) + logLineCost
+	switch {
+	case w.logged+cost <= w.limit:
+		w.logged += cost
+		w.logger.Info(w.stream, "line", string(w.line))
+	case w.unlogged == 0:
+		w.unlogged++
+		w.logger.Warn("guest output no longer forwarded to the log (what is logged of a stream is bounded by its limit)",
+			"stream", w.stream, "limit", w.limit)
+	default:
+		w.unlogged++
+	}
 	w.line = w.line[:0]
 }
 
@@ -90,6 +109,9 @@ func (w *outputWriter) close() {
 	}
 	if w.truncated {
 		w.logger.Warn("guest output was truncated", "stream", w.stream, "kept", w.buf.Len(), "dropped", w.dropped)
+	}
+	if w.unlogged > 0 {
+		w.logger.Warn("guest output lines not forwarded to the log", "stream", w.stream, "lines", w.unlogged)
 	}
 }
 

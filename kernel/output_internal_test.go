@@ -1,0 +1,46 @@
+package kernel
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// countWriter counts the bytes written to it.
+type countWriter struct{ n int }
+
+func (c *countWriter) Write(p []byte) (int, error) { c.n += len(p); return len(p), nil }
+
+// TestOutputLogBounded: what is written to the log about a guest's stream
+// is bounded by the stream's limit. 1 MiB of newlines (within the limit)
+// used to become one log record each, hundreds of MiB of log.
+func TestOutputLogBounded(t *testing.T) {
+	const limit = 1 << 20
+	var log countWriter
+	logger := hclog.New(&hclog.LoggerOptions{Output: &log, Level: hclog.Info}).
+		With("task", "t1", "principal", "alice", "module", "sha256:"+strings.Repeat("ab", 32))
+	w := newOutputWriter("stdout", logger, limit)
+	nl := bytes.Repeat([]byte("\n"), limit)
+	for i := 0; i < len(nl); i += 4096 {
+		w.Write(nl[i : i+4096])
+	}
+	w.close()
+	if out := w.output(); len(out.Data) != limit || out.Truncated {
+		t.Fatalf("kept %d bytes (truncated %v), want all %d", len(out.Data), out.Truncated, limit)
+	}
+	// The records are longer than logLineCost is charged (the fields):
+	// bounded within a small factor of the limit, not ~300x it.
+	if log.n > 3*limit {
+		t.Fatalf("%d bytes of log for a %d-byte stream of newlines", log.n, limit)
+	}
+	// A normal guest's lines are all forwarded.
+	var small bytes.Buffer
+	w2 := newOutputWriter("stdout", hclog.New(&hclog.LoggerOptions{Output: &small}), limit)
+	w2.Write([]byte("one\ntwo\n"))
+	w2.close()
+	if !strings.Contains(small.String(), "line=one") || !strings.Contains(small.String(), "line=two") {
+		t.Fatalf("lines not forwarded: %q", small.String())
+	}
+}
