@@ -256,8 +256,13 @@ func (s *suite) testReactor(t *testing.T) {
 		})
 	}
 
-	if err := m.Run(ctx, sandbox.RunConfig{Entry: "nope"}); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+	if err := m.Run(ctx, sandbox.RunConfig{Entry: "nope"}); err == nil || !strings.Contains(err.Error(), `does not export "nope"`) {
 		t.Errorf("Run(nope) = %v, want an error naming the entry", err)
+	}
+	// A Go reactor exports its memory as "memory": an entry naming it is
+	// told what it names, not that nothing is exported.
+	if err := m.Run(ctx, sandbox.RunConfig{Entry: "memory"}); err == nil || !strings.Contains(err.Error(), `exports "memory" as a memory, not a function`) {
+		t.Errorf("Run(memory) = %v, want an error saying it is a memory", err)
 	}
 	// The engine survives a host panic.
 	if err := m.Run(ctx, sandbox.RunConfig{}); err != nil {

@@ -368,6 +368,7 @@ func (e *Engine) compile(c *compiled, wasm []byte) error {
 		return fmt.Errorf("sandbox/wasmtime: %w", err)
 	}
 	c.memMin = bin.MemMin << 16
+	c.allExports = bin.Exports
 	c.tables = bin.Tables
 	c.tableLimit = max(uint64(MaxTableElements), bin.TableMin)
 

@@ -16,6 +16,7 @@ import (
 	wt "github.com/bytecodealliance/wasmtime-go/v39"
 
 	"github.com/mandatevm/mandate/sandbox"
+	"github.com/mandatevm/mandate/sandbox/internal/wasmbin"
 )
 
 // defaultMemoryLimit is what RunConfig.MemoryLimit zero means: the whole
@@ -42,9 +43,10 @@ type compiled struct {
 	kind       sandbox.ModuleKind
 	hasInit    bool
 	exports    map[string]funcSig
-	memMin     uint64 // initial memory in bytes
-	tables     int    // tables the module defines
-	tableLimit uint64 // elements a table may reach
+	memMin     uint64          // initial memory in bytes
+	allExports map[string]byte // every export's kind, to explain a wrong entry
+	tables     int             // tables the module defines
+	tableLimit uint64          // elements a table may reach
 
 	closeOnce sync.Once
 	refs      int // handles and runs in progress; protected by eng.mu
@@ -146,7 +148,7 @@ func (m *Module) Run(ctx context.Context, cfg sandbox.RunConfig) (err error) {
 		}
 		var ok bool
 		if entry, ok = c.exports[entryName]; !ok {
-			return fmt.Errorf("sandbox/wasmtime: reactor %s does not export %q", c.digest, entryName)
+			return wasmbin.EntryError(c.allExports, "sandbox/wasmtime", c.digest, entryName)
 		}
 		if entry.params != "" {
 			return fmt.Errorf("sandbox/wasmtime: entry %q takes parameters", entryName)

@@ -310,6 +310,7 @@ func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte) error {
 		return fmt.Errorf("sandbox/wazero: %w", err)
 	}
 	c.memMin = bin.MemMin << 16
+	c.allExports = bin.Exports
 
 	src := wasm
 	if !e.opt.noCoalesce {

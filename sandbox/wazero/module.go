@@ -16,6 +16,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/mandatevm/mandate/sandbox"
+	"github.com/mandatevm/mandate/sandbox/internal/wasmbin"
 )
 
 // defaultMemoryLimit is what RunConfig.MemoryLimit zero means: the whole
@@ -39,6 +40,8 @@ type compiled struct {
 	hasInit bool
 	exports map[string]api.FunctionDefinition
 	memMin  uint64 // initial memory in bytes
+	// allExports is every export's kind, to explain a wrong entry.
+	allExports map[string]byte
 
 	refs int // protected by eng.mu
 }
@@ -108,7 +111,7 @@ func (m *Module) Run(ctx context.Context, cfg sandbox.RunConfig) error {
 		}
 		entry = c.exports[entryName]
 		if entry == nil {
-			return fmt.Errorf("sandbox/wazero: reactor %s does not export %q", c.digest, entryName)
+			return wasmbin.EntryError(c.allExports, "sandbox/wazero", c.digest, entryName)
 		}
 		if len(entry.ParamTypes()) != 0 {
 			return fmt.Errorf("sandbox/wazero: entry %q takes parameters", entryName)

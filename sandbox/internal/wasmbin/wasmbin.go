@@ -31,6 +31,7 @@ const (
 	SecImport = 2
 	SecTable  = 4
 	SecMemory = 5
+	SecExport = 7
 	SecData   = 11
 
 	// Import kinds.
@@ -69,6 +70,8 @@ type Module struct {
 	// largest initial size (in elements) among them.
 	Tables   int
 	TableMin uint64
+	// Exports maps each export's name to its kind (ExternFunc, ...).
+	Exports map[string]byte
 }
 
 // ExternName names an import kind.
@@ -227,6 +230,10 @@ func Parse(wasm []byte) (*Module, error) {
 				m.TableMin = max(m.TableMin, min)
 			}
 			m.Tables += int(n)
+		case SecExport:
+			if err := m.parseExports(sr, size); err != nil {
+				return nil, fmt.Errorf("export Section: %w", err)
+			}
 		case SecMemory:
 			n, err := sr.u32()
 			if err != nil {
@@ -244,6 +251,42 @@ func Parse(wasm []byte) (*Module, error) {
 		}
 	}
 	return m, nil
+}
+
+func (m *Module) parseExports(r *reader, size uint32) error {
+	n, err := r.u32()
+	if err != nil {
+		return err
+	}
+	if uint64(n) > uint64(size) {
+		return fmt.Errorf("%w: %d exports in %d bytes", ErrMalformed, n, size)
+	}
+	m.Exports = make(map[string]byte, n)
+	for i := uint32(0); i < n; i++ {
+		name, err := r.name()
+		if err != nil {
+			return err
+		}
+		kind, err := r.byte()
+		if err != nil {
+			return err
+		}
+		if _, err := r.u32(); err != nil { // index
+			return err
+		}
+		m.Exports[name] = kind
+	}
+	return nil
+}
+
+// EntryError explains why a reactor cannot run name as its entry, which
+// is not an exported function: it is exported as something else (a
+// memory, a table, a global), or not at all.
+func EntryError(exports map[string]byte, engine, digest, name string) error {
+	if k, ok := exports[name]; ok && k != ExternFunc {
+		return fmt.Errorf("%s: reactor %s exports %q as a %s, not a function: the entry must be an exported function", engine, digest, name, ExternName(k))
+	}
+	return fmt.Errorf("%s: reactor %s does not export %q", engine, digest, name)
 }
 
 func (m *Module) parseImports(r *reader) error {
