@@ -3,6 +3,9 @@ package cli
 import (
 	"bytes"
 	"context"
+	"database/sql"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,5 +94,49 @@ func TestRefusedRunsEnd(t *testing.T) {
 	}
 	if !strings.Contains(o.String(), "good.hcl") {
 		t.Errorf("mandate graph shows a refused run, not the last one that ran:\n%s", &o)
+	}
+}
+
+// TestNoRunOnABrokenLog: a run does not start on an audit log whose last
+// entry was changed behind its back; the error names the file and how to
+// inspect it, and no run is recorded.
+func TestNoRunOnABrokenLog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a guest")
+	}
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	cache := filepath.Join(os.TempDir(), "mandate-concurrent-test-cache")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("results")) }))
+	defer srv.Close()
+	manifest := auditedManifest(t, dir, "fetch", "cli-guest")
+	run := func() (int, string) {
+		var o, e bytes.Buffer
+		code := Main([]string{"run", manifest, "--var", "origin=" + srv.URL, "--input", filepath.Join(dir, "fetch.in"),
+			"--state-dir", state, "--cache-dir", cache, "--log-level", "off"}, nil, &o, &e)
+		return code, e.String()
+	}
+	if code, stderr := run(); code != 0 {
+		t.Fatalf("the first run: exit %d: %s", code, stderr)
+	}
+	db, err := sql.Open("sqlite", auditPath(state))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("UPDATE entries SET reason = 'nothing happened' WHERE idx = (SELECT max(idx) FROM entries)"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	code, stderr := run()
+	if code != exitUsage || !strings.Contains(stderr, auditPath(state)) || !strings.Contains(stderr, "mandate audit verify") {
+		t.Fatalf("a run on a changed log: exit %d, stderr:\n%s", code, stderr)
+	}
+	s, err := runstore.Open(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if runs, _ := s.List(context.Background()); len(runs) != 1 {
+		t.Errorf("%d runs recorded, want only the first", len(runs))
 	}
 }

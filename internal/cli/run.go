@@ -251,10 +251,17 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 	}
 	alog, err := audit.Open(auditPath(o.state))
 	if err != nil {
-		e.errorf("audit log: %v", err)
+		e.errorf("audit log: %v\nno run starts without its log; inspect it with: mandate audit verify --state-dir %s", err, o.state)
 		return exitUsage
 	}
 	defer alog.Close()
+	// No log, no run: the file sound, its latest signed checkpoint
+	// matching the tree, the entries since then intact, and a write
+	// committed, before anything is recorded or run.
+	if err := alog.CheckHead(ctx); err != nil {
+		e.errorf("%v\nno run starts on a log that cannot be trusted; inspect it with: mandate audit verify --state-dir %s", err, o.state)
+		return exitUsage
+	}
 	store, err := openStore(o.state)
 	if err != nil {
 		e.errorf("%v", err)
