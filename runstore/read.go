@@ -38,6 +38,7 @@ func (s *Store) List(ctx context.Context) ([]Summary, error) {
 		if err := row.parse(); err != nil {
 			return nil, s.errorf("run %s: %v", sum.ID, err)
 		}
+		sum.State = s.reportState(sum.ID, sum.State)
 		out = append(out, sum)
 	}
 	if err := rows.Err(); err != nil {
@@ -120,6 +121,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
 	if err := row.parse(); err != nil {
 		return nil, s.errorf("run %s is corrupted: %v", id, err)
 	}
+	rec.Run.State = s.reportState(id, rec.Run.State)
 	if err := readTasks(ctx, tx, rec); err != nil {
 		return nil, s.errorf("run %s is corrupted: %v", id, err)
 	}

@@ -176,6 +176,7 @@ type Store struct {
 	db   *sql.DB
 	path string
 	dir  string
+	live liveLocks // the runs this process began and has not finished
 
 	// Imported are the legacy JSON records imported by Open; ImportErrors
 	// are those that could not be (the files stay where they are).
@@ -285,7 +286,8 @@ func (s *Store) errorf(format string, args ...any) error {
 	return fmt.Errorf("run store %s: "+format, append([]any{s.path}, args...)...)
 }
 
-// Begin records that run r started; its state is "running" until Finish.
+// Begin records that run r started; its state is "running" until Finish
+// (reads report "crashed" once its process has ended without Finish).
 func (s *Store) Begin(ctx context.Context, r Run) error {
 	if !ValidRunID(r.ID) {
 		return s.errorf("%q is not a run id", r.ID)
@@ -295,6 +297,11 @@ func (s *Store) Begin(ctx context.Context, r Run) error {
 		r.ID, r.Manifest, r.Task, r.Module, r.Digest, r.Principal, r.Engine, fmtTime(r.Started), StateRunning)
 	if err != nil {
 		return s.errorf("recording the start of run %s: %v", r.ID, err)
+	}
+	// Held until Finish, or until this process ends: a later read tells a
+	// run that is still running from one whose process died.
+	if err := s.hold(r.ID); err != nil {
+		return s.errorf("run %s: the lock that shows it is running: %v", r.ID, err)
 	}
 	return nil
 }
@@ -318,6 +325,7 @@ func (s *Store) Finish(ctx context.Context, rec Record) error {
 	if err := tx.Commit(); err != nil {
 		return s.errorf("recording run %s: %v", r.ID, err)
 	}
+	s.release(r.ID)
 	return nil
 }
 

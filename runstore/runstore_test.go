@@ -433,3 +433,59 @@ func TestUpgradeFromVersion1(t *testing.T) {
 		t.Fatalf("view %+v, want %+v", got.Caps[2].View, rec.Caps[2].View)
 	}
 }
+
+// TestCrashedRunsAreReported: a run recorded as running shows as running
+// while its process holds its lock, and as crashed once the process has
+// ended without recording the end (its lock released by the system).
+func TestCrashedRunsAreReported(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s1, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s1.Close()
+	rec := sampleRecord("20261129T153000Z-aaaaaa", time.Date(2026, 11, 29, 15, 30, 0, 0, time.UTC))
+	if err := s1.Begin(ctx, rec.Run); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(dir) // another reader, as "mandate runs" in another process
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	state := func() string {
+		t.Helper()
+		got, err := s2.Get(ctx, rec.Run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, err := s2.List(ctx)
+		if err != nil || len(runs) != 1 || runs[0].State != got.Run.State {
+			t.Fatalf("List %v (%v) disagrees with Get %q", runs, err, got.Run.State)
+		}
+		return got.Run.State
+	}
+	if got := state(); got != StateRunning {
+		t.Fatalf("a run whose process holds its lock: %q, want running", got)
+	}
+	// The process dies: the system drops its lock, the file stays.
+	s1.live.mu.Lock()
+	s1.live.files[rec.Run.ID].Close()
+	delete(s1.live.files, rec.Run.ID)
+	s1.live.mu.Unlock()
+	if got := state(); got != StateCrashed {
+		t.Fatalf("a run whose process died: %q, want crashed", got)
+	}
+	// A run that finished is what it was, and leaves no lock behind.
+	rec2 := sampleRecord("20261129T160000Z-bbbbbb", time.Date(2026, 11, 29, 16, 0, 0, 0, time.UTC))
+	if err := s1.Begin(ctx, rec2.Run); err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.Finish(ctx, rec2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(s1.lockPath(rec2.Run.ID)); !os.IsNotExist(err) {
+		t.Errorf("the lock of a finished run is left: %v", err)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/audit"
+	"github.com/mandatevm/mandate/runstore"
 	"github.com/mandatevm/mandate/internal/testengine"
 )
 
@@ -79,8 +80,9 @@ func TestCrashKeepsTheAuditLog(t *testing.T) {
 	if int64(allows) < effects {
 		t.Fatalf("%d fetches reached the server but only %d were logged before their effect", effects, allows)
 	}
-	// The run store opens too, and shows the killed run as begun but never
-	// finished, with the same id as its audit entries.
+	// The run store opens too, and shows the killed run as crashed (begun,
+	// never finished, its process gone), with the same id as its audit
+	// entries.
 	store, err := openStore(state)
 	if err != nil {
 		t.Fatalf("the run store does not open after a crash: %v", err)
@@ -90,7 +92,7 @@ func TestCrashKeepsTheAuditLog(t *testing.T) {
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("runs after the crash: %v, %v", runs, err)
 	}
-	if r := runs[0]; r.State != "running" || !r.Ended.IsZero() || len(entries) == 0 || entries[0].Run != r.ID {
+	if r := runs[0]; r.State != runstore.StateCrashed || !r.Ended.IsZero() || len(entries) == 0 || entries[0].Run != r.ID {
 		t.Errorf("the killed run: %+v (audit run %q)", r.Run, entries[0].Run)
 	}
 	t.Logf("killed after %d effects; %d allow entries, %d entries in all", effects, allows, len(entries))

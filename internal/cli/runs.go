@@ -14,8 +14,10 @@ const runsHelp = `Usage: mandate runs [--state-dir DIR]
 
 Lists the recorded runs, newest first: id, state, exit code, principal,
 number of tasks and capabilities, denials, and the manifest. A run whose
-state is "running" is still running, or its process died before it could
-record the end (its audit entries are in the audit log all the same). A
+state is "running" is still running (its process holds a lock on
+STATE/running/ID.lock); "crashed" means its process ended without
+recording the end, killed or crashed (its audit entries are in the audit
+log all the same). A
 run whose state is "refused" was recorded as started and then refused
 before its task ran (a module that does not compile, a grant or a seed
 error); its error says why. Show one with "mandate graph --run ID" or
