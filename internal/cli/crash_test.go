@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/audit"
-	"github.com/mandatevm/mandate/runstore"
 	"github.com/mandatevm/mandate/internal/testengine"
+	"github.com/mandatevm/mandate/runstore"
 )
 
 // TestCrashKeepsTheAuditLog kills `mandate run` (SIGKILL) in the middle of
