@@ -202,6 +202,32 @@ func (s *Store) Path() string { return s.path }
 // Close closes the store.
 func (s *Store) Close() error { return s.db.Close() }
 
+// Check is what a run asks of the store before its task runs: that the
+// file is sound (PRAGMA quick_check) and can be written (a probe write is
+// committed), so a damaged store is found before anything ran, not when
+// the run's end cannot be recorded.
+func (s *Store) Check(ctx context.Context) error {
+	var qc string
+	if err := s.db.QueryRowContext(ctx, "PRAGMA quick_check(1)").Scan(&qc); err != nil {
+		return s.errorf("the file is damaged: %v", err)
+	}
+	if qc != "ok" {
+		return s.errorf("the file is damaged: %s", qc)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.errorf("cannot be written: %v", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, "UPDATE runs SET seq = seq WHERE seq = (SELECT max(seq) FROM runs)"); err != nil {
+		return s.errorf("cannot be written: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return s.errorf("cannot be written: %v", err)
+	}
+	return nil
+}
+
 // Run describes one run.
 type Run struct {
 	ID        string    `json:"id"`

@@ -140,3 +140,54 @@ func TestNoRunOnABrokenLog(t *testing.T) {
 		t.Errorf("%d runs recorded, want only the first", len(runs))
 	}
 }
+
+// TestDamagedRunStoreFoundFirst: a run store whose pages were overwritten
+// is found before the task runs (no request reaches the server), with the
+// file named.
+func TestDamagedRunStoreFoundFirst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a guest")
+	}
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	cache := filepath.Join(os.TempDir(), "mandate-concurrent-test-cache")
+	requests := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests++; w.Write([]byte("results")) }))
+	defer srv.Close()
+	manifest := auditedManifest(t, dir, "fetch", "cli-guest")
+	run := func() (int, string) {
+		var o, e bytes.Buffer
+		code := Main([]string{"run", manifest, "--var", "origin=" + srv.URL, "--input", filepath.Join(dir, "fetch.in"),
+			"--state-dir", state, "--cache-dir", cache, "--log-level", "off"}, nil, &o, &e)
+		return code, e.String()
+	}
+	for i := 0; i < 3; i++ {
+		if code, stderr := run(); code != 0 {
+			t.Fatalf("run %d: exit %d: %s", i, code, stderr)
+		}
+	}
+	before := requests
+	path := filepath.Join(state, runstore.FileName)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last pages: the tables a run's end writes (tasks, caps,
+	// edges), which starting a run does not touch.
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := bytes.Repeat([]byte{0xA5, 0x5A, 0x13, 0x37}, 2048)
+	if _, err := f.WriteAt(junk, fi.Size()-int64(len(junk))); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	code, stderr := run()
+	if code != exitUsage || !strings.Contains(stderr, path) {
+		t.Fatalf("a run on a damaged store: exit %d, stderr:\n%s", code, stderr)
+	}
+	if requests != before {
+		t.Errorf("the task ran (%d requests) on a store that could not record it", requests-before)
+	}
+}

@@ -268,6 +268,12 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 		return exitUsage
 	}
 	defer store.Close()
+	// A store that cannot record the run is found now, before the task
+	// ran, not at its end.
+	if err := store.Check(ctx); err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
 	for _, err := range store.ImportErrors {
 		logger.Warn("run store", "error", err)
 	}
