@@ -45,20 +45,7 @@ func (l *Log) checkHead(ctx context.Context) error {
 	if err := tx.QueryRowContext(ctx, "SELECT size FROM tree WHERE id = 0").Scan(&size); err != nil {
 		return fmt.Errorf("audit log %s: %w", l.path, err)
 	}
-	stored := tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
-		out := make([]tlog.Hash, len(idx))
-		for i, x := range idx {
-			var b []byte
-			if err := tx.QueryRowContext(ctx, "SELECT hash FROM hashes WHERE idx = ?", x).Scan(&b); err != nil {
-				return nil, fmt.Errorf("stored hash %d: %w", x, err)
-			}
-			if len(b) != tlog.HashSize {
-				return nil, fmt.Errorf("stored hash %d: %d bytes", x, len(b))
-			}
-			copy(out[i][:], b)
-		}
-		return out, nil
-	})
+	stored := storedHashes(ctx, tx)
 	tampered := func(format string, args ...any) error {
 		return &TamperError{Entry: -1, Reason: fmt.Sprintf(format, args...)}
 	}

@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -108,20 +109,7 @@ func (l *Log) Checkpoint() ([]byte, error) {
 	if err := tx.QueryRowContext(ctx, "SELECT size FROM tree WHERE id = 0").Scan(&c.Size); err != nil {
 		return nil, fmt.Errorf("audit checkpoint: %w", err)
 	}
-	c.Hash, err = tlog.TreeHash(c.Size, tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
-		out := make([]tlog.Hash, len(idx))
-		for i, x := range idx {
-			var b []byte
-			if err := tx.QueryRowContext(ctx, "SELECT hash FROM hashes WHERE idx = ?", x).Scan(&b); err != nil {
-				return nil, fmt.Errorf("stored hash %d: %w", x, err)
-			}
-			if len(b) != tlog.HashSize {
-				return nil, fmt.Errorf("stored hash %d: %d bytes", x, len(b))
-			}
-			copy(out[i][:], b)
-		}
-		return out, nil
-	}))
+	c.Hash, err = tlog.TreeHash(c.Size, storedHashes(ctx, tx))
 	if err != nil {
 		return nil, fmt.Errorf("audit checkpoint: %w", err)
 	}
@@ -344,4 +332,22 @@ func (l *Log) verify(ctx context.Context, extra []byte) (*VerifyReport, error) {
 		good = max(good, c.Size)
 	}
 	return rep, nil
+}
+
+// storedHashes reads the tree's stored hashes in tx, by index.
+func storedHashes(ctx context.Context, tx *sql.Tx) tlog.HashReader {
+	return tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(idx))
+		for i, x := range idx {
+			var b []byte
+			if err := tx.QueryRowContext(ctx, "SELECT hash FROM hashes WHERE idx = ?", x).Scan(&b); err != nil {
+				return nil, fmt.Errorf("stored hash %d: %w", x, err)
+			}
+			if len(b) != tlog.HashSize {
+				return nil, fmt.Errorf("stored hash %d: %d bytes", x, len(b))
+			}
+			copy(out[i][:], b)
+		}
+		return out, nil
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mandatevm/mandate/runstore"
@@ -104,18 +105,8 @@ func TestNoRunOnABrokenLog(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a guest")
 	}
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state")
-	cache := filepath.Join(os.TempDir(), "mandate-concurrent-test-cache")
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("results")) }))
-	defer srv.Close()
-	manifest := auditedManifest(t, dir, "fetch", "cli-guest")
-	run := func() (int, string) {
-		var o, e bytes.Buffer
-		code := Main([]string{"run", manifest, "--var", "origin=" + srv.URL, "--input", filepath.Join(dir, "fetch.in"),
-			"--state-dir", state, "--cache-dir", cache, "--log-level", "off"}, nil, &o, &e)
-		return code, e.String()
-	}
+	f := newFetchRuns(t)
+	state, run := f.state, f.run
 	if code, stderr := run(); code != 0 {
 		t.Fatalf("the first run: exit %d: %s", code, stderr)
 	}
@@ -148,46 +139,63 @@ func TestDamagedRunStoreFoundFirst(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a guest")
 	}
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state")
-	cache := filepath.Join(os.TempDir(), "mandate-concurrent-test-cache")
-	requests := 0
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests++; w.Write([]byte("results")) }))
-	defer srv.Close()
-	manifest := auditedManifest(t, dir, "fetch", "cli-guest")
-	run := func() (int, string) {
-		var o, e bytes.Buffer
-		code := Main([]string{"run", manifest, "--var", "origin=" + srv.URL, "--input", filepath.Join(dir, "fetch.in"),
-			"--state-dir", state, "--cache-dir", cache, "--log-level", "off"}, nil, &o, &e)
-		return code, e.String()
-	}
+	f := newFetchRuns(t)
+	state, run := f.state, f.run
 	for i := 0; i < 3; i++ {
 		if code, stderr := run(); code != 0 {
 			t.Fatalf("run %d: exit %d: %s", i, code, stderr)
 		}
 	}
-	before := requests
+	before := f.requests.Load()
 	path := filepath.Join(state, runstore.FileName)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	db, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The last pages: the tables a run's end writes (tasks, caps,
 	// edges), which starting a run does not touch.
-	fi, err := f.Stat()
+	fi, err := db.Stat()
 	if err != nil {
 		t.Fatal(err)
 	}
 	junk := bytes.Repeat([]byte{0xA5, 0x5A, 0x13, 0x37}, 2048)
-	if _, err := f.WriteAt(junk, fi.Size()-int64(len(junk))); err != nil {
+	if _, err := db.WriteAt(junk, fi.Size()-int64(len(junk))); err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
+	db.Close()
 	code, stderr := run()
 	if code != exitUsage || !strings.Contains(stderr, path) {
 		t.Fatalf("a run on a damaged store: exit %d, stderr:\n%s", code, stderr)
 	}
-	if requests != before {
-		t.Errorf("the task ran (%d requests) on a store that could not record it", requests-before)
+	if n := f.requests.Load(); n != before {
+		t.Errorf("the task ran (%d requests) on a store that could not record it", n-before)
 	}
+}
+
+// fetchRuns runs cli-guest "fetch" under an audited manifest against a
+// loopback server, in one state directory.
+type fetchRuns struct {
+	state    string
+	requests atomic.Int64
+	run      func() (int, string) // exit code and stderr
+}
+
+func newFetchRuns(t *testing.T) *fetchRuns {
+	t.Helper()
+	dir := t.TempDir()
+	f := &fetchRuns{state: filepath.Join(dir, "state")}
+	cache := filepath.Join(os.TempDir(), "mandate-concurrent-test-cache")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.requests.Add(1)
+		w.Write([]byte("results"))
+	}))
+	t.Cleanup(srv.Close)
+	manifest := auditedManifest(t, dir, "fetch", "cli-guest")
+	f.run = func() (int, string) {
+		var o, e bytes.Buffer
+		code := Main([]string{"run", manifest, "--var", "origin=" + srv.URL, "--input", filepath.Join(dir, "fetch.in"),
+			"--state-dir", f.state, "--cache-dir", cache, "--log-level", "off"}, nil, &o, &e)
+		return code, e.String()
+	}
+	return f
 }
