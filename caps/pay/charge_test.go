@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/mandatevm/mandate/caps/pay"
 	"github.com/mandatevm/mandate/caps/pay/paytest"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
 )
 
@@ -89,26 +89,14 @@ func (e *env) charge(s kernel.Scope, args string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := run(context.Background(), op)
+	res, err := kerneltest.Run(context.Background(), op)
 	if err != nil {
 		return nil, err
 	}
+	if res == nil {
+		return nil, errors.New("a prepared charge returned no receipt")
+	}
 	return res.Data, nil
-}
-
-// run runs a prepared op as the kernel does once it decided to: the kind's
-// own reservation first (Op.Reserve: pay claims the idempotency key
-// there), then the effect.
-func run(ctx context.Context, op kernel.Op) (*kernel.Result, error) {
-	if op.Reserve != nil {
-		if _, _, err := op.Reserve(); err != nil {
-			return nil, err
-		}
-	}
-	if op.Effect == nil {
-		return nil, errors.New("a prepared charge has no effect")
-	}
-	return op.Effect(ctx)
 }
 
 // prepare prepares a charge without running it.
@@ -319,34 +307,6 @@ func TestIdempotencySequential(t *testing.T) {
 	}
 	if n := len(e.p.Charges()); n != 2 {
 		t.Errorf("provider: %d charges, want 2 (keys are per capability tree)", n)
-	}
-}
-
-func TestIdempotencyConcurrent(t *testing.T) {
-	e := newEnv(t, "")
-	children := make([]kernel.Scope, 8)
-	for i := range children {
-		children[i] = e.narrow(t, e.scope, `{}`)
-	}
-	var wg sync.WaitGroup
-	receipts := make([][]byte, 40)
-	errs := make([]error, 40)
-	for i := range receipts {
-		wg.Go(func() {
-			receipts[i], errs[i] = e.charge(children[i%len(children)], chargeArgs("airline.example", "10", "same"))
-		})
-	}
-	wg.Wait()
-	for i := range receipts {
-		if errs[i] != nil {
-			t.Fatalf("charge %d: %v", i, errs[i])
-		}
-		if string(receipts[i]) != string(receipts[0]) {
-			t.Errorf("receipt %d differs: %s vs %s", i, receipts[i], receipts[0])
-		}
-	}
-	if n := len(e.p.Charges()); n != 1 || e.p.Requests() != 1 {
-		t.Errorf("provider: %d charges, %d requests; want exactly one", n, e.p.Requests())
 	}
 }
 

@@ -16,6 +16,13 @@ func Invoke(ctx context.Context, kind kernel.Kind, call *kernel.Call) (*kernel.R
 	if err != nil {
 		return nil, err
 	}
+	return Run(ctx, op)
+}
+
+// Run runs a prepared op as the kernel does once it decided to: the
+// kind's own reservation first (Op.Reserve: pay claims its idempotency key
+// there), then the effect.
+func Run(ctx context.Context, op kernel.Op) (*kernel.Result, error) {
 	if op.Reserve != nil {
 		release, _, err := op.Reserve()
 		if err != nil {
