@@ -104,6 +104,12 @@ CREATE TABLE checkpoints (
 );
 `
 
+// config describes the log's file.
+var config = sqlitedb.Config{
+	What: "audit log", AppID: applicationID, Version: schemaVersion, Schema: schema,
+	Pragmas: []string{"synchronous(FULL)"}, // write-ahead: a commit is on disk
+}
+
 // Entry is one audit log entry. Its canonical JSON (this struct, fields in
 // this order, as encoding/json writes it) is the tlog record.
 type Entry struct {
@@ -171,10 +177,7 @@ func Open(path string) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit log %s: %w", path, err)
 	}
-	db, err := sqlitedb.Open(path, sqlitedb.Config{
-		What: "audit log", AppID: applicationID, Version: schemaVersion, Schema: schema,
-		Pragmas: []string{"synchronous(FULL)"}, // write-ahead: a commit is on disk
-	})
+	db, err := sqlitedb.Open(path, config)
 	if err != nil {
 		return nil, err
 	}

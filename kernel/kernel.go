@@ -228,3 +228,12 @@ func (k *Kernel) record(ctx context.Context, t *Task, c *Cap, op string, d Decis
 	}
 	return nil
 }
+
+// Tasks returns every task started so far, in the order they started (the
+// root first), ended ones included: their results and output stay
+// readable.
+func (k *Kernel) Tasks() []*Task {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]*Task(nil), k.tasks...)
+}

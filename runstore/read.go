@@ -269,3 +269,50 @@ type notFound string
 
 func (e notFound) Error() string        { return string(e) }
 func (e notFound) Is(target error) bool { return target == ErrNotFound }
+
+// Outputs returns what the tasks of run id left (results, kept stdout and
+// stderr), in task order, streams in the order result, stdout, stderr;
+// only task's when task is not empty. The last run that ran when id is
+// empty. A run that recorded no outputs (it crashed, or was recorded by
+// an earlier Mandate) has none: an empty list, not an error.
+func (s *Store) Outputs(ctx context.Context, id, task string) ([]Output, error) {
+	if id == "" {
+		var err error
+		if id, err = s.Last(ctx); err != nil {
+			return nil, err
+		}
+	} else if !ValidRunID(id) {
+		return nil, fmt.Errorf("%q is not a run id (run ids look like 20261129T153000Z-ab12cd)", truncate(id, 64))
+	}
+	var n int
+	if err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM runs WHERE id = ?", id).Scan(&n); err != nil {
+		return nil, s.errorf("run %s: %v", id, err)
+	}
+	if n == 0 {
+		return nil, notFound(fmt.Sprintf("no run %s recorded in %s", id, s.dir))
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT outputs.task, stream, data, truncated, dropped FROM outputs
+		LEFT JOIN tasks ON tasks.run = outputs.run AND tasks.id = outputs.task
+		WHERE outputs.run = ? AND (? = '' OR outputs.task = ?)
+		ORDER BY coalesce(tasks.ord, 1 << 62), outputs.task,
+			CASE stream WHEN 'result' THEN 0 WHEN 'stdout' THEN 1 ELSE 2 END`, id, task, task)
+	if err != nil {
+		return nil, s.errorf("run %s: %v", id, err)
+	}
+	defer rows.Close()
+	out := []Output{}
+	for rows.Next() {
+		var o Output
+		if err := rows.Scan(&o.Task, &o.Stream, &o.Data, &o.Truncated, &o.Dropped); err != nil {
+			return nil, s.errorf("run %s is corrupted: %v", id, err)
+		}
+		if o.Data == nil {
+			o.Data = []byte{}
+		}
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.errorf("run %s: %v", id, err)
+	}
+	return out, nil
+}

@@ -32,6 +32,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -56,7 +57,7 @@ const (
 
 // schemaVersion is the schema this code writes; migrations upgrade older
 // files.
-const schemaVersion = 2
+const schemaVersion = 3
 
 const schema = `
 CREATE TABLE runs (
@@ -145,6 +146,17 @@ CREATE TABLE flows (
 	label     TEXT NOT NULL,          -- JSON
 	PRIMARY KEY (run, seq)
 );
+-- What each task left: its result and what was kept of its stdout and
+-- stderr (each bounded by the task's limits.output).
+CREATE TABLE outputs (
+	run       TEXT NOT NULL REFERENCES runs(id),
+	task      TEXT NOT NULL,
+	stream    TEXT NOT NULL CHECK (stream IN ('result', 'stdout', 'stderr')),
+	data      BLOB NOT NULL,
+	truncated INTEGER NOT NULL,       -- the stream passed its limit
+	dropped   INTEGER NOT NULL,       -- bytes past the limit, not kept
+	PRIMARY KEY (run, task, stream)
+);
 `
 
 var config = sqlitedb.Config{
@@ -167,6 +179,16 @@ INSERT INTO edges_v2 SELECT run, kind, src, dst FROM edges;
 DROP TABLE edges;
 ALTER TABLE edges_v2 RENAME TO edges;
 CREATE INDEX edges_run ON edges (run, kind, src);`,
+		// 2 -> 3: each task's result and kept output ("mandate logs").
+		2: `CREATE TABLE outputs (
+	run       TEXT NOT NULL REFERENCES runs(id),
+	task      TEXT NOT NULL,
+	stream    TEXT NOT NULL CHECK (stream IN ('result', 'stdout', 'stderr')),
+	data      BLOB NOT NULL,
+	truncated INTEGER NOT NULL,       -- the stream passed its limit
+	dropped   INTEGER NOT NULL,       -- bytes past the limit, not kept
+	PRIMARY KEY (run, task, stream)
+);`,
 	},
 	Pragmas: []string{"synchronous(NORMAL)", "foreign_keys(1)"},
 }
@@ -177,6 +199,8 @@ type Store struct {
 	path string
 	dir  string
 	live liveLocks // the runs this process began and has not finished
+
+	readOnly bool // opened by OpenReadOnly
 
 	// Imported are the legacy JSON records imported by Open; ImportErrors
 	// are those that could not be (the files stay where they are).
@@ -196,6 +220,22 @@ func Open(dir string) (*Store, error) {
 	return s, nil
 }
 
+// OpenReadOnly opens the existing run store of state directory dir for
+// reading: it creates, upgrades and imports nothing, and works where dir
+// cannot be written. A directory with no store is ErrNoRuns. Begin and
+// Finish fail on it.
+func OpenReadOnly(dir string) (*Store, error) {
+	path := filepath.Join(dir, FileName)
+	db, err := sqlitedb.OpenReadOnly(path, config)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w in %s", ErrNoRuns, dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Store{db: db, path: path, dir: dir, readOnly: true}, nil
+}
+
 // Path is the store's file.
 func (s *Store) Path() string { return s.path }
 
@@ -207,6 +247,9 @@ func (s *Store) Close() error { return s.db.Close() }
 // committed), so a damaged store is found before anything ran, not when
 // the run's end cannot be recorded.
 func (s *Store) Check(ctx context.Context) error {
+	if s.readOnly {
+		return s.errorf("opened read-only")
+	}
 	var qc string
 	if err := s.db.QueryRowContext(ctx, "PRAGMA quick_check(1)").Scan(&qc); err != nil {
 		return s.errorf("the file is damaged: %v", err)
@@ -266,7 +309,29 @@ type Record struct {
 	// Flows are the decisions where a task's label met a sink.
 	Flows        []Flow `json:"flows"`
 	FlowsDropped int    `json:"flows_dropped,omitempty"`
+	// Outputs are what the tasks left (results, kept stdout and stderr).
+	// Finish stores them; Get does not read them (they are not part of
+	// the graph): Outputs does.
+	Outputs []Output `json:"-"`
 }
+
+// Output is what one task left on one stream: "result" (what it set with
+// mandate.SetResult), "stdout" or "stderr" (what was kept of them, at
+// most the task's limits.output).
+type Output struct {
+	Task      string `json:"task"`
+	Stream    string `json:"stream"`
+	Data      []byte `json:"data"`
+	Truncated bool   `json:"truncated,omitempty"`
+	Dropped   int64  `json:"dropped,omitempty"`
+}
+
+// The streams of an Output.
+const (
+	StreamResult = "result"
+	StreamStdout = "stdout"
+	StreamStderr = "stderr"
+)
 
 // Denial is one refused call.
 type Denial struct {
@@ -315,6 +380,9 @@ func (s *Store) errorf(format string, args ...any) error {
 // Begin records that run r started; its state is "running" until Finish
 // (reads report "crashed" once its process has ended without Finish).
 func (s *Store) Begin(ctx context.Context, r Run) error {
+	if s.readOnly {
+		return s.errorf("opened read-only")
+	}
 	if !ValidRunID(r.ID) {
 		return s.errorf("%q is not a run id", r.ID)
 	}
@@ -336,6 +404,9 @@ func (s *Store) Begin(ctx context.Context, r Run) error {
 // in one transaction: a reader sees the whole record or the running one.
 // A run that was never begun is inserted whole.
 func (s *Store) Finish(ctx context.Context, rec Record) error {
+	if s.readOnly {
+		return s.errorf("opened read-only")
+	}
 	r := rec.Run
 	if !ValidRunID(r.ID) {
 		return s.errorf("%q is not a run id", r.ID)
@@ -386,7 +457,7 @@ func writeRecord(ctx context.Context, tx *sql.Tx, rec Record) error {
 			return err
 		}
 	}
-	for _, table := range []string{"tasks", "caps", "edges", "denials", "flows"} {
+	for _, table := range []string{"tasks", "caps", "edges", "denials", "flows", "outputs"} {
 		if _, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE run = ?", r.ID); err != nil {
 			return err
 		}
@@ -464,6 +535,16 @@ func writeRecord(ctx context.Context, tx *sql.Tx, rec Record) error {
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, i, fmtTime(f.Time), f.Task, f.Cap, f.Kind, f.Op, f.Decision, f.Errno, string(label)); err != nil {
 			return err
+		}
+	}
+	for _, o := range rec.Outputs {
+		data := o.Data
+		if data == nil {
+			data = []byte{}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO outputs (run, task, stream, data, truncated, dropped) VALUES (?, ?, ?, ?, ?, ?)`,
+			r.ID, o.Task, o.Stream, data, o.Truncated, o.Dropped); err != nil {
+			return fmt.Errorf("output %s of task %s: %w", o.Stream, o.Task, err)
 		}
 	}
 	return nil

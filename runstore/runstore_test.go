@@ -392,8 +392,8 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	if err := s.Finish(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	// Make it a version 1 file: no view column, no pass edges.
-	if _, err := s.db.ExecContext(ctx, `ALTER TABLE caps DROP COLUMN view`); err != nil {
+	// Make it a version 1 file: no view column, no pass edges, no outputs.
+	if _, err := s.db.ExecContext(ctx, `ALTER TABLE caps DROP COLUMN view; DROP TABLE outputs`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM edges WHERE kind = 'pass'; CREATE TABLE e1 (run TEXT NOT NULL REFERENCES runs(id),

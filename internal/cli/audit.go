@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -140,7 +139,7 @@ func runAudit(e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "mandate audit: no audit log yet in %s\n", dir)
 		return exitUsage
 	}
-	log, err := audit.Open(auditPath(dir))
+	log, err := audit.OpenReadOnly(auditPath(dir))
 	if err != nil {
 		fmt.Fprintf(e.stderr, "mandate audit: %v\n", err)
 		return exitUsage
@@ -213,8 +212,10 @@ func runAudit(e *env, args []string) int {
 		if entries == nil {
 			entries = []audit.Entry{}
 		}
-		b, _ := json.MarshalIndent(entries, "", "  ")
-		fmt.Fprintf(e.stdout, "%s\n", b)
+		if err := writeJSON(e.stdout, entries); err != nil {
+			fmt.Fprintf(e.stderr, "mandate audit: %v\n", err)
+			return exitUsage
+		}
 		return exitOK
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"unicode/utf8"
 )
 
 // Exit codes.
@@ -71,10 +73,12 @@ func init() {
 		{"run", "run a task described by a manifest", runHelp, runRun},
 		{"graph", "show the capability graph of a recorded run", graphHelp, runGraph},
 		{"runs", "list the recorded runs", runsHelp, runRuns},
+		{"logs", "show what a run's tasks left: results, stdout, stderr", logsHelp, runLogs},
 		{"audit", "show or verify the tamper-evident audit log", auditHelp, runAudit},
 		{"verify", "check a run's signed receipt and say what the run could do", verifyHelp, runVerify},
 		{"check", "report what a manifest's tasks could hold and where it could go", checkHelp, runCheck},
 		{"data", "import records into the embedded data store", dataHelp, runData},
+		{"cache", "show and prune the guest and engine caches", cacheHelp, runCache},
 		{"version", "print mandate's version", versionHelp, runVersion},
 		{"help", "show help for a command", helpHelp, runHelpCmd},
 	}
@@ -283,4 +287,34 @@ func runVersion(e *env, args []string) int {
 	}
 	fmt.Fprintln(e.stdout, versionString())
 	return exitOK
+}
+
+// writeJSON writes v as indented JSON and a newline. encoding/json
+// escapes C0 controls but writes DEL and the C1 controls (U+0080 to
+// U+009F; U+009B is a CSI to some terminals) as they are: those are
+// escaped too, so JSON a guest's strings are in is as safe on a terminal
+// as the text forms. The JSON means the same.
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	var out []byte
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == 0x7f || 0x80 <= r && r <= 0x9f {
+			if out == nil {
+				out = append(make([]byte, 0, len(b)+16), b[:i]...)
+			}
+			out = fmt.Appendf(out, `\u%04x`, r)
+		} else if out != nil {
+			out = append(out, b[i:i+n]...)
+		}
+		i += n
+	}
+	if out == nil {
+		out = b
+	}
+	_, err = w.Write(append(out, '\n'))
+	return err
 }

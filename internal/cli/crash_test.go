@@ -109,16 +109,28 @@ var (
 func buildMandate(t *testing.T) string {
 	t.Helper()
 	mandateOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "mandate-bin-")
+		// One place per engine, rebuilt by every test binary (the go
+		// build cache makes that a link) and replaced by a rename: test
+		// runs leave one binary behind, not one each.
+		dir := filepath.Join(os.TempDir(), "mandate-test-bin", testengine.Name())
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			mandateErr = err
+			return
+		}
+		tmp, err := os.CreateTemp(dir, "mandate-*.tmp")
 		if err != nil {
 			mandateErr = err
 			return
 		}
-		mandateBin = filepath.Join(dir, "mandate")
-		build := exec.Command("go", append([]string{"build", "-o", mandateBin}, append(testengine.BuildFlags(), "../../cmd/mandate")...)...)
+		tmp.Close()
+		defer os.Remove(tmp.Name())
+		build := exec.Command("go", append([]string{"build", "-o", tmp.Name()}, append(testengine.BuildFlags(), "../../cmd/mandate")...)...)
 		if out, err := build.CombinedOutput(); err != nil {
 			mandateErr = fmt.Errorf("go build: %v\n%s", err, out)
+			return
 		}
+		mandateBin = filepath.Join(dir, "mandate")
+		mandateErr = os.Rename(tmp.Name(), mandateBin)
 	})
 	if mandateErr != nil {
 		t.Fatal(mandateErr)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -80,15 +81,51 @@ func TestNoTerminalInjection(t *testing.T) {
 			t.Errorf("terminal=%v %v: the result %q, want the guest's bytes", c.terminal, c.flags, o.String())
 		}
 	}
+	// Every other output, on a terminal; JSON forms too (their C1
+	// controls are \u escapes).
 	for _, args := range [][]string{
-		{"graph"}, {"audit"}, {"audit", "--denied"}, {"runs"},
+		{"graph"}, {"audit"}, {"audit", "--denied"}, {"runs"}, {"logs"}, {"logs", "last", "t1"},
+		{"graph", "--format", "json"}, {"audit", "--format", "json"}, {"runs", "--format", "json"},
+		{"logs", "--format", "json"},
 	} {
 		var o, e bytes.Buffer
-		code := Main(append(args, "--state-dir", state), nil, &o, &e)
+		ev := &env{stdout: &o, stderr: &e, getenv: func(string) string { return "" }, terminal: func(io.Writer) bool { return true }}
+		code := ev.main(append(args, "--state-dir", state))
 		if code != 0 {
 			t.Errorf("mandate %v: exit %d: %s", args, code, &e)
 		}
-		check("mandate "+args[0]+" "+(append(args, "")[1])+" stdout", o.Bytes())
-		check("mandate "+args[0]+" stderr", e.Bytes())
+		check("mandate "+strings.Join(args, " ")+" stdout", o.Bytes())
+		check("mandate "+strings.Join(args, " ")+" stderr", e.Bytes())
+	}
+	// mandate run --format json, on a terminal.
+	out.Reset()
+	errOut.Reset()
+	term.main([]string{"run", manifest, "--var", "origin=" + srv.URL, "--input", filepath.Join(dir, "inject.in"),
+		"--state-dir", state, "--cache-dir", cache, "--log-level", "off", "--format", "json"})
+	check("mandate run --format json stdout", out.Bytes())
+	if !strings.Contains(out.String(), `"result_base64"`) && !strings.Contains(out.String(), `\u009b`) {
+		t.Errorf("the JSON report: %s", &out)
+	}
+	// The kept output is in the store, the guest's bytes exactly.
+	var o, e bytes.Buffer
+	if code := Main([]string{"logs", "--state-dir", state, "--stream", "stdout"}, nil, &o, &e); code != 0 || !strings.Contains(o.String(), "stdout \x1b[31mRED") {
+		t.Errorf("mandate logs --stream stdout to a pipe: exit %d %q %s", code, o.String(), &e)
+	}
+}
+
+// TestWriteJSONEscapesC1: the JSON forms carry no raw DEL or C1 control
+// (encoding/json writes those as they are), and mean the same.
+func TestWriteJSONEscapesC1(t *testing.T) {
+	v := map[string]string{"op": "fetch\u009b2J\x7f\x1b]8;;x\x07 ok é"}
+	var b bytes.Buffer
+	if err := writeJSON(&b, v); err != nil {
+		t.Fatal(err)
+	}
+	if i, why := rawControl(b.Bytes()); i >= 0 {
+		t.Fatalf("raw %s at %d: %q", why, i, b.Bytes())
+	}
+	var back map[string]string
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil || back["op"] != v["op"] {
+		t.Fatalf("round trip: %q, %v", back["op"], err)
 	}
 }

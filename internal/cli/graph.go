@@ -103,14 +103,7 @@ var renderers = map[string]func(io.Writer, *Record) error{
 	"dot":  renderDOT,
 }
 
-func renderJSON(w io.Writer, r *Record) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
-}
+func renderJSON(w io.Writer, r *Record) error { return writeJSON(w, r) }
 
 // maxTextDenials bounds the denials the text form lists.
 const maxTextDenials = 50

@@ -79,7 +79,7 @@ func runVerify(e *env, args []string) int {
 			fmt.Fprintf(e.stderr, "mandate verify: %v\n", err)
 			return exitUsage
 		}
-		log, err := audit.Open(auditPath(dir))
+		log, err := audit.OpenReadOnly(auditPath(dir))
 		if err != nil {
 			fmt.Fprintf(e.stderr, "mandate verify: %v (pass --key to verify without a local audit log)\n", err)
 			return exitUsage

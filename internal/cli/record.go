@@ -30,9 +30,20 @@ func stateDirFlag(fs *flag.FlagSet) *string {
 	return p
 }
 
-// openStore opens the run store of state directory dir.
+// openStore opens the run store of state directory dir, to record a run.
 func openStore(dir string) (*runstore.Store, error) {
 	return runstore.Open(dir)
+}
+
+// readStore opens the run store of state directory dir to read it: read
+// only, so a state directory that cannot be written can be inspected. Only
+// a directory holding run records of the earlier JSON format and no store
+// yet is opened for writing, to import them.
+func readStore(dir string) (*runstore.Store, error) {
+	if _, err := os.Stat(filepath.Join(dir, runstore.FileName)); errors.Is(err, fs.ErrNotExist) && !nothingRecorded(dir) {
+		return runstore.Open(dir)
+	}
+	return runstore.OpenReadOnly(dir)
 }
 
 // readRecord reads the record of run id, or of the last run when id is
@@ -41,7 +52,7 @@ func readRecord(ctx context.Context, dir, id string) (*Record, error) {
 	if nothingRecorded(dir) {
 		return nil, fmt.Errorf("%w in %s", runstore.ErrNoRuns, dir)
 	}
-	s, err := openStore(dir)
+	s, err := readStore(dir)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/audit"
@@ -25,14 +26,17 @@ import (
 
 const runHelp = `Usage: mandate run MANIFEST.hcl [--input FILE|-] [--var NAME=VALUE ...]
                    [--log-level LEVEL] [--engine NAME] [--cache-dir DIR] [--state-dir DIR]
-                   [--receipt FILE] [--approve MODE] [--raw]
+                   [--receipt FILE] [--approve MODE] [--raw] [--format text|json]
 
 Runs the root task a manifest describes: loads the manifest, builds its
 module if it names a Go guest directory (cached by content), compiles it,
 checks the manifest's digest pin, grants the task its capabilities, runs it
 within its limits, prints the task's result to stdout, and records the run
 (see "mandate graph"). The guest's own stdout and stderr, and the kernel's
-decisions, are logged to stderr.
+decisions, are logged to stderr. Once the run is recorded, its id is
+printed on stderr ("mandate: run ID"; not with --log-level off); each
+task's result and what was kept of its stdout and stderr are stored with
+the run: "mandate logs ID" shows them.
 
 Flags:
 
@@ -55,6 +59,14 @@ Flags:
 	                   (by default, control characters and escape sequences
 	                   a guest put in it are escaped on a terminal; a pipe
 	                   or file always gets the bytes as they are)
+	--format FORMAT    text (default): the result as it is on stdout; json:
+	                   one JSON object on stdout instead, once the run is
+	                   recorded: {"run", "state", "exit", "error",
+	                   "result" (when it is UTF-8 text) or "result_base64",
+	                   "denials": [{"task", "cap", "kind", "op", "errno",
+	                   "reason", ...}], "state_dir"}; a run refused before
+	                   it was recorded (usage, manifest, build errors)
+	                   prints nothing on stdout
 	--approve MODE     uses that need a person's yes (a payment above its
 	                   approve_above, a call matching approve_when): prompt
 	                   (default) asks on the terminal and denies when there
@@ -145,7 +157,8 @@ type runOptions struct {
 	engine   string
 	cache    string
 	state    string
-	raw      bool // the result as it is, even to a terminal
+	raw      bool   // the result as it is, even to a terminal
+	format   string // text or json
 }
 
 func runRun(e *env, args []string) int {
@@ -161,12 +174,16 @@ func runRun(e *env, args []string) int {
 	fs.StringVar(&o.approve, "approve", approvePrompt, "")
 	fs.StringVar(&o.receipt, "receipt", "", "")
 	fs.BoolVar(&o.raw, "raw", false, "")
+	fs.StringVar(&o.format, "format", "text", "")
 	pos, code, ok := e.parse(c, fs, args)
 	if !ok {
 		return code
 	}
 	if o.manifest, code, ok = e.oneArg(c, pos, "the manifest"); !ok {
 		return code
+	}
+	if o.format != "text" && o.format != "json" {
+		return e.usageError(c, "unknown format %q (formats: text, json)", o.format)
 	}
 	o.level = hclog.LevelFromString(*level)
 	if o.level == hclog.NoLevel {
@@ -251,7 +268,7 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 	}
 	alog, err := audit.Open(auditPath(o.state))
 	if err != nil {
-		e.errorf("audit log: %v\nno run starts without its log; inspect it with: mandate audit verify --state-dir %s", err, o.state)
+		e.errorf("%v\nno run starts without its log; inspect it with: mandate audit verify --state-dir %s", err, o.state)
 		return exitUsage
 	}
 	defer alog.Close()
@@ -309,7 +326,11 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 		if ferr := store.Finish(context.Background(), rec); ferr != nil {
 			e.errorf("%v", ferr)
 		}
+		e.report(o, rec, nil)
 		return code
+	}
+	if o.level != hclog.Off {
+		fmt.Fprintf(e.stderr, "mandate: run %s\n", runID)
 	}
 	auditor := &runAuditor{log: alog.ForRun(runID), logger: logger.Named("audit")}
 	ks, closeKinds := kindsFor(o.state)
@@ -376,7 +397,9 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 
 	// The result first: whatever happens to the record, it is not lost.
 	// A guest chose its bytes: on a terminal they are escaped unless --raw.
-	if res, ok := t.Result(); ok && len(res) > 0 {
+	// (In JSON, it is part of the report, printed once the run is.)
+	result, _ := t.Result()
+	if res := result; o.format == "text" && len(res) > 0 {
 		if !o.raw && e.isTerm(e.stdout) {
 			res = []byte(kernel.EscapeText(string(res)))
 		}
@@ -436,7 +459,7 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 	if taskErr != nil {
 		runInfo.Error = taskErr.Error()
 	}
-	rec := Record{Version: runstore.RecordVersion, Run: runInfo, Graph: k.Graph()}
+	rec := Record{Version: runstore.RecordVersion, Run: runInfo, Graph: k.Graph(), Outputs: taskOutputs(k)}
 	auditor.mu.Lock()
 	rec.Denials, rec.Flows = auditor.denials, auditor.flows
 	rec.DenialsDropped, rec.FlowsDropped = auditor.dropped.denials, auditor.dropped.flows
@@ -447,10 +470,70 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 		if exit == exitOK {
 			exit = exitUsage
 		}
+		rec.Run.Exit = exit
+		e.report(o, rec, result)
 		return exit
 	}
 	logger.Info("run recorded", "run", runID, "store", store.Path())
+	e.report(o, rec, result)
 	return exit
+}
+
+// taskOutputs is what every task of k left: its result, when it set one,
+// and what was kept of its stdout and stderr, when there is any.
+func taskOutputs(k *kernel.Kernel) []runstore.Output {
+	var out []runstore.Output
+	for _, t := range k.Tasks() {
+		if res, ok := t.Result(); ok {
+			out = append(out, runstore.Output{Task: t.ID(), Stream: runstore.StreamResult, Data: res})
+		}
+		for _, s := range []struct {
+			name string
+			o    kernel.Output
+		}{{runstore.StreamStdout, t.Stdout()}, {runstore.StreamStderr, t.Stderr()}} {
+			if len(s.o.Data) > 0 || s.o.Truncated {
+				out = append(out, runstore.Output{Task: t.ID(), Stream: s.name, Data: s.o.Data,
+					Truncated: s.o.Truncated, Dropped: s.o.Dropped})
+			}
+		}
+	}
+	return out
+}
+
+// runReport is what "mandate run --format json" prints.
+type runReport struct {
+	Run          string            `json:"run"`
+	State        string            `json:"state"`
+	Exit         int               `json:"exit"`
+	Error        string            `json:"error,omitempty"`
+	Result       *string           `json:"result,omitempty"`
+	ResultBase64 []byte            `json:"result_base64,omitempty"`
+	Denials      []runstore.Denial `json:"denials"`
+	DenialsMore  int               `json:"denials_dropped,omitempty"`
+	StateDir     string            `json:"state_dir"`
+}
+
+// report prints the JSON report of a recorded run, with --format json.
+func (e *env) report(o runOptions, rec Record, result []byte) {
+	if o.format != "json" {
+		return
+	}
+	r := runReport{Run: rec.Run.ID, State: rec.Run.State, Exit: rec.Run.Exit, Error: rec.Run.Error,
+		Denials: rec.Denials, DenialsMore: rec.DenialsDropped, StateDir: o.state}
+	if r.Denials == nil {
+		r.Denials = []runstore.Denial{}
+	}
+	switch {
+	case result == nil:
+	case utf8.Valid(result):
+		text := string(result)
+		r.Result = &text
+	default:
+		r.ResultBase64 = result
+	}
+	if err := writeJSON(e.stdout, r); err != nil {
+		e.errorf("writing the report: %v", err)
+	}
 }
 
 // manifestError prints a manifest error (one FILE:LINE,COL: message per

@@ -6,11 +6,12 @@ import (
 	"github.com/mandatevm/mandate/kernel"
 	"strconv"
 	"text/tabwriter"
+	"time"
 
 	"github.com/mandatevm/mandate/runstore"
 )
 
-const runsHelp = `Usage: mandate runs [--state-dir DIR]
+const runsHelp = `Usage: mandate runs [--state-dir DIR] [--format text|json]
 
 Lists the recorded runs, newest first: id, state, exit code, principal,
 number of tasks and capabilities, denials, and the manifest. A run whose
@@ -21,13 +22,22 @@ log all the same). A
 run whose state is "refused" was recorded as started and then refused
 before its task ran (a module that does not compile, a grant or a seed
 error); its error says why. Show one with "mandate graph --run ID" or
-"mandate audit --run ID".
+"mandate audit --run ID", what its tasks left with "mandate logs ID".
+
+Reading works on a state directory that cannot be written (nothing is
+created or changed).
+
+With --format json, stdout is a JSON array, newest first, of objects with
+id, manifest, task, module, digest, principal, engine, started, ended
+(absent while running or crashed), exit (absent likewise), state, error,
+tasks, caps and denials.
 `
 
 func runRuns(e *env, args []string) int {
 	c := lookupCommand("runs")
 	fs := flagSet("runs")
 	stateFlag := stateDirFlag(fs)
+	format := fs.String("format", "text", "")
 	pos, code, ok := e.parse(c, fs, args)
 	if !ok {
 		return code
@@ -35,16 +45,18 @@ func runRuns(e *env, args []string) int {
 	if len(pos) > 0 {
 		return e.usageError(c, "unexpected argument %q", pos[0])
 	}
+	if *format != "text" && *format != "json" {
+		return e.usageError(c, "unknown format %q (formats: text, json)", *format)
+	}
 	dir, err := e.stateDir(*stateFlag)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "mandate runs: %v\n", err)
 		return exitUsage
 	}
 	if nothingRecorded(dir) {
-		fmt.Fprintf(e.stdout, "no runs recorded yet in %s\n", dir)
-		return exitOK
+		return e.listRuns(*format, dir, nil)
 	}
-	s, err := openStore(dir)
+	s, err := readStore(dir)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "mandate runs: %v\n", err)
 		return exitUsage
@@ -58,15 +70,45 @@ func runRuns(e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "mandate runs: %v\n", err)
 		return exitUsage
 	}
+	return e.listRuns(*format, dir, runs)
+}
+
+// runLine is one run in "mandate runs --format json".
+type runLine struct {
+	runstore.Run
+	Ended   *time.Time `json:"ended,omitempty"`
+	Exit    *int       `json:"exit,omitempty"`
+	Tasks   int        `json:"tasks"`
+	Caps    int        `json:"caps"`
+	Denials int        `json:"denials"`
+}
+
+func (e *env) listRuns(format, dir string, runs []runstore.Summary) int {
+	if format == "json" {
+		lines := make([]runLine, 0, len(runs))
+		for _, r := range runs {
+			l := runLine{Run: r.Run, Tasks: r.Tasks, Caps: r.Caps, Denials: r.Denials}
+			if !r.Run.Ended.IsZero() {
+				ended, exit := r.Run.Ended, r.Run.Exit
+				l.Ended, l.Exit = &ended, &exit
+			}
+			lines = append(lines, l)
+		}
+		if err := writeJSON(e.stdout, lines); err != nil {
+			fmt.Fprintf(e.stderr, "mandate runs: %v\n", err)
+			return exitUsage
+		}
+		return exitOK
+	}
 	if len(runs) == 0 {
-		fmt.Fprintf(e.stdout, "no runs recorded yet in %s\n", dir)
+		fmt.Fprintf(e.stdout, "no runs recorded yet in %s\n", kernel.Printable(dir))
 		return exitOK
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "RUN\tSTATE\tEXIT\tPRINCIPAL\tTASKS\tCAPS\tDENIALS\tMANIFEST")
 	for _, r := range runs {
 		exit := strconv.Itoa(r.Exit)
-		if r.State == runstore.StateRunning {
+		if r.Ended.IsZero() {
 			exit = "-" // still running, or its process died before recording the end
 		}
 		p := kernel.Printable

@@ -52,6 +52,12 @@ func Open(path string, c Config) (*sql.DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", c.What, path, err)
 	}
+	// A writer needs the directory too (the WAL and its index live next
+	// to the file): say so, rather than let SQLite fail obscurely.
+	if !Writable(filepath.Dir(path)) {
+		return nil, fmt.Errorf("%s %s: cannot be written: its directory is read-only for this process "+
+			"(reading works: mandate runs, graph, logs, audit)", c.What, path)
+	}
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(5000)")
 	for _, p := range c.Pragmas {
@@ -71,9 +77,7 @@ func Open(path string, c Config) (*sql.DB, error) {
 }
 
 func initSchema(ctx context.Context, db *sql.DB, c Config) error {
-	notOurs := func(err error) error {
-		return fmt.Errorf("not a Mandate %s (corrupted, or not a SQLite database): %w", c.What, err)
-	}
+	notOurs := func(err error) error { return readError(c, err) }
 	var appID, version int
 	if err := db.QueryRowContext(ctx, "PRAGMA application_id").Scan(&appID); err != nil {
 		return notOurs(err)
