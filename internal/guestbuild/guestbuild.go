@@ -7,7 +7,7 @@
 //	if err != nil {
 //		log.Fatal(err) // includes the go tool's stderr
 //	}
-//	fmt.Println(len(wasm), path) // path is the cached .wasm file
+//	fmt.Println(len(wasm), path) // path is the cached .wasm file ("" if not cached)
 //
 // # Reactors
 //
@@ -24,16 +24,45 @@
 //
 // # Cache key
 //
-// The key is the SHA-256 over: the go tool's version and the environment
-// that changes its output (GOFLAGS, GOEXPERIMENT, GOWASM), the build mode,
-// and the relative path and content of
-//   - every regular, non-hidden file under the guest directory except *.wasm
-//     (this covers *.go, go.mod, go.sum and files the guest may //go:embed);
-//   - go.mod and go.sum of the module that holds the guest;
-//   - every *.go, go.mod and go.sum file under guest-sdk/ of the Mandate module
-//     (github.com/mandatevm/mandate), found by walking up from the guest.
+// The key is the SHA-256 over what the build reads, as the go tool itself
+// reports it: Key runs
 //
-// Other dependencies (the module cache) are pinned by go.sum.
+//	go list -e -deps -json=... [build flags] .
+//
+// in the guest directory with the build's environment (GOOS=wasip1
+// GOARCH=wasm CGO_ENABLED=0, the caller's GOFLAGS, GOWORK and so on, and the
+// build's own flags: -trimpath -buildvcs=false, plus -buildmode=c-shared for
+// a reactor), and "go env" there for the toolchain. Hashed are:
+//   - the go tool's version, GOFLAGS, GOEXPERIMENT, GOWASM and GOROOT, as
+//     "go env" reports them in the guest directory (so a toolchain line in
+//     go.mod and go env -w settings count), and the build mode;
+//   - the import path of every package in the build, standard library
+//     included (the standard library's files are pinned by the go version);
+//   - for a package of a module in the module cache (a version, not replaced
+//     by a directory, and its directory under GOMODCACHE): the module's path,
+//     version, Sum and GoModSum, and those of its replacement module if any;
+//     the go tool checks those bytes against go.sum;
+//   - for every other package (the main module, a module replaced by a
+//     directory, a workspace module, vendored code): its module's path,
+//     version and replacement, and the name and content of every file the
+//     package's build reads as go list lists them (GoFiles, CgoFiles,
+//     SFiles, HFiles, SysoFiles, EmbedFiles and the other source lists; not
+//     IgnoredGoFiles or test files), and its module's go.mod and go.sum (the
+//     sum file next to the go.mod that go list reports, so -modfile counts)
+//     and vendor/modules.txt;
+//   - go.work and go.work.sum when the build is in workspace mode, and the
+//     workspace's vendor/modules.txt;
+//   - default.pgo in the main package's directory (the default -pgo=auto
+//     reads it), or the profile GOFLAGS names with -pgo=FILE.
+//
+// A missing file is hashed as absent. The build is not cached at all (Key
+// returns an error wrapping ErrUncacheable, and Build builds afresh and
+// returns an empty path, or the build's error) when go env or go list
+// fails, go list reports an error for any package or module (Error,
+// DepsErrors, Incomplete), or GOFLAGS has -overlay, -toolexec or -pkgdir,
+// which make the build read what the key cannot see. After a build, Build computes the key again and caches the
+// module only when it is unchanged, so a file edited during the build
+// cannot leave a module under a key it was not built from.
 //
 // The cache directory is Options.CacheDir, or $MANDATE_CACHE_DIR/guests when
 // that variable is set, or os.UserCacheDir()/mandate/guests. Entries are
@@ -47,6 +76,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -66,6 +96,13 @@ const MandateModule = "github.com/mandatevm/mandate"
 
 // ReactorMarker is the comment line that marks a guest as a reactor.
 const ReactorMarker = "//mandate:reactor"
+
+// ErrUncacheable is wrapped by Key's error when the build cannot be keyed
+// (see the package doc); Build then builds without the cache.
+var ErrUncacheable = errors.New("build not cacheable")
+
+// keyVersion changes whenever what the key covers changes.
+const keyVersion = "guestbuild v2"
 
 // Options configure Build. The zero value is usable.
 type Options struct {
@@ -105,9 +142,28 @@ func GoBin() string {
 	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
 
+// buildEnv is the environment of the build and of the go list and go env
+// runs that key it.
+func buildEnv() []string {
+	return append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+}
+
+// buildFlags are the build flags Build passes to go build, and Key to go
+// list. -buildvcs=false keeps version control state, which the key does not
+// cover, out of the module.
+func buildFlags(reactor bool) []string {
+	f := []string{"-trimpath", "-buildvcs=false"}
+	if reactor {
+		f = append(f, "-buildmode=c-shared")
+	}
+	return f
+}
+
 // Build builds the main package in dir for GOOS=wasip1 GOARCH=wasm, or
 // returns the cached result. It returns the module's bytes and the path of
-// the cached file. A failed build's error includes the go tool's stderr.
+// the cached file; the path is empty when the module was built but not
+// cached (see the package doc). A failed build's error includes the go
+// tool's stderr.
 func Build(ctx context.Context, dir string, opt Options) (wasm []byte, path string, err error) {
 	dir, err = filepath.Abs(dir)
 	if err != nil {
@@ -129,13 +185,17 @@ func Build(ctx context.Context, dir string, opt Options) (wasm []byte, path stri
 	}
 
 	key, err := Key(ctx, dir, reactor, goBin)
-	if err != nil {
+	cacheable := err == nil
+	if err != nil && !errors.Is(err, ErrUncacheable) {
 		return nil, "", err
 	}
-	name := filepath.Base(dir)
-	path = filepath.Join(cacheDir, name+"-"+key[:32]+".wasm")
-	if b, err := os.ReadFile(path); err == nil {
-		return b, path, nil
+	// When go list reported an error, the build below reports it too (it
+	// reads the same packages); its message is the one to return.
+	if cacheable {
+		path = filepath.Join(cacheDir, filepath.Base(dir)+"-"+key[:32]+".wasm")
+		if b, err := os.ReadFile(path); err == nil {
+			return b, path, nil
+		}
 	}
 
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
@@ -149,14 +209,11 @@ func Build(ctx context.Context, dir string, opt Options) (wasm []byte, path stri
 	tmp.Close()
 	defer os.Remove(tmpName) // no-op after a successful rename
 
-	args := []string{"build", "-trimpath", "-o", tmpName}
-	if reactor {
-		args = append(args, "-buildmode=c-shared")
-	}
+	args := append([]string{"build", "-o", tmpName}, buildFlags(reactor)...)
 	args = append(args, ".")
 	cmd := exec.CommandContext(ctx, goBin, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	cmd.Env = buildEnv()
 	var stderr bytes.Buffer
 	if opt.Stderr != nil {
 		cmd.Stderr = io.MultiWriter(&stderr, opt.Stderr)
@@ -170,6 +227,15 @@ func Build(ctx context.Context, dir string, opt Options) (wasm []byte, path stri
 	b, err := os.ReadFile(tmpName)
 	if err != nil {
 		return nil, "", fmt.Errorf("guestbuild: %w", err)
+	}
+	if !cacheable {
+		return b, "", nil
+	}
+	// Cache the module only under the key of what it was built from: if a
+	// file changed while the build ran, the key no longer says which
+	// version went in.
+	if after, err := Key(ctx, dir, reactor, goBin); err != nil || after != key {
+		return b, "", nil
 	}
 	if err := os.Rename(tmpName, path); err != nil {
 		return nil, "", fmt.Errorf("guestbuild: %w", err)
@@ -224,49 +290,166 @@ func IsReactor(dir string) (bool, error) {
 	return false, nil
 }
 
+// listPackage and listModule are the parts of go list's output the key uses.
+type listPackage struct {
+	Dir        string
+	ImportPath string
+	Standard   bool
+	DepOnly    bool
+	Incomplete bool
+	Module     *listModule
+	Error      *listError
+	DepsErrors []*listError
+
+	GoFiles      []string
+	CgoFiles     []string
+	CFiles       []string
+	CXXFiles     []string
+	MFiles       []string
+	HFiles       []string
+	FFiles       []string
+	SFiles       []string
+	SwigFiles    []string
+	SwigCXXFiles []string
+	SysoFiles    []string
+	EmbedFiles   []string
+}
+
+type listModule struct {
+	Path     string
+	Version  string
+	Main     bool
+	Dir      string
+	GoMod    string
+	Sum      string
+	GoModSum string
+	Replace  *listModule
+	Error    *listError
+}
+
+type listError struct {
+	Pos string
+	Err string
+}
+
+// listFields is go list's -json field selection: the fields above.
+const listFields = "Dir,ImportPath,Standard,DepOnly,Incomplete,Module,Error,DepsErrors," +
+	"GoFiles,CgoFiles,CFiles,CXXFiles,MFiles,HFiles,FFiles,SFiles,SwigFiles,SwigCXXFiles,SysoFiles,EmbedFiles"
+
+// envVars are the go env variables the key uses.
+var envVars = []string{"GOVERSION", "GOFLAGS", "GOEXPERIMENT", "GOWASM", "GOROOT", "GOMODCACHE", "GOWORK"}
+
 // Key returns the hex cache key of the guest in dir (see the package doc).
+// When the build cannot be keyed, the error wraps ErrUncacheable.
 func Key(ctx context.Context, dir string, reactor bool, goBin string) (string, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
 	}
-	toolID, err := toolIdentity(ctx, goBin)
-	if err != nil {
-		return "", err
+	// go env and go list run side by side; go list is the slow one.
+	var (
+		env    map[string]string
+		envErr error
+		wg     sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		env, envErr = goEnv(ctx, goBin, dir)
+	}()
+	pkgs, listErr := goList(ctx, goBin, dir, reactor)
+	wg.Wait()
+	if envErr != nil {
+		return "", envErr
 	}
-	h := sha256.New()
-	fmt.Fprintf(h, "guestbuild v1\x00%s\x00reactor=%t\x00", toolID, reactor)
+	if listErr != nil {
+		return "", listErr
+	}
 
-	// The guest's own files.
-	if err := hashTree(h, "guest", dir, func(rel string) bool {
-		return !strings.HasSuffix(rel, ".wasm")
-	}); err != nil {
-		return "", err
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00reactor=%t\x00", keyVersion, reactor)
+	for _, v := range envVars[:5] { // the toolchain; GOMODCACHE and GOWORK are used below
+		fmt.Fprintf(h, "%s=%s\x00", v, env[v])
 	}
-	// The module that holds it, and the Mandate module's guest-sdk.
-	modRoot := findUp(dir, func(d string) bool { return fileExists(filepath.Join(d, "go.mod")) })
-	if modRoot != "" {
-		for _, n := range []string{"go.mod", "go.sum"} {
-			if err := hashFile(h, "mod/"+n, filepath.Join(modRoot, n)); err != nil {
+	for _, f := range strings.Fields(env["GOFLAGS"]) {
+		name, val, _ := strings.Cut(strings.TrimLeft(strings.Trim(f, `"'`), "-"), "=")
+		switch name {
+		case "overlay", "toolexec", "pkgdir":
+			return "", fmt.Errorf("guestbuild: %s: %w: GOFLAGS has -%s", dir, ErrUncacheable, name)
+		case "pgo":
+			if val != "auto" && val != "off" {
+				p := val
+				if !filepath.IsAbs(p) {
+					p = filepath.Join(dir, p)
+				}
+				if err := hashFile(h, "pgo", p); err != nil {
+					return "", err
+				}
+			}
+		}
+	}
+	if w := env["GOWORK"]; w != "" && w != "off" {
+		for _, f := range [][2]string{
+			{"go.work", w},
+			{"go.work.sum", w + ".sum"},
+			{"go.work/vendor/modules.txt", filepath.Join(filepath.Dir(w), "vendor", "modules.txt")},
+		} {
+			if err := hashFile(h, f[0], f[1]); err != nil {
 				return "", err
 			}
 		}
 	}
-	mandRoot := findUp(dir, isMandateRoot)
-	if mandRoot != "" && mandRoot != modRoot {
-		for _, n := range []string{"go.mod", "go.sum"} {
-			if err := hashFile(h, "mandate/"+n, filepath.Join(mandRoot, n)); err != nil {
+
+	modCache := env["GOMODCACHE"]
+	seen := map[string]bool{}
+	for _, p := range pkgs {
+		if p.Standard {
+			fmt.Fprintf(h, "std\x00%s\x00", p.ImportPath)
+			continue
+		}
+		m := p.Module
+		if m != nil && fromModCache(p, modCache) {
+			fmt.Fprintf(h, "pkg\x00%s\x00cached\x00", p.ImportPath)
+			if id := "cached\x00" + moduleID(m); !seen[id] {
+				seen[id] = true
+				fmt.Fprintf(h, "module\x00%s\x00", id)
+			}
+			continue
+		}
+		fmt.Fprintf(h, "pkg\x00%s\x00local\x00", p.ImportPath)
+		for _, list := range [][]string{p.GoFiles, p.CgoFiles, p.CFiles, p.CXXFiles, p.MFiles, p.HFiles,
+			p.FFiles, p.SFiles, p.SwigFiles, p.SwigCXXFiles, p.SysoFiles, p.EmbedFiles} {
+			for _, f := range list {
+				if err := hashFile(h, p.ImportPath+"/"+f, filepath.Join(p.Dir, f)); err != nil {
+					return "", err
+				}
+			}
+			h.Write([]byte{0})
+		}
+		if !p.DepOnly {
+			if err := hashFile(h, p.ImportPath+"/default.pgo", filepath.Join(p.Dir, "default.pgo")); err != nil {
 				return "", err
 			}
 		}
-	}
-	if mandRoot != "" {
-		sdk := filepath.Join(mandRoot, "guest-sdk")
-		if fileExists(sdk) {
-			if err := hashTree(h, "sdk", sdk, func(rel string) bool {
-				b := filepath.Base(rel)
-				return strings.HasSuffix(b, ".go") || b == "go.mod" || b == "go.sum"
-			}); err != nil {
+		if m == nil {
+			continue
+		}
+		id := "local\x00" + moduleID(m)
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		fmt.Fprintf(h, "module\x00%s\x00", id)
+		if m.GoMod != "" {
+			if err := hashFile(h, m.Path+"/go.mod", m.GoMod); err != nil {
+				return "", err
+			}
+			if err := hashFile(h, m.Path+"/go.sum", strings.TrimSuffix(m.GoMod, ".mod")+".sum"); err != nil {
+				return "", err
+			}
+		}
+		if m.Main && m.Dir != "" {
+			if err := hashFile(h, m.Path+"/vendor/modules.txt", filepath.Join(m.Dir, "vendor", "modules.txt")); err != nil {
 				return "", err
 			}
 		}
@@ -274,50 +457,111 @@ func Key(ctx context.Context, dir string, reactor bool, goBin string) (string, e
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// hashTree hashes the relative path and content of every regular,
-// non-hidden file under root that keep accepts, in lexical order.
-func hashTree(h io.Writer, tag, root string, keep func(rel string) bool) error {
-	var files []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if p != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() {
-			if p != root && name == "testdata" {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if keep(rel) {
-			files = append(files, rel)
-		}
-		return nil
-	})
+// fromModCache reports whether p's files come from the module cache: its
+// module has a version, is not replaced by a directory, and p's directory
+// is under GOMODCACHE (vendored copies are not, and are hashed by content).
+func fromModCache(p *listPackage, modCache string) bool {
+	m := p.Module
+	if m.Main || m.Version == "" || (m.Replace != nil && m.Replace.Version == "") {
+		return false
+	}
+	return modCache != "" && strings.HasPrefix(p.Dir, filepath.Clean(modCache)+string(filepath.Separator))
+}
+
+// moduleID is a module's path, version and sums, and its replacement's.
+func moduleID(m *listModule) string {
+	id := m.Path + "@" + m.Version + "\x00" + m.Sum + "\x00" + m.GoModSum
+	if r := m.Replace; r != nil {
+		id += "\x00=>\x00" + r.Path + "@" + r.Version + "\x00" + r.Sum + "\x00" + r.GoModSum
+	}
+	return id
+}
+
+// goList runs go list -e -deps on the package in dir, as the build would
+// load it, sorted by import path. A failed run and any package or module
+// error are ErrUncacheable.
+func goList(ctx context.Context, goBin, dir string, reactor bool) ([]*listPackage, error) {
+	args := append([]string{"list", "-e", "-deps", "-json=" + listFields}, buildFlags(reactor)...)
+	args = append(args, ".")
+	cmd := exec.CommandContext(ctx, goBin, args...)
+	cmd.Dir = dir
+	cmd.Env = buildEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return fmt.Errorf("guestbuild: %w", err)
+		return nil, fmt.Errorf("guestbuild: %s list in %s: %w: %w\n%s",
+			goBin, dir, ErrUncacheable, err, strings.TrimSpace(stderr.String()))
 	}
-	sort.Strings(files)
-	for _, rel := range files {
-		if err := hashFile(h, tag+"/"+rel, filepath.Join(root, filepath.FromSlash(rel))); err != nil {
-			return err
+	var pkgs []*listPackage
+	var problems []string
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		p := new(listPackage)
+		if err := dec.Decode(p); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("guestbuild: %s list in %s: %w: %w", goBin, dir, ErrUncacheable, err)
+		}
+		if p.Error != nil {
+			problems = append(problems, p.ImportPath+": "+p.Error.String())
+		}
+		for _, e := range p.DepsErrors {
+			problems = append(problems, e.String())
+		}
+		if m := p.Module; m != nil && m.Error != nil {
+			problems = append(problems, "module "+m.Path+": "+m.Error.Err)
+		}
+		if p.Incomplete && p.Error == nil && len(p.DepsErrors) == 0 {
+			problems = append(problems, p.ImportPath+": incomplete")
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		problems = compact(problems)
+		return nil, fmt.Errorf("guestbuild: %s: %w: go list: %s", dir, ErrUncacheable, strings.Join(problems, "; "))
+	}
+	sort.Slice(pkgs, func(i, j int) bool { return pkgs[i].ImportPath < pkgs[j].ImportPath })
+	return pkgs, nil
+}
+
+func (e *listError) String() string {
+	if e.Pos != "" {
+		return e.Pos + ": " + e.Err
+	}
+	return e.Err
+}
+
+func compact(s []string) []string {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
 		}
 	}
-	return nil
+	return out
+}
+
+// goEnv runs go env in dir with the build's environment, so toolchain
+// selection, go env -w settings and workspace discovery are the build's. A
+// failure is ErrUncacheable: the build then reports the go tool's error.
+func goEnv(ctx context.Context, goBin, dir string) (map[string]string, error) {
+	cmd := exec.CommandContext(ctx, goBin, append([]string{"env", "-json"}, envVars...)...)
+	cmd.Dir = dir
+	cmd.Env = buildEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("guestbuild: %s env in %s: %w: %w\n%s",
+			goBin, dir, ErrUncacheable, err, strings.TrimSpace(stderr.String()))
+	}
+	env := map[string]string{}
+	if err := json.Unmarshal(out, &env); err != nil {
+		return nil, fmt.Errorf("guestbuild: %s env: %w", goBin, err)
+	}
+	return env, nil
 }
 
 // hashFile writes name, length and content; a missing file hashes as absent.
@@ -333,58 +577,4 @@ func hashFile(h io.Writer, name, path string) error {
 	fmt.Fprintf(h, "%s\x00%d\x00", name, len(b))
 	h.Write(b)
 	return nil
-}
-
-var toolIDs sync.Map // goBin -> string
-
-// toolIdentity is the go tool's version and the environment that changes
-// its output, memoized per go command (running "go env" costs ~10 ms).
-func toolIdentity(ctx context.Context, goBin string) (string, error) {
-	envKey := goBin + "\x00" + os.Getenv("GOFLAGS") + "\x00" + os.Getenv("GOEXPERIMENT") + "\x00" + os.Getenv("GOWASM") + "\x00" + os.Getenv("GOROOT")
-	if v, ok := toolIDs.Load(envKey); ok {
-		return v.(string), nil
-	}
-	cmd := exec.CommandContext(ctx, goBin, "env", "GOVERSION", "GOFLAGS", "GOEXPERIMENT", "GOWASM", "GOROOT")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("guestbuild: %s env: %w\n%s", goBin, err, strings.TrimSpace(stderr.String()))
-	}
-	id := strings.Join(strings.Fields(string(out)), " ")
-	toolIDs.Store(envKey, id)
-	return id, nil
-}
-
-func findUp(dir string, ok func(string) bool) string {
-	for {
-		if ok(dir) {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-}
-
-func isMandateRoot(dir string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 2 && f[0] == "module" && strings.Trim(f[1], `"`) == MandateModule {
-			return true
-		}
-	}
-	return false
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
