@@ -14,13 +14,15 @@
 //
 // # Grammar
 //
-// A manifest holds exactly one task block, the root task:
+// A manifest holds exactly one task block, the root task (this text is
+// also Grammar, which "mandate run --help" prints):
 //
 //	task "NAME" {
 //	  module    = "guest"         # required: a .wasm file, or a Go guest directory (relative to the manifest)
 //	  digest    = "sha256:<hex>"  # optional pin: the module must have this digest
 //	  principal = "alice"         # required: on whose behalf the task runs
 //	  entry     = "run"           # optional: the function a reactor module runs
+//	  clearance = ["pii:alice"]   # optional: the most the task may ever hold (confidentiality tags)
 //
 //	  limits {                    # optional, at most one
 //	    memory  = "64MiB"         # size: B, KiB, MiB, GiB, KB, MB, GB; a plain integer is bytes
@@ -30,12 +32,19 @@
 //	    blobs   = "64MiB"         # bytes of blobs the task holds at once
 //	  }
 //
+//	  seed "COLLECTION" {         # any number: records imported into the data store before the run
+//	    file      = "data/benefits.json"        # .json or .csv, relative to the manifest
+//	    relations = { manager = "manager_of" }  # optional: FIELD = RELATION edges to derive
+//	  }
+//
 //	  cap "KIND" "NAME" {         # any number; NAME is what the guest passes to cap_lookup
-//	    audit = true              # kernel-level: write every decision to the audit log first
-//	    rate  = "10/s"            # kernel-level: at most 10 calls a second, for this
+//	    audit    = true           # kernel-level: write every decision to the audit log first
+//	    rate     = "10/s"         # kernel-level: at most 10 calls a second, for this
 //	                              # capability and everything derived from it (s, m, h, or a duration)
 //	    max_uses = 1              # kernel-level: at most 1 effect, for the whole derivation subtree
 //	    budget   = "100.00"       # kernel-level, kinds with amounts (pay): most spent by the subtree
+//	    when         = "request.method == 'GET'"   # kernel-level: CEL (or a list), every use must satisfy it
+//	    approve_when = "request.method == 'POST'"  # kernel-level: CEL (or a list), a match needs a person's yes
 //	    ...                       # every other attribute is the kind's grant spec
 //	  }
 //	}

@@ -21,8 +21,13 @@ GOARCH=wasm, and prints the module's digest and file name:
 	sha256:<hex>  OUT.wasm
 
 The digest is what a manifest's digest attribute pins. Builds are cached by
-content (the guest's files, its go.mod and go.sum, and the guest SDK), so
-building an unchanged guest again is instant.
+the content of everything the build reads, as "go list -deps" reports it:
+every package's files in the guest's module, in a module a replace or a
+go.work points to, or vendored; the version and sum of each module from
+the module cache; the go tool's version and settings. A guest whose
+packages cannot be listed is built without the cache. Building an
+unchanged guest again costs one "go list" (tens of milliseconds).
+"mandate cache" shows and prunes the cache.
 
 A guest is a reactor (built with -buildmode=c-shared and entered through an
 exported function, "run" by default) when one of its .go files has the line

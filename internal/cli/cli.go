@@ -318,3 +318,15 @@ func writeJSON(w io.Writer, v any) error {
 	_, err = w.Write(append(out, '\n'))
 	return err
 }
+
+// tabIndent indents every non-empty line of s by a tab, as help texts
+// show code.
+func tabIndent(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = "\t" + l
+		}
+	}
+	return strings.Join(lines, "\n") + "\n"
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,7 +23,7 @@ func TestConcurrentRunsShareTheAuditLog(t *testing.T) {
 	dir := t.TempDir()
 	manifest := auditedManifest(t, dir, "fetch", "cli-guest")
 	state := filepath.Join(dir, "state")
-	cache := filepath.Join(os.TempDir(), "mandate-concurrent-test-cache")
+	cache := testCache()
 	const n = 4
 	var wg sync.WaitGroup
 	codes := make([]int, n)

@@ -41,7 +41,7 @@ func TestCrashKeepsTheAuditLog(t *testing.T) {
 	manifest := auditedManifest(t, dir, "loop", "cli-loop")
 	state := filepath.Join(dir, "state")
 	cmd := exec.Command(bin, "run", manifest, "--var", "origin="+srv.URL, "--state-dir", state, "--log-level", "off")
-	cmd.Env = append(os.Environ(), "MANDATE_CACHE_DIR="+filepath.Join(os.TempDir(), "mandate-crash-test-cache"))
+	cmd.Env = append(os.Environ(), "MANDATE_CACHE_DIR="+testCache())
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestConcurrentProcesses(t *testing.T) {
 	for i := range cmds {
 		cmd := exec.Command(bin, "run", manifest, "--var", "origin="+srv.URL, "--input", filepath.Join(dir, "fetch.in"),
 			"--state-dir", state, "--log-level", "warn")
-		cmd.Env = append(os.Environ(), "MANDATE_CACHE_DIR="+filepath.Join(os.TempDir(), "mandate-crash-test-cache"))
+		cmd.Env = append(os.Environ(), "MANDATE_CACHE_DIR="+testCache())
 		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

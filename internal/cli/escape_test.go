@@ -47,7 +47,7 @@ func TestNoTerminalInjection(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := filepath.Join(dir, "state")
-	cache := filepath.Join(os.TempDir(), "mandate-concurrent-test-cache")
+	cache := testCache()
 	var out, errOut bytes.Buffer
 	// stdout is "a terminal": the result must come out escaped.
 	term := &env{stdout: &out, stderr: &errOut, getenv: func(string) string { return "" }, terminal: func(io.Writer) bool { return true }}

@@ -25,7 +25,7 @@ func TestRefusedRunsEnd(t *testing.T) {
 	}
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	cache := filepath.Join(os.TempDir(), "mandate-concurrent-test-cache")
+	cache := testCache()
 	guest, err := filepath.Abs(filepath.Join("testdata", "guests", "cli-guest"))
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +184,7 @@ func newFetchRuns(t *testing.T) *fetchRuns {
 	t.Helper()
 	dir := t.TempDir()
 	f := &fetchRuns{state: filepath.Join(dir, "state")}
-	cache := filepath.Join(os.TempDir(), "mandate-concurrent-test-cache")
+	cache := testCache()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.requests.Add(1)
 		w.Write([]byte("results"))

@@ -24,7 +24,7 @@ import (
 	"github.com/mandatevm/mandate/sandbox"
 )
 
-const runHelp = `Usage: mandate run MANIFEST.hcl [--input FILE|-] [--var NAME=VALUE ...]
+var runHelp = `Usage: mandate run MANIFEST.hcl [--input FILE|-] [--var NAME=VALUE ...]
                    [--log-level LEVEL] [--engine NAME] [--cache-dir DIR] [--state-dir DIR]
                    [--receipt FILE] [--approve MODE] [--raw] [--format text|json]
 
@@ -84,22 +84,9 @@ Exit codes:
 	     died after its memory limit refused to grow
 	130  mandate was interrupted (Ctrl-C or SIGTERM) and killed the task
 
-A manifest (the grammar is in "go doc github.com/mandatevm/mandate/manifest"):
+A manifest (the grammar of "go doc github.com/mandatevm/mandate/manifest"):
 
-	task "quickstart" {
-	  module    = "guest"        # a .wasm file or a Go guest directory
-	  principal = "alice"
-	  limits {
-	    memory  = "64MiB"
-	    timeout = "30s"
-	  }
-	  cap "net" "flights" {
-	    origin  = var.origin
-	    methods = ["GET"]
-	    paths   = ["/search"]
-	  }
-	}
-
+` + tabIndent(manifest.Grammar) + `
 Examples:
 
 	mandate run quickstart.hcl --var origin=https://flights.example

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/manifest"
 )
 
 // watchWriter collects output and calls fire once when pattern appears.
@@ -81,7 +82,7 @@ func TestInterrupt(t *testing.T) {
 		vars:     varFlag{},
 		level:    hclog.Info,
 		engine:   testengine.Name(),
-		cache:    sharedCacheDir(t, guests),
+		cache:    testCache(),
 		state:    state,
 	})
 	if code != exitInterrupted {
@@ -141,5 +142,13 @@ func TestParseInterspersed(t *testing.T) {
 		if !ok || strings.Join(pos, " ") != strings.Join(tt.pos, " ") || v.String() != tt.vars {
 			t.Errorf("parse(%q) = %q, %t, vars %q; want %q, vars %q", tt.args, pos, ok, v.String(), tt.pos, tt.vars)
 		}
+	}
+}
+
+// TestRunHelpHasTheGrammar: "mandate run --help" shows the manifest
+// package's grammar (which a manifest test checks against the schemas).
+func TestRunHelpHasTheGrammar(t *testing.T) {
+	if !strings.Contains(runHelp, tabIndent(manifest.Grammar)) {
+		t.Error("mandate run --help does not show manifest.Grammar")
 	}
 }

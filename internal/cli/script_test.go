@@ -1,24 +1,20 @@
 package cli
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -45,8 +41,8 @@ func TestMain(m *testing.M) {
 //	$WORK/guest    a link to testdata/guests/cli-guest (its input picks
 //	               what it does)
 //	$MANDATE_STATE_DIR  $WORK/state
-//	$MANDATE_CACHE_DIR  a cache shared by every script and test run, keyed
-//	               by the guest SDK's and the guests' contents
+//	$MANDATE_CACHE_DIR  the cache the tests share (testCache), keyed
+//	               by what each entry was built from
 //
 // and the custom commands "exits N PROG ARGS..." (PROG exits with code N)
 // and "checkgraph" (stdout is a graph in the JSON contract form).
@@ -68,7 +64,7 @@ func TestScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := sharedCacheDir(t, guests)
+	cache := testCache()
 	goEnv := goEnv(t)
 
 	testscript.Run(t, testscript.Params{
@@ -103,33 +99,12 @@ func TestScript(t *testing.T) {
 	})
 }
 
-// sharedCacheDir is a cache directory under os.TempDir() shared by test
-// runs. Its name hashes everything a built guest depends on that the
-// build cache key might not see, so a stale guest is never reused.
-func sharedCacheDir(t *testing.T, guests string) string {
-	t.Helper()
-	h := sha256.New()
-	fmt.Fprintln(h, runtime.Version())
-	for _, root := range []string{"../../guest-sdk", guests, "../../go.mod"} {
-		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			fmt.Fprintf(h, "%s\x00", filepath.ToSlash(p))
-			_, err = io.Copy(h, f)
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return filepath.Join(os.TempDir(), "mandate-cli-test-"+hex.EncodeToString(h.Sum(nil))[:16])
-}
+// testCache is the cache root the tests share with each other and with
+// the mandate command itself ($MANDATE_CACHE_DIR, else the user cache
+// directory + /mandate): every entry is keyed by what it was built from
+// (the guest build key covers everything "go list -deps" reports), so
+// sharing is safe, and "mandate cache prune" tidies what tests leave.
+func testCache() string { return filepath.Dir(guestbuild.DefaultCacheDir()) }
 
 // goEnv is the go command's environment, for guest builds in scripts
 // (testscript gives them HOME=/no-home).
