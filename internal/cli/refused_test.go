@@ -57,6 +57,15 @@ func TestRefusedRunsEnd(t *testing.T) {
   }
 }
 `)
+	write("bad-seed.json", `{"records": [{"id": 1, "this is": "not a record"`)
+	badseed := write("badseed.hcl", `task "badseed" {
+  module    = "`+filepath.ToSlash(guest)+`"
+  principal = "alice"
+  seed "benefits" {
+    file = "bad-seed.json"
+  }
+}
+`)
 	run := func(manifest string) int {
 		var o, e bytes.Buffer
 		return Main([]string{"run", manifest, "--state-dir", state, "--cache-dir", cache, "--log-level", "off"}, nil, &o, &e)
@@ -64,7 +73,7 @@ func TestRefusedRunsEnd(t *testing.T) {
 	if code := run(good); code != 0 {
 		t.Fatalf("the good run exited %d", code)
 	}
-	for _, m := range []string{broken, nogrant} {
+	for _, m := range []string{broken, nogrant, badseed} {
 		if code := run(m); code != exitUsage {
 			t.Fatalf("%s exited %d, want %d", m, code, exitUsage)
 		}
@@ -78,8 +87,8 @@ func TestRefusedRunsEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(runs) != 3 {
-		t.Fatalf("%d runs recorded, want 3", len(runs))
+	if len(runs) != 4 {
+		t.Fatalf("%d runs recorded, want 4", len(runs))
 	}
 	for _, r := range runs {
 		if r.Task == "good" {
