@@ -6,6 +6,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/mandatevm/mandate/internal/sqlitedb"
+	"path/filepath"
 
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -106,12 +108,16 @@ func (l *Log) checkHead(ctx context.Context) error {
 		return fmt.Errorf("audit log %s: %w", l.path, err)
 	}
 	rows.Close()
-	// A probe write, committed: the run's decisions can be recorded.
-	if _, err := tx.ExecContext(ctx, "UPDATE tree SET size = size WHERE id = 0"); err != nil {
-		return fmt.Errorf("audit log %s cannot be written: %w", l.path, err)
+	// A probe write, committed: the run's decisions can be recorded. The
+	// row is changed and changed back, so a page really is written to the
+	// journal (SQLite skips an update that leaves a row as it was, which
+	// would prove only that the lock can be taken, not that the disk has
+	// room).
+	if _, err := tx.ExecContext(ctx, "UPDATE tree SET size = size + 1 WHERE id = 0; UPDATE tree SET size = size - 1 WHERE id = 0"); err != nil {
+		return fmt.Errorf("audit log %s cannot be written: %w%s", l.path, err, sqlitedb.SpaceHint(filepath.Dir(l.path)))
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("audit log %s cannot be written: %w", l.path, err)
+		return fmt.Errorf("audit log %s cannot be written: %w%s", l.path, err, sqlitedb.SpaceHint(filepath.Dir(l.path)))
 	}
 	return nil
 }

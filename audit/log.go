@@ -271,12 +271,12 @@ func (l *Log) append(batch []*pending) (err error) {
 	ctx := context.Background()
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("audit: %w", err)
+		return fmt.Errorf("audit log %s: %w", l.path, err)
 	}
 	defer func() {
 		if err != nil {
 			tx.Rollback()
-			err = fmt.Errorf("audit: %w", err)
+			err = fmt.Errorf("audit log %s: %w", l.path, err)
 		}
 	}()
 	var n int64

@@ -263,10 +263,10 @@ func (s *Store) Check(ctx context.Context) error {
 	}
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, "UPDATE runs SET seq = seq WHERE seq = (SELECT max(seq) FROM runs)"); err != nil {
-		return s.errorf("cannot be written: %v", err)
+		return s.errorf("cannot be written: %v%s", err, sqlitedb.SpaceHint(s.dir))
 	}
 	if err := tx.Commit(); err != nil {
-		return s.errorf("cannot be written: %v", err)
+		return s.errorf("cannot be written: %v%s", err, sqlitedb.SpaceHint(s.dir))
 	}
 	return nil
 }

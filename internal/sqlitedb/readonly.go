@@ -50,7 +50,7 @@ func OpenReadOnly(path string, c Config) (*sql.DB, error) {
 	}
 	if err := checkSchema(context.Background(), db, c); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("%s %s: %w", c.What, path, err)
+		return nil, fmt.Errorf("%s %s: %w", c.What, path, withSpaceHint(err, filepath.Dir(path)))
 	}
 	return db, nil
 }
@@ -92,16 +92,48 @@ func readError(c Config, err error) error {
 			return fmt.Errorf("not a Mandate %s (corrupted, or not a SQLite database): %w", c.What, err)
 		case sqliteCantOpen, sqliteReadOnly, sqlitePerm, sqliteAuth:
 			return fmt.Errorf("cannot be opened (is the file or its directory not readable, or not writable where writing is needed?): %w", err)
+		case sqliteIOErr, sqliteFull:
+			return fmt.Errorf("cannot be read or written: %w", err)
 		}
 	}
 	return fmt.Errorf("cannot be read: %w", err)
 }
+
+// withSpaceHint adds to an I/O error about a file in dir that the
+// filesystem holding it is (nearly) full, when it is.
+func withSpaceHint(err error, dir string) error {
+	var se interface{ Code() int }
+	if errors.As(err, &se) {
+		if code := se.Code() & 0xff; code == sqliteIOErr || code == sqliteFull {
+			if h := SpaceHint(dir); h != "" {
+				return fmt.Errorf("%w%s", err, h)
+			}
+		}
+	}
+	return err
+}
+
+// SpaceHint says, for an I/O error about a file in dir, when the
+// filesystem holding dir is (nearly) full: "" otherwise, or when it
+// cannot be asked.
+func SpaceHint(dir string) string {
+	free, ok := freeBytes(dir)
+	if !ok || free >= lowSpace {
+		return ""
+	}
+	return fmt.Sprintf(" (no space left on the device: %d bytes free where %s is)", free, dir)
+}
+
+// lowSpace is free space below which an I/O error is blamed on it.
+const lowSpace = 1 << 20
 
 // SQLite's primary result codes that readError tells apart.
 const (
 	sqlitePerm     = 3
 	sqliteReadOnly = 8
 	sqliteCorrupt  = 11
+	sqliteIOErr    = 10
+	sqliteFull     = 13
 	sqliteCantOpen = 14
 	sqliteAuth     = 23
 	sqliteNotADB   = 26

@@ -71,7 +71,7 @@ func Open(path string, c Config) (*sql.DB, error) {
 	}
 	if err := initSchema(context.Background(), db, c); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("%s %s: %w", c.What, path, err)
+		return nil, fmt.Errorf("%s %s: %w", c.What, path, withSpaceHint(err, filepath.Dir(path)))
 	}
 	return db, nil
 }
