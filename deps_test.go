@@ -63,6 +63,13 @@ var badDeps = map[string]map[string]string{
 		"github.com/mandatevm/mandate/sandbox/": "a kind never sees an engine",
 		"github.com/mandatevm/mandate/caps/net": "kinds are independent of each other",
 	},
+	"github.com/mandatevm/mandate/caps/llm": {
+		"github.com/mandatevm/mandate/kernel$":  "a kind imports the kind contract (kernel/kindapi), not the kernel",
+		"github.com/mandatevm/mandate/sandbox/": "a kind never sees an engine",
+		"github.com/mandatevm/mandate/cmd/":     "dependencies point inward",
+		"github.com/mandatevm/mandate/caps/net": "kinds are independent of each other",
+		"github.com/mandatevm/mandate/caps/pay": "kinds are independent of each other",
+	},
 	"github.com/mandatevm/mandate/caps/spawn": {
 		"github.com/mandatevm/mandate/kernel$":  "a kind imports the kind contract (kernel/kindapi), not the kernel",
 		"github.com/mandatevm/mandate/caps/net": "kinds are independent of each other",

@@ -78,6 +78,18 @@ func releaseAllowance(c *Cap, amount int64) {
 	}
 }
 
+// refundAmount gives back n of the amount reserved on c's chain, keeping
+// the use: the effect spent less than it reserved.
+func refundAmount(c *Cap, n int64) {
+	for x := c; x != nil; x = x.parent {
+		if a := x.allow; a != nil {
+			a.mu.Lock()
+			a.spent -= n
+			a.mu.Unlock()
+		}
+	}
+}
+
 // Usage is what a capability's subtree has used of its own max_uses and
 // budget (0 limits: none set on it).
 type Usage struct {

@@ -128,6 +128,9 @@ func (t *Task) resultBlob(c *Cap, call *Call, res *Result, prep *Op) (entry, err
 	if res.Free {
 		prep.Free = true // conclude gives the reservation back
 	}
+	if res.Spent != nil && *res.Spent < prep.Amount {
+		prep.Amount = max(*res.Spent, 0) // conclude settles the reservation
+	}
 	if len(res.Data) > abi.MaxBlobLen {
 		return entry{}, Errorf(abi.ELIMIT, "result of %d bytes exceeds %d", len(res.Data), abi.MaxBlobLen)
 	}
@@ -265,6 +268,12 @@ func (t *Task) conclude(ctx context.Context, c *Cap, op opName, prep *Op, d *dec
 	if prep.Free && r.allowed != nil {
 		releaseAllowance(r.allowed, r.amount)
 		r.allowed = nil
+	}
+	// An effect that spent less than it reserved (Result.Spent) gives the
+	// rest back, keeping its use.
+	if r.allowed != nil && prep.Amount < r.amount {
+		refundAmount(r.allowed, r.amount-prep.Amount)
+		r.amount = prep.Amount
 	}
 	r.commit()
 	if e == (entry{}) {

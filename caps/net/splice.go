@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"io"
 	"net/url"
-	"strconv"
-	"strings"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/kernel/kindapi"
@@ -21,7 +19,7 @@ import (
 // body they are inserted as they are. A placeholder naming no spliced blob,
 // or an unterminated one, is EINVAL.
 
-const splicePrefix = "{{mandate:splice:"
+const splicePrefix = kindapi.SplicePrefix
 
 // spliceRequest substitutes the spliced blobs into r, bounded by limit
 // bytes of body.
@@ -64,31 +62,8 @@ func spliceRequest(call *kindapi.Call, r *abi.HTTPRequest, limit int64) error {
 	return nil
 }
 
-// substitute replaces every placeholder in s with enc(vals[i]). It scans s
-// once, left to right; substituted bytes are never scanned again, so a
-// blob cannot smuggle in a placeholder.
+// substitute replaces every placeholder in s with enc(vals[i])
+// (kindapi.Substitute).
 func substitute(s string, vals [][]byte, enc func([]byte) string) (string, error) {
-	if !strings.Contains(s, splicePrefix) {
-		return s, nil
-	}
-	var b strings.Builder
-	for {
-		i := strings.Index(s, splicePrefix)
-		if i < 0 {
-			b.WriteString(s)
-			return b.String(), nil
-		}
-		b.WriteString(s[:i])
-		rest := s[i+len(splicePrefix):]
-		j := strings.Index(rest, "}}")
-		if j < 0 || j > 4 {
-			return "", kindapi.Errorf(abi.EINVAL, "net: fetch: unterminated splice placeholder")
-		}
-		n, err := strconv.Atoi(rest[:j])
-		if err != nil || n < 0 || n >= len(vals) || strconv.Itoa(n) != rest[:j] {
-			return "", kindapi.Errorf(abi.EINVAL, "net: fetch: splice placeholder %q names no spliced blob (have %d)", rest[:j], len(vals))
-		}
-		b.WriteString(enc(vals[n]))
-		s = rest[j+2:]
-	}
+	return kindapi.Substitute(s, vals, enc, "net: fetch")
 }

@@ -190,6 +190,9 @@ var describeSpecs = map[string]string{
 	"spawn": `{"modules":["sha256:` + strings.Repeat("ab", 32) + `"],"max_depth":2,"max_children":3,
 		"max_memory":"32MiB","max_timeout":"20s"}`,
 	"declassify": `{"drop":["pii:alice"],"project":["fields.nationality"]}`,
+	"llm": `{"endpoint":"http://127.0.0.1:8080/v1","models":["local-8b","local-70b"],"api_key":{"env":"DESCRIBE_SECRET"},
+		"max_tokens":512,"timeout":"45s","allow_private":true,"clearance":["pii:alice"],"endorse_schema":true,
+		"max_request_bytes":"2MiB","max_response_bytes":"1MiB"}`,
 }
 
 // describeWant are values that must read in readable units.
@@ -198,6 +201,8 @@ var describeWant = map[string]map[string]string{
 	"data":  {"collection": "benefits", "records": "owners alice, bob", "fields": "dental, plan"},
 	"pay":   {"max_amount": "800.00 EUR", "approve_above": "500.00 EUR", "timeout": "10s", "currency": "EUR", "instrument": "env:DESCRIBE_SECRET"},
 	"spawn": {"max_depth": "2", "max_children": "3", "max_memory": "32 MiB", "max_timeout": "20s"},
+	"llm": {"endpoint": "http://127.0.0.1:8080", "models": "local-70b, local-8b", "api_key": "env:DESCRIBE_SECRET (set by the kernel)",
+		"max_tokens": "512", "timeout": "45s", "max_request_bytes": "2 MiB", "max_response_bytes": "1 MiB", "endorse_schema": "true"},
 }
 
 // TestKindsDescribeEveryField: every kind a run registers describes every

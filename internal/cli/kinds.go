@@ -5,6 +5,7 @@ import (
 
 	"github.com/mandatevm/mandate/caps/data"
 	"github.com/mandatevm/mandate/caps/declassify"
+	"github.com/mandatevm/mandate/caps/llm"
 	"github.com/mandatevm/mandate/caps/net"
 	"github.com/mandatevm/mandate/caps/pay"
 	"github.com/mandatevm/mandate/caps/spawn"
@@ -29,8 +30,12 @@ func kindsFor(state string) (ks []kernel.Kind, close func() error) {
 		pay.New(),
 		spawn.New(),
 		declassify.New(),
+		llm.New(),
 	}, d.Close
 }
 
-// declassifiers names the kinds granted the privilege to lower labels.
-var declassifiers = []string{declassify.KindName}
+// declassifiers names the kinds granted the privilege to lower labels:
+// declassify, and llm, whose extract drops the integrity taints of an
+// answer it validated against a closed schema (each such kind's calls are
+// all audited).
+var declassifiers = []string{declassify.KindName, llm.KindName}

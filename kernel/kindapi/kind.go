@@ -404,6 +404,13 @@ type Result struct {
 	// an idempotent charge another call made meanwhile): the uses and
 	// budget reserved for it are given back.
 	Free bool
+	// Spent, when not nil, settles a reservation: Op.Amount was the most
+	// the call could spend (llm: max_tokens and the prompt's bound), and
+	// the effect spent *Spent. The difference is given back to every
+	// budget on the capability's chain. A Spent above Op.Amount (a server
+	// reporting more than it could have used) counts as Op.Amount: the
+	// reservation is the most a call can ever take.
+	Spent *int64
 }
 
 // FormatBytes shows a size for a person: "64 MiB", "1.5 KiB", "300 B".
