@@ -132,3 +132,64 @@ func TableGrowModule(n int32) []byte {
 	)
 	return reactorModule(wasmasm.Vec([]byte{0x70, 0x00, 0x00}), code) // funcref, min 0, no max
 }
+
+// GrowthGuest describes a command GrowthModule assembles: with Pages pages
+// of memory (at most Max when Max is not zero), its _start grows the memory
+// by Grow pages (when not zero, ignoring the result), writes Stderr to
+// stderr (when not empty), then traps when Trap is set, or else calls
+// proc_exit(Exit).
+type GrowthGuest struct {
+	Pages, Max, Grow uint32
+	Stderr           string
+	Trap             bool
+	Exit             uint32
+}
+
+// GrowthModule assembles g: a guest refused one huge growth far below its
+// memory limit, or one that only says "out of memory", which a Go guest
+// can not be made to do.
+func GrowthModule(g GrowthGuest) []byte {
+	wasi := func(name string, typ byte) []byte {
+		return wasmasm.Cat(wasmasm.Name("wasi_snapshot_preview1"), wasmasm.Name(name), []byte{0x00, typ})
+	}
+	var code []byte
+	if g.Grow != 0 {
+		code = append(code, 0x41)
+		code = append(code, wasmasm.Sleb(int64(int32(g.Grow)))...)
+		code = append(code, 0x40, 0x00, 0x1a) // memory.grow 0; drop
+	}
+	if g.Stderr != "" {
+		// fd_write(2, iovs=0, 1, nwritten=8); drop
+		code = append(code, 0x41, 0x02, 0x41, 0x00, 0x41, 0x01, 0x41, 0x08, 0x10, 0x00, 0x1a)
+	}
+	if g.Trap {
+		code = append(code, 0x00) // unreachable
+	} else {
+		code = append(code, 0x41)
+		code = append(code, wasmasm.Sleb(int64(int32(g.Exit)))...)
+		code = append(code, 0x10, 0x01) // call proc_exit
+	}
+	body := wasmasm.Cat([]byte{0x00}, code, []byte{0x0b})
+	mem := wasmasm.Cat([]byte{0x00}, wasmasm.Uleb(uint64(g.Pages)))
+	if g.Max != 0 {
+		mem = wasmasm.Cat([]byte{0x01}, wasmasm.Uleb(uint64(g.Pages)), wasmasm.Uleb(uint64(g.Max)))
+	}
+	// The iovec at 0 points at the message at 16.
+	n := len(g.Stderr)
+	data := wasmasm.Cat([]byte{16, 0, 0, 0, byte(n), byte(n >> 8), 0, 0}, make([]byte, 8), []byte(g.Stderr))
+	return wasmasm.Module(
+		wasmasm.Section(1, wasmasm.Vec(
+			[]byte{0x60, 0x04, 0x7f, 0x7f, 0x7f, 0x7f, 0x01, 0x7f}, // 0: fd_write
+			[]byte{0x60, 0x01, 0x7f, 0x00},                         // 1: proc_exit
+			[]byte{0x60, 0x00, 0x00},                               // 2: _start
+		)),
+		wasmasm.Section(2, wasmasm.Vec(wasi("fd_write", 0), wasi("proc_exit", 1))),
+		wasmasm.Section(3, wasmasm.Vec([]byte{0x02})),
+		wasmasm.Section(5, wasmasm.Vec(mem)),
+		wasmasm.Section(7, wasmasm.Vec(
+			wasmasm.Cat(wasmasm.Name("_start"), []byte{0x00, 0x02}),
+			wasmasm.Cat(wasmasm.Name("memory"), []byte{0x02, 0x00}))),
+		wasmasm.Section(10, wasmasm.Vec(wasmasm.Cat(wasmasm.Uleb(uint64(len(body))), body))),
+		wasmasm.Section(11, wasmasm.Vec(wasmasm.Cat([]byte{0x00, 0x41, 0x00, 0x0b}, wasmasm.Uleb(uint64(len(data))), data))),
+	)
+}

@@ -56,6 +56,7 @@ func Run(t *testing.T, newEngine NewEngine) {
 		{"SpinStoppedAtDeadline", s.testSpinStoppedAtDeadline},
 		{"StopIsolated", s.testStopIsolated},
 		{"MemoryLimit", s.testMemoryLimit},
+		{"RefusedGrowth", s.testRefusedGrowth},
 		{"Flood", s.testFlood},
 		{"ImportRefused", s.testImportRefused},
 		{"HostRegistration", s.testHostRegistration},
@@ -361,6 +362,61 @@ func (s *suite) testMemoryLimit(t *testing.T) {
 	err = compile(t, e, "exit").Run(context.Background(), sandbox.RunConfig{MemoryLimit: 32 << 20})
 	if !errors.As(err, &ee) || ee.Code != 3 || errors.Is(err, sandbox.ErrMemoryLimit) {
 		t.Fatalf("Run(exit) with 32MiB = %v, want *ExitError{Code: 3} without ErrMemoryLimit", err)
+	}
+}
+
+// testRefusedGrowth checks that the memory limit is reported from a
+// refused growth itself: however far below the limit the memory was, and
+// never for a guest that only says "out of memory".
+func (s *suite) testRefusedGrowth(t *testing.T) {
+	const limit = 64 << 20
+	const oom = "fatal error: out of memory\n"
+	e, _ := s.engine(t, sandbox.Config{})
+	for _, tt := range []struct {
+		name      string
+		guest     GrowthGuest
+		wantTrap  bool
+		wantCode  uint32
+		wantLimit bool
+	}{
+		// 4 MiB of memory asks for 200 MiB more, past the 64 MiB limit.
+		{"huge growth then trap", GrowthGuest{Pages: 64, Grow: 3200, Trap: true}, true, 0, true},
+		{"huge growth then exit", GrowthGuest{Pages: 64, Grow: 3200, Stderr: oom, Exit: 2}, false, 2, true},
+		// Saying so is not enough, with the memory far from the limit or
+		// right under it (62 MiB).
+		{"fake, far from the limit", GrowthGuest{Pages: 1, Stderr: oom, Exit: 2}, false, 2, false},
+		{"fake, near the limit", GrowthGuest{Pages: 992, Stderr: oom, Exit: 2}, false, 2, false},
+		{"fake trap, near the limit", GrowthGuest{Pages: 992, Trap: true}, true, 0, false},
+		// A growth that succeeds up to near the limit is not refused, and
+		// one refused by the module's own maximum is not the limit.
+		{"grown near the limit", GrowthGuest{Pages: 1, Grow: 1000, Stderr: oom, Exit: 2}, false, 2, false},
+		{"past its own maximum", GrowthGuest{Pages: 1, Max: 2, Grow: 100, Stderr: oom, Exit: 2}, false, 2, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := compileBytes(t, e, tt.name, GrowthModule(tt.guest))
+			var errOut bytes.Buffer
+			err := m.Run(context.Background(), sandbox.RunConfig{Name: "grow", MemoryLimit: limit, Timeout: time.Minute, Stderr: &errOut})
+			var ee *sandbox.ExitError
+			if !errors.As(err, &ee) {
+				t.Fatalf("Run = %v, want an *ExitError", err)
+			}
+			if got := ee.Trap != ""; got != tt.wantTrap || ee.Code != tt.wantCode {
+				t.Errorf("Run = %v, want trap %v, code %d", err, tt.wantTrap, tt.wantCode)
+			}
+			if got := errors.Is(err, sandbox.ErrMemoryLimit); got != tt.wantLimit {
+				t.Errorf("Run = %v: memory limit %v, want %v", err, got, tt.wantLimit)
+			}
+			if want := tt.guest.Stderr; errOut.String() != want {
+				t.Errorf("stderr = %q, want %q", errOut.String(), want)
+			}
+		})
+	}
+	// Without a limit, nothing is reported as the limit (a growth past
+	// 4 GiB fails like any other).
+	err := compileBytes(t, e, "no limit", GrowthModule(GrowthGuest{Pages: 1, Grow: 1<<32 - 1, Exit: 2})).Run(context.Background(), sandbox.RunConfig{Timeout: time.Minute})
+	var ee *sandbox.ExitError
+	if !errors.As(err, &ee) || ee.Code != 2 || errors.Is(err, sandbox.ErrMemoryLimit) {
+		t.Errorf("Run without a limit = %v, want *ExitError{Code: 2} without ErrMemoryLimit", err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mandatevm/mandate/sandbox"
+	"github.com/mandatevm/mandate/sandbox/internal/wasmbin"
 	"github.com/mandatevm/mandate/sandbox/sandboxtest"
 )
 
@@ -35,6 +36,36 @@ func BenchmarkWarmSpawn(b *testing.B) {
 func BenchmarkCompileCold(b *testing.B) { sandboxtest.BenchCompileCold(b, newDefault) }
 
 func BenchmarkCompileCached(b *testing.B) { sandboxtest.BenchCompileCached(b, newDefault) }
+
+// BenchmarkCompileColdGrowth compiles the reactor guest with and without
+// the memory.grow rewrite (wasmbin.TrackGrowth) that lets Run report the
+// memory limit; BenchmarkTrackGrowth is the rewrite alone.
+func BenchmarkCompileColdGrowth(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		opt  options
+	}{
+		{"tracked", options{}},
+		{"untracked", options{noTrackGrowth: true}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			sandboxtest.BenchCompileCold(b, func(cfg sandbox.Config) (sandbox.Engine, error) {
+				return newEngine(context.Background(), cfg, bc.opt)
+			})
+		})
+	}
+}
+
+func BenchmarkTrackGrowth(b *testing.B) {
+	wasm := sandboxtest.Guest("reactor")
+	b.SetBytes(int64(len(wasm)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, n, err := wasmbin.TrackGrowth(wasm); err != nil || n == 0 {
+			b.Fatalf("TrackGrowth = %d, %v", n, err)
+		}
+	}
+}
 
 // BenchmarkComputeDeadline runs a compute-bound guest (32 SHA-256 passes
 // over 1 MiB) with each preemption mechanism: none (a spinning guest can

@@ -21,11 +21,12 @@ import (
 // that NewModuleDeserialize maps and runs without checking it. So:
 //
 //   - the directory is named for everything that changes the code: the
-//     wasmtime-go module version, GOOS/GOARCH and the engine's settings
-//     (preemption, coalescing, the table cap). An engine never looks at
-//     another version's or setting's files, and wasmtime itself refuses an
-//     artifact of another version or incompatible settings (that error
-//     means a recompile, too);
+//     wasmtime-go module version, GOOS/GOARCH, the revision of the rewrites
+//     applied before compiling (rewriteRevision) and the engine's settings
+//     (preemption, coalescing, the table cap, growth tracking). An engine
+//     never looks at another version's or setting's files, and wasmtime
+//     itself refuses an artifact of another version or incompatible
+//     settings (that error means a recompile, too);
 //   - each file carries a SHA-256 of its payload, checked before the
 //     payload reaches wasmtime: a damaged file (a torn write, a flipped
 //     bit) is ignored and the module is compiled again and rewritten,
@@ -40,6 +41,13 @@ import (
 // cacheMagic starts every cache file; bump its version when the layout
 // changes.
 const cacheMagic = "mandate-cwasm-1\n"
+
+// rewriteRevision names the rewrites Compile applies to a module before
+// wasmtime compiles it (sandbox/internal/wasmbin: Coalesce, CapTables,
+// TrackGrowth). Change it whenever what they produce changes, so that no
+// module compiled from the old output is loaded from the cache: a module
+// cached before TrackGrowth existed would never report the memory limit.
+const rewriteRevision = "rewrite-2 (track-growth)"
 
 // wasmtimeGoModule is the module whose version keys the cache, and
 // wasmtimeGoVersion its version in go.mod (TestCacheKey checks they agree).
@@ -74,7 +82,7 @@ func builtVersion() string {
 
 // cacheKey names the cache directory for an engine configuration.
 func cacheKey(version, configDesc string) string {
-	sum := sha256.Sum256([]byte(version + "\n" + runtime.GOOS + "/" + runtime.GOARCH + "\n" + configDesc))
+	sum := sha256.Sum256([]byte(version + "\n" + runtime.GOOS + "/" + runtime.GOARCH + "\n" + rewriteRevision + "\n" + configDesc))
 	safe := strings.Map(func(r rune) rune {
 		if 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '-' {
 			return r

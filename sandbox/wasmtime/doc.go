@@ -56,12 +56,24 @@
 // Each store has wasmtime's limiter: linear memory up to
 // RunConfig.MemoryLimit (4 GiB when zero); past it memory.grow returns -1,
 // the Go runtime dies with "out of memory", and Run reports an *ExitError
-// wrapping sandbox.ErrMemoryLimit. wasmtime does not say that it refused a
-// growth, so that is inferred from the memory ending within 4 MiB (a Go
-// heap arena) of the limit. A table may hold up to max(its initial size,
-// MaxTableElements) elements: the module's tables are given that maximum
-// before compiling, and the limiter enforces it again. A store holds one
-// instance, one memory and the module's own tables.
+// wrapping sandbox.ErrMemoryLimit. wasmtime's limiter does not say that it
+// refused a growth, so the refused instruction says it: before compiling,
+// every memory.grow of the module is replaced by a call of one function
+// added to it (wasmbin.TrackGrowth), which grows the memory and, when the
+// growth fails, records the size it asked for in a global the module
+// exports under a reserved name (and no guest code can write). After the
+// run, a recorded size past the limit is ErrMemoryLimit: a guest refused
+// one huge growth far below the limit is reported, and a guest that only
+// prints "out of memory" and exits, or whose growth failed for another
+// reason (its own declared maximum), is not. A module the rewrite leaves
+// alone (a 64-bit memory, several memories, no memory.grow) is run as it
+// is and never reported as out of memory; a module whose code the rewrite
+// can not decode (an instruction of a proposal the engine does not enable)
+// is refused. As in sandbox/wazero, only a limit below 4 GiB is reported.
+// A table may hold up to max(its initial size, MaxTableElements) elements:
+// the module's tables are given that maximum before compiling, and the
+// limiter enforces it again. A store holds one instance, one memory and
+// the module's own tables.
 //
 // # Modules and the cache
 //
@@ -70,7 +82,9 @@
 // signatures), or that defines no memory. A module exporting _start is a
 // Command; any other is a Reactor, entered by _initialize when exported and
 // then by RunConfig.Entry. The data segments of a Go module are merged
-// before compiling, as in sandbox/wazero.
+// before compiling, as in sandbox/wazero, and its memory.grow instructions
+// rewritten (see Limits); a module exporting the reserved name
+// wasmbin.GrowthExport ("mandate$grow_refused") is refused.
 //
 // With Config.CacheDir set, compiled modules are kept on disk (cache.go)
 // in a directory named for the wasmtime-go version, GOOS/GOARCH and the

@@ -27,10 +27,6 @@ const defaultMemoryLimit = 4 << 30
 // the guest's stack trace).
 const maxTrapLen = 4 << 10
 
-// goHeapStep is the smallest step by which the Go runtime grows a wasm
-// guest's memory (its heap arena, 4 MiB on wasm). See refusedGrowth.
-const goHeapStep = 4 << 20
-
 // compiled is one compiled module shared by every Module handle Compile
 // returned for the same bytes.
 type compiled struct {
@@ -251,16 +247,19 @@ func (r *run) outcome(err error, store *wt.Store, inst *wt.Instance, limit uint6
 	if err == nil && !r.exited {
 		return nil
 	}
+	if r.exited && r.exitCode == 0 {
+		return nil
+	}
+	// As in sandbox/wazero, only a limit below the default is reported:
+	// without one, a growth past 4 GiB is refused like any other failure.
 	var memErr error
 	if limit < defaultMemoryLimit && refusedGrowth(store, inst, limit) {
 		memErr = sandbox.ErrMemoryLimit
 	}
 	if r.exited {
 		// proc_exit is the guest's own word: a guest can not fake a
-		// timeout with it, because only the context says so.
-		if r.exitCode == 0 {
-			return nil
-		}
+		// timeout with it, because only the context says so, nor the
+		// memory limit, because only a refused growth does.
 		return &sandbox.ExitError{Code: r.exitCode, Err: memErr}
 	}
 	if ctxErr := r.ctx.Err(); ctxErr != nil && memErr == nil {
@@ -282,26 +281,30 @@ func (r *run) outcome(err error, store *wt.Store, inst *wt.Instance, limit uint6
 	return &sandbox.ExitError{Trap: msg, Err: memErr}
 }
 
-// refusedGrowth reports whether a guest that died had its memory close
-// enough to limit that a growth was (or would have been) refused.
+// refusedGrowth reports whether a memory.grow of the run was refused
+// because it would have taken the memory past limit.
 //
-// wasmtime-go's store limiter refuses a growth past the limit (memory.grow
-// returns -1) but does not say that it did, so this is inferred: the memory
-// ends within goHeapStep of the limit, the smallest growth a Go guest asks
-// for. A Go guest refused a growth dies with "out of memory" with at most
-// that much left; a guest that dies for another reason with its memory that
-// full is reported as out of memory too, and a guest refused one huge
-// growth far below the limit is not.
+// wasmtime-go's store limiter refuses such a growth (memory.grow returns
+// -1) but does not say that it did, so the module was rewritten before
+// compiling (wasmbin.TrackGrowth): every memory.grow goes through a
+// function that, when the growth fails, records the size it asked for, in
+// pages, in the global exported as wasmbin.GrowthExport (the largest such
+// size of the run). A growth refused past the limit is reported however far
+// below the limit the memory was, and a growth refused for another reason
+// (past the module's own maximum) or a guest merely saying "out of memory"
+// is not. A module TrackGrowth left alone (a 64-bit memory, say) has no
+// such global and is never reported as out of memory; nor is a failure of
+// instantiation, which leaves no instance to read.
 func refusedGrowth(store *wt.Store, inst *wt.Instance, limit uint64) bool {
 	if inst == nil {
 		return false
 	}
-	ext := inst.GetExport(store, "memory")
-	if ext == nil || ext.Memory() == nil {
+	ext := inst.GetExport(store, wasmbin.GrowthExport)
+	if ext == nil || ext.Global() == nil {
 		return false
 	}
-	size := uint64(ext.Memory().DataSize(store))
-	return size+goHeapStep > limit
+	pages := uint64(ext.Global().Get(store).I64()) // at most 2^32 - 1 + 2^16
+	return pages != 0 && pages<<16 > limit
 }
 
 func ctxError(err error) error {

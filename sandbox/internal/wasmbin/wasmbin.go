@@ -1,7 +1,8 @@
 // Package wasmbin is a minimal reader and rewriter of the WebAssembly binary
 // format shared by the sandbox engines: just enough to list a module's
 // imports, memory and tables before an engine sees it, to merge its data
-// segments (coalesce.go) and to cap its tables (CapTables). The engine
+// segments (coalesce.go), to cap its tables (CapTables) and to make a
+// refused memory.grow observable (TrackGrowth, growth.go). The engine
 // validates the module fully afterwards; anything this reader does not
 // understand is an error, and callers treat an error as "do not touch the
 // module" (or refuse it).
@@ -17,6 +18,7 @@
 //		wasm = merged
 //	}
 //	wasm, err = wasmbin.CapTables(wasm, wasmbin.MaxTableElements)
+//	wasm, _, err = wasmbin.TrackGrowth(wasm) // then read GrowthExport after a run
 package wasmbin
 
 import (

@@ -1,0 +1,992 @@
+package wasmbin
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/mandatevm/mandate/internal/wasmasm"
+)
+
+// Why track memory growth?
+//
+// An engine whose memory limiter does not say that it refused a growth
+// (wasmtime-go's static Store.Limiter: memory.grow just returns -1) can not
+// tell a guest that died because its memory limit was reached from one
+// that died for another reason. Guessing from the memory's final size is
+// wrong both ways: a guest refused one huge growth far below the limit is
+// missed, and a guest that fills its memory close to the limit and then
+// exits 2 with "out of memory" on stderr fakes it.
+//
+// TrackGrowth makes the refusal observable from the refused instruction
+// itself. It rewrites the module so that every memory.grow goes through
+// one new function, appended to the function index space (so no existing
+// index shifts):
+//
+//	(func $grow (param $delta i32) (result i32) (local $r i32) (local $want i64)
+//	  (local.tee $r (memory.grow (local.get $delta)))
+//	  (if (i32.eq (i32.const -1))
+//	    (then
+//	      (local.set $want (i64.add (i64.extend_i32_u (memory.size))
+//	                                (i64.extend_i32_u (local.get $delta))))
+//	      (if (i64.gt_u (local.get $want) (global.get $refused))
+//	        (then (global.set $refused (local.get $want))))))
+//	  (local.get $r))
+//
+// $refused is a new mutable i64 global, appended to the global index space
+// and exported as GrowthExport: after a run it holds the largest memory
+// size, in 64 KiB pages, that a refused memory.grow asked for (0 when none
+// was refused). The host compares it with the run's limit: a growth refused
+// for another reason (past the memory's own declared maximum, say) is not
+// mistaken for the limit. The memory does not even need to be exported.
+//
+// No guest code can write $refused: before the rewrite its index does not
+// exist, and TrackGrowth refuses a module whose code or exports name a
+// global or function past the original index spaces (such a module is
+// invalid as it stands, and would become valid only by the rewrite). A
+// guest calling $grow (through a table, say) only grows its memory, which
+// records nothing but a real refusal. The export is not importable by
+// anything: the engine refuses imports of globals, and the name is
+// reserved (ReservedExport).
+//
+// Decoding where each instruction starts needs the length of every
+// instruction, so the code section is decoded in full, for the proposals
+// the wasmtime engine enables by default: MVP, sign extension, saturating
+// truncation, bulk memory, reference types (funcref and externref only),
+// multi-value, SIMD and relaxed SIMD, threads (atomics), tail calls,
+// extended constant expressions, and the memarg/memory-index encodings of
+// memory64 and multi-memory. Anything else (GC, typed function
+// references, exceptions, wide arithmetic, an unknown opcode) is an error
+// and the module is refused; the engine would refuse most of it anyway.
+//
+// The module is left as it is when it has no memory, when its memory is
+// 64-bit, when it has more than one memory, or when no code grows memory:
+// then no refused growth can be observed, and Run never reports the limit.
+//
+// Code offsets change, so the DWARF custom sections (".debug_*"), which
+// refer to them, are dropped rather than left stale. The name section is
+// kept as it is: the new function has no name.
+
+// GrowthExport is the export under which TrackGrowth's module exposes the
+// largest memory size, in pages, that a refused memory.grow asked for.
+const GrowthExport = "mandate$grow_refused"
+
+// ErrUnsupported is what TrackGrowth returns, wrapped, for code it cannot
+// decode: an opcode of a proposal the engine does not enable, or none.
+var ErrUnsupported = errors.New("unsupported instruction")
+
+// ReservedExport refuses a module that exports GrowthExport itself.
+func ReservedExport(m *Module) error {
+	if _, ok := m.Exports[GrowthExport]; ok {
+		return fmt.Errorf("module exports %q, a name reserved for the engine", GrowthExport)
+	}
+	return nil
+}
+
+// Section ids TrackGrowth edits, besides those above.
+const (
+	secType     = 1
+	secFunction = 3
+	secGlobal   = 6
+	secStart    = 8
+	secElement  = 9
+	secCode     = 10
+	secTag      = 13
+)
+
+// sectionRank orders the known sections as the binary format requires.
+func sectionRank(id byte) int {
+	switch id {
+	case secType, SecImport, secFunction, SecTable, SecMemory:
+		return int(id)
+	case secTag:
+		return 6
+	case secGlobal, SecExport, secStart, secElement:
+		return int(id) + 1 // 7 .. 10
+	case SecDataCount:
+		return 11
+	case secCode:
+		return 12
+	case SecData:
+		return 13
+	}
+	return 0
+}
+
+// growSite is one memory.grow instruction in a function body: body[start:end].
+type growSite struct{ start, end int }
+
+// TrackGrowth returns wasm rewritten so that every memory.grow records a
+// refused growth in the global exported as GrowthExport (see above), and
+// the number of memory.grow instructions it replaced. It returns wasm
+// itself and 0 when the module is left alone: no memory, a 64-bit memory,
+// several memories, or no memory.grow. It returns an error, and the caller
+// refuses the module, when the module can not be decoded, uses an
+// instruction the decoder does not know, names an index past the original
+// function or global index spaces, or already exports GrowthExport.
+func TrackGrowth(wasm []byte) ([]byte, int, error) {
+	m, err := Parse(wasm)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := ReservedExport(m); err != nil {
+		return nil, 0, err
+	}
+	// Index of each known section; a known section appears at most once.
+	var at [14]int
+	for i := range at {
+		at[i] = -1
+	}
+	for i, s := range m.Sections {
+		if s.ID == SecCustom {
+			continue
+		}
+		if int(s.ID) >= len(at) || sectionRank(s.ID) == 0 {
+			return nil, 0, fmt.Errorf("%w: unknown section %d", ErrMalformed, s.ID)
+		}
+		if at[s.ID] >= 0 {
+			return nil, 0, fmt.Errorf("%w: two sections with id %d", ErrMalformed, s.ID)
+		}
+		at[s.ID] = i
+	}
+	payload := func(id byte) []byte {
+		if at[id] < 0 {
+			return nil
+		}
+		s := m.Sections[at[id]]
+		return wasm[s.Start:s.End]
+	}
+
+	imp, err := scanImports(payload(SecImport))
+	if err != nil {
+		return nil, 0, fmt.Errorf("import section: %w", err)
+	}
+	mems := imp.memFlags
+	if p := payload(SecMemory); p != nil {
+		r := &reader{b: p}
+		n, err := r.u32()
+		if err != nil {
+			return nil, 0, err
+		}
+		for i := uint32(0); i < n; i++ {
+			if r.off >= len(p) {
+				return nil, 0, fmt.Errorf("%w: memory section", ErrMalformed)
+			}
+			flags := p[r.off]
+			if _, err := r.limits(); err != nil {
+				return nil, 0, err
+			}
+			mems = append(mems, flags)
+		}
+	}
+	if len(mems) != 1 || mems[0]&0x04 != 0 {
+		// No memory, several memories, or a 64-bit one: left alone.
+		return wasm, 0, nil
+	}
+
+	types, growTypeIdx, err := scanTypes(payload(secType))
+	if err != nil {
+		return nil, 0, fmt.Errorf("type section: %w", err)
+	}
+	funcs, err := checkFunctions(payload(secFunction), types)
+	if err != nil {
+		return nil, 0, fmt.Errorf("function section: %w", err)
+	}
+	globals, err := sectionCount(payload(secGlobal))
+	if err != nil {
+		return nil, 0, fmt.Errorf("global section: %w", err)
+	}
+	nFuncs := uint64(imp.funcs) + uint64(funcs)
+	nGlobals := uint64(imp.globals) + uint64(globals)
+	if nFuncs >= 1<<32-1 || nGlobals >= 1<<32-1 {
+		return nil, 0, fmt.Errorf("%w: index space full", ErrMalformed)
+	}
+	// Every section the rewrite appends to is decoded in full, so that
+	// what it appends can not complete a truncated entry of the guest's.
+	gs := &codeScanner{b: payload(secGlobal), types: uint64(types), funcs: nFuncs, globals: nGlobals}
+	if err := gs.globalSection(); err != nil {
+		return nil, 0, fmt.Errorf("global section: %w", err)
+	}
+	if err := checkExportIndices(payload(SecExport), nFuncs, nGlobals); err != nil {
+		return nil, 0, fmt.Errorf("export section: %w", err)
+	}
+
+	code := payload(secCode)
+	sc := &codeScanner{types: uint64(types), funcs: nFuncs, globals: nGlobals}
+	bodies, err := sc.scanCode(code, funcs)
+	if err != nil {
+		return nil, 0, err
+	}
+	sites := 0
+	for _, b := range bodies {
+		sites += len(b.sites)
+	}
+	if sites == 0 {
+		return wasm, 0, nil
+	}
+
+	if types == 0 {
+		return nil, 0, fmt.Errorf("%w: functions without types", ErrMalformed)
+	}
+	typePayload := payload(secType)
+	typeIdx := uint32(growTypeIdx)
+	if growTypeIdx < 0 {
+		if types == 1<<32-1 {
+			return nil, 0, fmt.Errorf("%w: too many types", ErrMalformed)
+		}
+		typeIdx = types
+		typePayload = appendEntry(typePayload, types, growSig)
+	}
+	growFunc := uint32(nFuncs)
+	refused := uint32(nGlobals)
+
+	replaced := map[byte][]byte{
+		secType:     typePayload,
+		secFunction: appendEntry(payload(secFunction), funcs, wasmasm.Uleb(uint64(typeIdx))),
+		secGlobal:   appendEntry(payload(secGlobal), globals, []byte{0x7e, 0x01, 0x42, 0x00, 0x0b}), // mut i64 = i64.const 0
+		secCode:     rewriteCode(code, funcs, bodies, growFunc, growBody(refused)),
+	}
+	exports, err := sectionCount(payload(SecExport))
+	if err != nil {
+		return nil, 0, fmt.Errorf("export section: %w", err)
+	}
+	replaced[SecExport] = appendEntry(payload(SecExport), exports,
+		wasmasm.Cat(wasmasm.Name(GrowthExport), []byte{ExternGlobal}, wasmasm.Uleb(uint64(refused))))
+	for _, p := range replaced {
+		if uint64(len(p)) > 1<<32-1 {
+			return nil, 0, fmt.Errorf("%w: section too large", ErrMalformed)
+		}
+	}
+
+	out := make([]byte, 0, len(wasm)+len(wasm)/64+256)
+	out = append(out, wasm[:8]...)
+	emit := func(id byte, p []byte) []byte {
+		out = append(out, id)
+		out = binary.AppendUvarint(out, uint64(len(p)))
+		return append(out, p...)
+	}
+	// pending are the replaced sections the module does not have yet, in
+	// rank order: each is written before the first section ranked after it.
+	var pending []byte
+	for _, id := range []byte{secType, secFunction, secGlobal, SecExport, secCode} {
+		if at[id] < 0 {
+			pending = append(pending, id)
+		}
+	}
+	for _, s := range m.Sections {
+		if s.ID == SecCustom {
+			if name, err := (&reader{b: wasm[s.Start:s.End]}).name(); err == nil && strings.HasPrefix(name, ".debug_") {
+				continue // DWARF: its code offsets would be stale
+			}
+			out = append(out, wasm[s.Hdr:s.End]...)
+			continue
+		}
+		for len(pending) > 0 && sectionRank(pending[0]) < sectionRank(s.ID) {
+			out = emit(pending[0], replaced[pending[0]])
+			pending = pending[1:]
+		}
+		if p, ok := replaced[s.ID]; ok {
+			out = emit(s.ID, p)
+		} else {
+			out = append(out, wasm[s.Hdr:s.End]...)
+		}
+	}
+	for _, id := range pending {
+		out = emit(id, replaced[id])
+	}
+	return out, sites, nil
+}
+
+// growBody is the body of $grow (see above), with global refused.
+func growBody(refused uint32) []byte {
+	g := wasmasm.Uleb(uint64(refused))
+	b := []byte{
+		0x02, 0x01, 0x7f, 0x01, 0x7e, // locals: 1 i32 ($r), 1 i64 ($want)
+		0x20, 0x00, // local.get $delta
+		0x40, 0x00, // memory.grow 0
+		0x22, 0x01, // local.tee $r
+		0x41, 0x7f, // i32.const -1
+		0x46,       // i32.eq
+		0x04, 0x40, // if
+		0x3f, 0x00, //   memory.size 0
+		0xad,       //   i64.extend_i32_u
+		0x20, 0x00, //   local.get $delta
+		0xad,       //   i64.extend_i32_u
+		0x7c,       //   i64.add
+		0x22, 0x02, //   local.tee $want
+	}
+	b = append(append(b, 0x23), g...) //   global.get $refused
+	b = append(b,
+		0x56,       //   i64.gt_u
+		0x04, 0x40, //   if
+		0x20, 0x02, //     local.get $want
+	)
+	b = append(append(b, 0x24), g...) //     global.set $refused
+	return append(b,
+		0x0b,       //   end
+		0x0b,       // end
+		0x20, 0x01, // local.get $r
+		0x0b, // end
+	)
+}
+
+// sectionCount is the item count a vector section starts with (0 when the
+// section is absent).
+func sectionCount(p []byte) (uint32, error) {
+	if p == nil {
+		return 0, nil
+	}
+	return (&reader{b: p}).u32()
+}
+
+// appendEntry returns a vector section's payload p (nil: absent) of n
+// items with entry appended.
+func appendEntry(p []byte, n uint32, entry []byte) []byte {
+	rest := p
+	if p != nil {
+		r := &reader{b: p}
+		r.u32() // the caller read it before
+		rest = p[r.off:]
+	}
+	out := binary.AppendUvarint(make([]byte, 0, len(p)+len(entry)+5), uint64(n)+1)
+	out = append(out, rest...)
+	return append(out, entry...)
+}
+
+// imports is what TrackGrowth needs of the import section.
+type imports struct {
+	funcs, globals uint32
+	memFlags       []byte // the limits flags of each imported memory
+}
+
+func scanImports(p []byte) (imports, error) {
+	var imp imports
+	if p == nil {
+		return imp, nil
+	}
+	r := &reader{b: p}
+	n, err := r.u32()
+	if err != nil {
+		return imp, err
+	}
+	for i := uint32(0); i < n; i++ {
+		if _, err := r.name(); err != nil {
+			return imp, err
+		}
+		if _, err := r.name(); err != nil {
+			return imp, err
+		}
+		kind, err := r.byte()
+		if err != nil {
+			return imp, err
+		}
+		switch kind {
+		case ExternFunc:
+			imp.funcs++
+			_, err = r.u32()
+		case ExternTable:
+			if _, err = r.byte(); err == nil {
+				_, err = r.limits()
+			}
+		case ExternMemory:
+			if r.off < len(p) {
+				imp.memFlags = append(imp.memFlags, p[r.off])
+			}
+			_, err = r.limits()
+		case ExternGlobal:
+			imp.globals++
+			if _, err = r.byte(); err == nil {
+				_, err = r.byte()
+			}
+		case ExternTag:
+			if _, err = r.byte(); err == nil {
+				_, err = r.u32()
+			}
+		default:
+			return imp, fmt.Errorf("%w: import kind %d", ErrMalformed, kind)
+		}
+		if err != nil {
+			return imp, err
+		}
+	}
+	if r.off != len(p) {
+		return imp, fmt.Errorf("%w: trailing bytes", ErrMalformed)
+	}
+	return imp, nil
+}
+
+// checkExportIndices refuses an export of a function or global past the
+// original index spaces: it would name $grow or $refused after the rewrite.
+func checkExportIndices(p []byte, funcs, globals uint64) error {
+	if p == nil {
+		return nil
+	}
+	r := &reader{b: p}
+	n, err := r.u32()
+	if err != nil {
+		return err
+	}
+	for i := uint32(0); i < n; i++ {
+		if _, err := r.name(); err != nil {
+			return err
+		}
+		kind, err := r.byte()
+		if err != nil {
+			return err
+		}
+		idx, err := r.u32()
+		if err != nil {
+			return err
+		}
+		if kind == ExternFunc && uint64(idx) >= funcs || kind == ExternGlobal && uint64(idx) >= globals {
+			return fmt.Errorf("%w: export of %s %d, past the index space", ErrMalformed, ExternName(kind), idx)
+		}
+	}
+	if r.off != len(p) {
+		return fmt.Errorf("%w: trailing bytes", ErrMalformed)
+	}
+	return nil
+}
+
+// growSig is the type of $grow: (i32) -> (i32).
+var growSig = []byte{0x60, 0x01, 0x7f, 0x01, 0x7f}
+
+// scanTypes decodes the type section payload p (nil: absent) and returns
+// the number of types and the index of the first (i32) -> (i32), or -1.
+func scanTypes(p []byte) (uint32, int, error) {
+	if p == nil {
+		return 0, -1, nil
+	}
+	r := &reader{b: p}
+	n, err := r.u32()
+	if err != nil {
+		return 0, -1, err
+	}
+	if uint64(n) > uint64(len(p)) {
+		return 0, -1, fmt.Errorf("%w: %d types in %d bytes", ErrMalformed, n, len(p))
+	}
+	found := -1
+	for i := uint32(0); i < n; i++ {
+		start := r.off
+		form, err := r.byte()
+		if err != nil {
+			return 0, -1, err
+		}
+		if form != 0x60 { // a GC type (rec, sub, struct, array)
+			return 0, -1, fmt.Errorf("%w: type form %#x", ErrUnsupported, form)
+		}
+		for range 2 { // params, results
+			k, err := r.u32()
+			if err != nil {
+				return 0, -1, err
+			}
+			for j := uint32(0); j < k; j++ {
+				t, err := r.byte()
+				if err != nil {
+					return 0, -1, err
+				}
+				if !isValType(t) {
+					return 0, -1, fmt.Errorf("%w: value type %#x", ErrUnsupported, t)
+				}
+			}
+		}
+		if found < 0 && string(p[start:r.off]) == string(growSig) {
+			found = int(i)
+		}
+	}
+	if r.off != len(p) {
+		return 0, -1, fmt.Errorf("%w: trailing bytes", ErrMalformed)
+	}
+	return n, found, nil
+}
+
+// checkFunctions decodes the function section payload p (nil: absent) and
+// returns its number of functions; each must name one of the types.
+func checkFunctions(p []byte, types uint32) (uint32, error) {
+	if p == nil {
+		return 0, nil
+	}
+	r := &reader{b: p}
+	n, err := r.u32()
+	if err != nil {
+		return 0, err
+	}
+	for i := uint32(0); i < n; i++ {
+		t, err := r.u32()
+		if err != nil {
+			return 0, err
+		}
+		if t >= types {
+			return 0, fmt.Errorf("%w: function %d has type %d of %d", ErrMalformed, i, t, types)
+		}
+	}
+	if r.off != len(p) {
+		return 0, fmt.Errorf("%w: trailing bytes", ErrMalformed)
+	}
+	return n, nil
+}
+
+// rewriteCode is the code section payload p of n bodies with each site
+// replaced by "call growFunc", and the body of growFunc appended.
+func rewriteCode(p []byte, n uint32, bodies []body, growFunc uint32, grow []byte) []byte {
+	call := wasmasm.Cat([]byte{0x10}, wasmasm.Uleb(uint64(growFunc)))
+	out := binary.AppendUvarint(make([]byte, 0, len(p)+len(p)/64+len(grow)+16), uint64(n)+1)
+	var buf []byte
+	for _, b := range bodies {
+		if len(b.sites) == 0 {
+			out = append(out, p[b.hdr:b.end]...)
+			continue
+		}
+		buf = buf[:0]
+		last := b.start
+		for _, s := range b.sites {
+			buf = append(buf, p[last:s.start]...)
+			buf = append(buf, call...)
+			last = s.end
+		}
+		buf = append(buf, p[last:b.end]...)
+		out = binary.AppendUvarint(out, uint64(len(buf)))
+		out = append(out, buf...)
+	}
+	out = binary.AppendUvarint(out, uint64(len(grow)))
+	return append(out, grow...)
+}
+
+// isValType reports whether t is a value type of the enabled proposals:
+// the numeric types, v128, funcref and externref.
+func isValType(t byte) bool {
+	switch t {
+	case 0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f:
+		return true
+	}
+	return false
+}
+
+// body is one function body in the code section: p[hdr:end] with its size,
+// p[start:end] without; sites are offsets in p.
+type body struct {
+	hdr, start, end int
+	sites           []growSite
+}
+
+// codeScanner decodes function bodies, instruction by instruction.
+type codeScanner struct {
+	b   []byte
+	off int
+	// types, funcs and globals are the sizes of the original index
+	// spaces; an instruction naming an index past them is refused.
+	types, funcs, globals uint64
+	sites                 []growSite
+}
+
+// scanCode decodes the code section payload p, which must hold n bodies.
+func (s *codeScanner) scanCode(p []byte, n uint32) ([]body, error) {
+	if p == nil {
+		if n != 0 {
+			return nil, fmt.Errorf("%w: %d functions without a code section", ErrMalformed, n)
+		}
+		return nil, nil
+	}
+	r := &reader{b: p}
+	count, err := r.u32()
+	if err != nil {
+		return nil, err
+	}
+	if count != n {
+		return nil, fmt.Errorf("%w: %d function bodies for %d functions", ErrMalformed, count, n)
+	}
+	if uint64(count) > uint64(len(p)) {
+		return nil, fmt.Errorf("%w: %d bodies in %d bytes", ErrMalformed, count, len(p))
+	}
+	bodies := make([]body, 0, count)
+	for i := uint32(0); i < count; i++ {
+		hdr := r.off
+		size, err := r.u32()
+		if err != nil {
+			return nil, err
+		}
+		start := r.off
+		if _, err := r.bytes(size); err != nil {
+			return nil, fmt.Errorf("%w: function body %d overruns the code section", ErrMalformed, i)
+		}
+		s.b, s.off, s.sites = p[:r.off], start, s.sites[:0]
+		if err := s.scanBody(); err != nil {
+			return nil, fmt.Errorf("function body %d (offset %d in the code section): %w", i, s.off, err)
+		}
+		b := body{hdr: hdr, start: start, end: r.off}
+		if len(s.sites) > 0 {
+			b.sites = append([]growSite(nil), s.sites...)
+		}
+		bodies = append(bodies, b)
+	}
+	if r.off != len(p) {
+		return nil, fmt.Errorf("%w: trailing bytes in the code section", ErrMalformed)
+	}
+	return bodies, nil
+}
+
+var errTruncated = fmt.Errorf("%w: truncated instruction", ErrMalformed)
+
+func (s *codeScanner) byte() (byte, error) {
+	if s.off >= len(s.b) {
+		return 0, errTruncated
+	}
+	c := s.b[s.off]
+	s.off++
+	return c, nil
+}
+
+func (s *codeScanner) skip(n int) error {
+	if len(s.b)-s.off < n {
+		return errTruncated
+	}
+	s.off += n
+	return nil
+}
+
+// leb skips a LEB128 of at most max bytes. The engine checks the unused
+// bits of the last byte; what matters here is where the number ends.
+func (s *codeScanner) leb(max int) error {
+	for i := 0; i < max; i++ {
+		if s.off >= len(s.b) {
+			return errTruncated
+		}
+		c := s.b[s.off]
+		s.off++
+		if c&0x80 == 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: integer too long", ErrMalformed)
+}
+
+func (s *codeScanner) u32() (uint32, error) {
+	if s.off < len(s.b) && s.b[s.off] < 0x80 { // the common case: one byte
+		c := s.b[s.off]
+		s.off++
+		return uint32(c), nil
+	}
+	r := reader{b: s.b, off: s.off}
+	v, err := r.u32()
+	s.off = r.off
+	return v, err
+}
+
+// memarg skips a memory argument: alignment flags, the memory index when
+// flag bit 6 says there is one (multi-memory), and an offset of up to 64
+// bits (memory64).
+func (s *codeScanner) memarg() error {
+	flags, err := s.u32()
+	if err != nil {
+		return err
+	}
+	if flags&0x40 != 0 {
+		if _, err := s.u32(); err != nil {
+			return err
+		}
+	}
+	return s.leb(10)
+}
+
+// blockType skips a block type: empty (0x40), a value type, or a type index
+// (a non-negative s33).
+func (s *codeScanner) blockType() error {
+	if s.off >= len(s.b) {
+		return errTruncated
+	}
+	c := s.b[s.off]
+	if c == 0x40 || isValType(c) {
+		s.off++
+		return nil
+	}
+	var v int64
+	var shift uint
+	for i := 0; ; i++ {
+		if i == 5 {
+			return fmt.Errorf("%w: block type too long", ErrMalformed)
+		}
+		c, err := s.byte()
+		if err != nil {
+			return err
+		}
+		v |= int64(c&0x7f) << shift
+		shift += 7
+		if c&0x80 == 0 {
+			if c&0x40 != 0 {
+				v |= -1 << shift
+			}
+			break
+		}
+	}
+	if v < 0 {
+		return fmt.Errorf("%w: block type %d", ErrUnsupported, v)
+	}
+	if uint64(v) >= s.types {
+		return fmt.Errorf("%w: block of type %d of %d", ErrMalformed, v, s.types)
+	}
+	return nil
+}
+
+func (s *codeScanner) funcIndex() error {
+	f, err := s.u32()
+	if err == nil && uint64(f) >= s.funcs {
+		err = fmt.Errorf("%w: function %d of %d", ErrMalformed, f, s.funcs)
+	}
+	return err
+}
+
+// globalSection decodes s.b as the global section's payload (nil: absent).
+func (s *codeScanner) globalSection() error {
+	if s.b == nil {
+		return nil
+	}
+	n, err := s.u32()
+	if err != nil {
+		return err
+	}
+	for i := uint32(0); i < n; i++ {
+		t, err := s.byte()
+		if err != nil {
+			return err
+		}
+		if !isValType(t) {
+			return fmt.Errorf("%w: global of type %#x", ErrUnsupported, t)
+		}
+		if mut, err := s.byte(); err != nil {
+			return err
+		} else if mut > 1 {
+			return fmt.Errorf("%w: global mutability %#x", ErrUnsupported, mut)
+		}
+		// A constant expression: instructions up to the first end (it has
+		// no blocks).
+		for {
+			if s.off >= len(s.b) {
+				return errTruncated
+			}
+			op := s.b[s.off]
+			if err := s.instr(); err != nil {
+				return err
+			}
+			if op == 0x0b {
+				break
+			}
+		}
+	}
+	if s.off != len(s.b) {
+		return fmt.Errorf("%w: trailing bytes", ErrMalformed)
+	}
+	return nil
+}
+
+// scanBody decodes s.b[s.off:] as one function body: its locals, then
+// every instruction, recording each memory.grow of memory 0 in s.sites.
+func (s *codeScanner) scanBody() error {
+	groups, err := s.u32()
+	if err != nil {
+		return err
+	}
+	for i := uint32(0); i < groups; i++ {
+		if _, err := s.u32(); err != nil {
+			return err
+		}
+		t, err := s.byte()
+		if err != nil {
+			return err
+		}
+		if !isValType(t) {
+			return fmt.Errorf("%w: local of type %#x", ErrUnsupported, t)
+		}
+	}
+	for s.off < len(s.b) {
+		if err := s.instr(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// instr decodes one instruction.
+func (s *codeScanner) instr() error {
+	start := s.off
+	op := s.b[s.off]
+	s.off++
+	switch {
+	case op <= 0x01 || op == 0x05 || op == 0x0b || op == 0x0f || op == 0x1a || op == 0x1b ||
+		0x45 <= op && op <= 0xc4 || op == 0xd1:
+		return nil // no immediate
+	}
+	switch op {
+	case 0x02, 0x03, 0x04: // block, loop, if
+		return s.blockType()
+	case 0x0c, 0x0d, // br, br_if
+		0x20, 0x21, 0x22, // local.get, local.set, local.tee
+		0x25, 0x26: // table.get, table.set
+		_, err := s.u32()
+		return err
+	case 0x0e: // br_table
+		n, err := s.u32()
+		if err != nil {
+			return err
+		}
+		if uint64(n) > uint64(len(s.b)-s.off) {
+			return errTruncated
+		}
+		for i := uint64(0); i <= uint64(n); i++ {
+			if _, err := s.u32(); err != nil {
+				return err
+			}
+		}
+		return nil
+	case 0x10, 0x12, 0xd2: // call, return_call, ref.func
+		return s.funcIndex()
+	case 0x11, 0x13: // call_indirect, return_call_indirect: type, table
+		t, err := s.u32()
+		if err != nil {
+			return err
+		}
+		if uint64(t) >= s.types {
+			return fmt.Errorf("%w: call_indirect of type %d of %d", ErrMalformed, t, s.types)
+		}
+		_, err = s.u32()
+		return err
+	case 0x1c: // select t
+		n, err := s.u32()
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return fmt.Errorf("%w: select with %d types", ErrUnsupported, n)
+		}
+		t, err := s.byte()
+		if err == nil && !isValType(t) {
+			err = fmt.Errorf("%w: select of type %#x", ErrUnsupported, t)
+		}
+		return err
+	case 0x23, 0x24: // global.get, global.set
+		g, err := s.u32()
+		if err == nil && uint64(g) >= s.globals {
+			err = fmt.Errorf("%w: global %d of %d", ErrMalformed, g, s.globals)
+		}
+		return err
+	case 0x3f: // memory.size
+		_, err := s.u32()
+		return err
+	case 0x40: // memory.grow
+		mem, err := s.u32()
+		if err == nil && mem == 0 {
+			s.sites = append(s.sites, growSite{start, s.off})
+		}
+		return err
+	case 0x41: // i32.const
+		return s.leb(5)
+	case 0x42: // i64.const
+		return s.leb(10)
+	case 0x43: // f32.const
+		return s.skip(4)
+	case 0x44: // f64.const
+		return s.skip(8)
+	case 0xd0: // ref.null
+		t, err := s.byte()
+		if err == nil && t != 0x70 && t != 0x6f {
+			err = fmt.Errorf("%w: ref.null of heap type %#x", ErrUnsupported, t)
+		}
+		return err
+	case 0xfc:
+		return s.prefixFC()
+	case 0xfd:
+		return s.prefixFD()
+	case 0xfe:
+		return s.prefixFE()
+	}
+	if 0x28 <= op && op <= 0x3e { // loads and stores
+		return s.memarg()
+	}
+	return fmt.Errorf("%w: opcode %#x", ErrUnsupported, op)
+}
+
+// prefixFC decodes the saturating truncations, bulk memory and table
+// instructions.
+func (s *codeScanner) prefixFC() error {
+	sub, err := s.u32()
+	if err != nil {
+		return err
+	}
+	var imm int // u32 immediates
+	switch {
+	case sub <= 0x07: // *.trunc_sat_*
+	case sub == 0x08, sub == 0x0a, sub == 0x0c, sub == 0x0e: // memory.init, memory.copy, table.init, table.copy
+		imm = 2
+	case sub == 0x09, sub == 0x0b, sub == 0x0d, 0x0f <= sub && sub <= 0x11: // data.drop, memory.fill, elem.drop, table.grow/size/fill
+		imm = 1
+	default:
+		return fmt.Errorf("%w: opcode 0xfc %#x", ErrUnsupported, sub)
+	}
+	for range imm {
+		if _, err := s.u32(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// simdNoImm marks the 0xfd sub-opcodes below 0x100 that take no immediate.
+var simdNoImm = func() (set [256]bool) {
+	for op := 0x0e; op <= 0x14; op++ { // swizzle, splats
+		set[op] = true
+	}
+	for op := 0x23; op <= 0x53; op++ { // comparisons, bitwise, any_true
+		set[op] = true
+	}
+	for op := 0x5e; op <= 0xff; op++ { // arithmetic and conversions
+		set[op] = true
+	}
+	for _, op := range []int{0x9a, 0xa2, 0xa5, 0xa6, 0xaf, 0xb0, 0xb2, 0xb3, 0xb4, 0xbb,
+		0xc2, 0xc5, 0xc6, 0xcf, 0xd0, 0xd2, 0xd3, 0xd4, 0xe2, 0xee} { // unassigned
+		set[op] = false
+	}
+	return set
+}()
+
+// prefixFD decodes the SIMD and relaxed SIMD instructions.
+func (s *codeScanner) prefixFD() error {
+	sub, err := s.u32()
+	if err != nil {
+		return err
+	}
+	switch {
+	case sub < 0x100 && simdNoImm[sub], 0x100 <= sub && sub <= 0x113: // relaxed SIMD
+		return nil
+	case sub <= 0x0b, sub == 0x5c, sub == 0x5d: // loads, store, load*_zero
+		return s.memarg()
+	case sub == 0x0c, sub == 0x0d: // v128.const, i8x16.shuffle
+		return s.skip(16)
+	case 0x15 <= sub && sub <= 0x22: // extract_lane, replace_lane
+		return s.skip(1)
+	case 0x54 <= sub && sub <= 0x5b: // load*_lane, store*_lane
+		if err := s.memarg(); err != nil {
+			return err
+		}
+		return s.skip(1)
+	}
+	return fmt.Errorf("%w: opcode 0xfd %#x", ErrUnsupported, sub)
+}
+
+// prefixFE decodes the atomic instructions of the threads proposal.
+func (s *codeScanner) prefixFE() error {
+	sub, err := s.u32()
+	if err != nil {
+		return err
+	}
+	switch {
+	case sub <= 0x02, 0x10 <= sub && sub <= 0x4e: // notify, wait, loads, stores, rmw
+		return s.memarg()
+	case sub == 0x03: // atomic.fence
+		c, err := s.byte()
+		if err == nil && c != 0 {
+			err = fmt.Errorf("%w: atomic.fence %#x", ErrMalformed, c)
+		}
+		return err
+	}
+	return fmt.Errorf("%w: opcode 0xfe %#x", ErrUnsupported, sub)
+}
