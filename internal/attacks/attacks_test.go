@@ -143,7 +143,7 @@ var attacks = []attack{
 	},
 	{
 		name: "memory-bomb/huge", guest: "memory-bomb", mode: "huge", law: lawBounded + " (memory.grow refused past the limit)",
-		limits: kernel.Limits{Memory: 32 << 20}, state: kernel.TaskOutOfMemory, wasmtimeState: kernel.TaskFailed,
+		limits: kernel.Limits{Memory: 32 << 20}, state: kernel.TaskOutOfMemory,
 	},
 	{
 		name: "memory-bomb/grow", guest: "memory-bomb", mode: "grow", law: lawBounded + " (memory.grow refused past the limit)",
@@ -192,7 +192,7 @@ var attacks = []attack{
 	},
 	{
 		name: "deep-recursion", law: lawBounded + " (the Go stack lives in bounded linear memory)",
-		limits: kernel.Limits{Memory: 32 << 20}, state: kernel.TaskOutOfMemory, wasmtimeState: kernel.TaskFailed,
+		limits: kernel.Limits{Memory: 32 << 20}, state: kernel.TaskOutOfMemory,
 	},
 	{
 		name: "stdout-flood", law: lawBounded + " (output limit per stream)",

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/audit"
-	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/sandbox"
 )
@@ -26,12 +25,6 @@ type attack struct {
 	limits kernel.Limits
 	// state is how the task must end; "" means done.
 	state kernel.TaskState
-	// wasmtimeState, when set, is how the task ends on wasmtime instead:
-	// wasmtime does not report a refused memory.grow, so its engine infers
-	// out_of_memory only when the dead guest's memory is within 4 MiB of
-	// the limit; a guest that dies on one huge refused request far below
-	// it is "failed". Contained the same; classified differently.
-	wasmtimeState kernel.TaskState
 	// want is the errno (or detail) of every attempt the guest reports,
 	// by its key. Keys starting with "#" are details checked by check.
 	want map[string]string
@@ -142,9 +135,6 @@ func runAttack(t *testing.T, a attack) {
 	wantState := a.state
 	if wantState == "" {
 		wantState = kernel.TaskDone
-	}
-	if a.wasmtimeState != "" && testengine.Name() == "wasmtime" {
-		wantState = a.wasmtimeState
 	}
 	if task.State() != wantState {
 		t.Fatalf("task ended %s (%v), want %s\nstderr: %.2000s", task.State(), err, wantState, task.Stderr())
