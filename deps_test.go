@@ -36,7 +36,8 @@ var badDeps = map[string]map[string]string{
 		"github.com/mandatevm/mandate/sandbox/wazero": "one engine never pulls in the other",
 	},
 	"github.com/mandatevm/mandate/cmd/mandate": {
-		"github.com/bytecodealliance/wasmtime-go": "the default build is pure Go: wasmtime only with the tag",
+		"github.com/bytecodealliance/wasmtime-go":       "the default build is pure Go: wasmtime only with the tag",
+		"github.com/mandatevm/mandate/internal/fakellm": "the fake model is for tests and demos, never in the CLI",
 	},
 	"github.com/mandatevm/mandate/caps/pay": {
 		"github.com/mandatevm/mandate/kernel$":  "a kind imports the kind contract (kernel/kindapi), not the kernel",
@@ -64,11 +65,12 @@ var badDeps = map[string]map[string]string{
 		"github.com/mandatevm/mandate/caps/net": "kinds are independent of each other",
 	},
 	"github.com/mandatevm/mandate/caps/llm": {
-		"github.com/mandatevm/mandate/kernel$":  "a kind imports the kind contract (kernel/kindapi), not the kernel",
-		"github.com/mandatevm/mandate/sandbox/": "a kind never sees an engine",
-		"github.com/mandatevm/mandate/cmd/":     "dependencies point inward",
-		"github.com/mandatevm/mandate/caps/net": "kinds are independent of each other",
-		"github.com/mandatevm/mandate/caps/pay": "kinds are independent of each other",
+		"github.com/mandatevm/mandate/kernel$":          "a kind imports the kind contract (kernel/kindapi), not the kernel",
+		"github.com/mandatevm/mandate/sandbox/":         "a kind never sees an engine",
+		"github.com/mandatevm/mandate/cmd/":             "dependencies point inward",
+		"github.com/mandatevm/mandate/caps/net":         "kinds are independent of each other",
+		"github.com/mandatevm/mandate/caps/pay":         "kinds are independent of each other",
+		"github.com/mandatevm/mandate/internal/fakellm": "the fake model is for tests and demos",
 	},
 	"github.com/mandatevm/mandate/caps/spawn": {
 		"github.com/mandatevm/mandate/kernel$":  "a kind imports the kind contract (kernel/kindapi), not the kernel",

@@ -591,6 +591,17 @@ func (t *Task) BlobLen(ctx context.Context, h abi.Handle) (int, error) {
 	return b.Len(), nil
 }
 
+// BlobLabel returns the label of the blob h names, for the host (a test,
+// a host API showing what a task holds): no guest call reaches it, and
+// asking does not raise the task's label.
+func (t *Task) BlobLabel(h abi.Handle) (Label, error) {
+	b, err := t.table.GetBlob(h)
+	if err != nil {
+		return Label{}, err
+	}
+	return b.Label(), nil
+}
+
 // raise joins l into the task's label.
 func (t *Task) raise(l Label) {
 	if l.IsZero() {

@@ -70,7 +70,8 @@
 // A prompt is a sink: the calling task's label and the label of every
 // blob spliced into it (abi.SplicePlaceholder(i) in a message's content,
 // replaced by the kernel with Splice[i]'s bytes, which the task never
-// reads) must flow to the capability's clearance, or the call is EFLOW and
+// reads; a fetch result, abi.HTTPResponse, is spliced as its body) must
+// flow to the capability's clearance, or the call is EFLOW and
 // nothing is sent. A hosted model is cleared for public data by default; a
 // local model on loopback can be cleared for "pii:alice".
 //

@@ -192,9 +192,12 @@ func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 		}
 	}
 
-	// The spliced blobs, into the message contents only: UTF-8 text.
-	if len(r.Splice) > 0 {
-		vals := make([][]byte, len(r.Splice))
+	// The spliced blobs, into the message contents only: UTF-8 text. A
+	// blob that is a fetch result (abi.HTTPResponse, what a net
+	// capability returns) is spliced as its body, so a page goes to the
+	// model without the task reading it.
+	vals := make([][]byte, len(r.Splice))
+	{
 		var total int64
 		for i, h := range r.Splice {
 			b, err := call.Blob(h)
@@ -206,6 +209,9 @@ func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 			}
 			if vals[i], err = io.ReadAll(b.Reader()); err != nil {
 				return kindapi.Op{}, kindapi.Errorf(abi.EINTERNAL, "%s: reading a spliced blob: %v", what, err)
+			}
+			if resp, err := abi.DecodeHTTPResponse(vals[i]); err == nil {
+				vals[i] = resp.Body
 			}
 			if !utf8.Valid(vals[i]) {
 				return kindapi.Op{}, inval("spliced blob %d is not UTF-8 text", i)

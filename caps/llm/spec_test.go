@@ -25,17 +25,17 @@ func grantOf(t testing.TB, spec string, env map[string]string) *Scope {
 func TestGrantRefuses(t *testing.T) {
 	for spec, field := range map[string]string{
 		`{"models":["m"]}`: "endpoint",
-		`{"endpoint":"ftp://x.example","models":["m"]}`:                            "endpoint",
-		`{"endpoint":"https://u:p@x.example","models":["m"]}`:                      "endpoint",
-		`{"endpoint":"https://x.example?k=1","models":["m"]}`:                      "endpoint",
-		`{"endpoint":"http://127.0.0.1:8080","models":["m"]}`:                      "endpoint", // private without allow_private
-		`{"endpoint":"https://x.example"}`:                                         "models",
-		`{"endpoint":"https://x.example","models":[]}`:                             "models",
-		`{"endpoint":"https://x.example","models":["a b"]}`:                        "models",
-		`{"endpoint":"https://x.example","models":["m"],"max_tokens":0}`:           "max_tokens",
-		`{"endpoint":"https://x.example","models":["m"],"timeout":"1h"}`:           "timeout",
-		`{"endpoint":"https://x.example","models":["m"],"api_key":{"env":"NOPE"}}`: "api_key.env",
-		`{"endpoint":"https://x.example","models":["m"],"api_key":{}}`:             "api_key",
+		`{"endpoint":"ftp://x.example","models":["m"]}`:                             "endpoint",
+		`{"endpoint":"https://u:p@x.example","models":["m"]}`:                       "endpoint",
+		`{"endpoint":"https://x.example?k=1","models":["m"]}`:                       "endpoint",
+		`{"endpoint":"http://127.0.0.1:8080","models":["m"]}`:                       "endpoint", // private without allow_private
+		`{"endpoint":"https://x.example"}`:                                          "models",
+		`{"endpoint":"https://x.example","models":[]}`:                              "models",
+		`{"endpoint":"https://x.example","models":["a b"]}`:                         "models",
+		`{"endpoint":"https://x.example","models":["m"],"max_tokens":0}`:            "max_tokens",
+		`{"endpoint":"https://x.example","models":["m"],"timeout":"1h"}`:            "timeout",
+		`{"endpoint":"https://x.example","models":["m"],"api_key":{"env":"NOPE"}}`:  "api_key.env",
+		`{"endpoint":"https://x.example","models":["m"],"api_key":{}}`:              "api_key",
 		`{"endpoint":"https://x.example","models":["m"],"api_key":{"env":"SPACE"}}`: "api_key",
 	} {
 		g := kindapi.GrantContext{LookupEnv: func(n string) (string, bool) { return "a key", n == "SPACE" }}

@@ -16,7 +16,6 @@ import (
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
-	"github.com/mandatevm/mandate/sandbox"
 )
 
 // Uses, budgets and approvals are the kernel's (kernel/allowance.go,
@@ -27,27 +26,6 @@ import (
 // their arguments are out of its memory, so each call goes through the
 // whole pipeline: reserve (uses and budget on every ancestor), approval,
 // the effect, then commit or release. TestGuestHostile runs a real guest.
-
-// waitModule is a module whose run does nothing but wait to be stopped.
-type waitModule struct{}
-
-func (waitModule) Digest() string           { return "sha256:" + strings.Repeat("0", 64) }
-func (waitModule) Kind() sandbox.ModuleKind { return sandbox.Command }
-func (waitModule) Close(context.Context) error {
-	return nil
-}
-func (waitModule) Run(ctx context.Context, _ sandbox.RunConfig) error {
-	<-ctx.Done()
-	return sandbox.ErrCanceled
-}
-
-// waitEngine runs waitModules only.
-type waitEngine struct{}
-
-func (waitEngine) Name() string                                            { return "wait" }
-func (waitEngine) Host(string, []sandbox.HostFunc) error                   { return nil }
-func (waitEngine) Compile(context.Context, []byte) (sandbox.Module, error) { return waitModule{}, nil }
-func (waitEngine) Close(context.Context) error                             { return nil }
 
 // kenv is an env (provider, clock, kind) registered with a kernel, and a
 // running task holding the grants.
@@ -86,7 +64,7 @@ func newKenv(t *testing.T, grants ...kgrant) *kenv {
 	t.Helper()
 	e := &kenv{env: newEnv(t, ""), t: t, logs: &kerneltest.Buffer{}, known: map[*kernel.Cap]bool{}}
 	logger := hclog.New(&hclog.LoggerOptions{Output: e.logs, Level: hclog.Trace})
-	k, err := kernel.New(kernel.Config{Engine: waitEngine{}, Kinds: []kernel.Kind{e.env.k}, Logger: logger,
+	k, err := kernel.New(kernel.Config{Engine: kerneltest.WaitEngine{}, Kinds: []kernel.Kind{e.env.k}, Logger: logger,
 		Approver: kernel.ApproverFunc(func(_ context.Context, r kernel.ApprovalRequest) (bool, error) {
 			e.mu.Lock()
 			e.asked = append(e.asked, r)
@@ -119,7 +97,7 @@ func newKenv(t *testing.T, grants ...kgrant) *kenv {
 		}
 		specs = append(specs, kernel.GrantSpec{Name: g.name, Kind: "pay", Scope: s, Allowance: a})
 	}
-	mod, _ := waitEngine{}.Compile(context.Background(), nil)
+	mod, _ := kerneltest.WaitEngine{}.Compile(context.Background(), nil)
 	task, err := k.Start(context.Background(), kernel.TaskSpec{Module: mod, Principal: "alice", Grants: specs,
 		Limits: kernel.Limits{MaxHandles: 4096, Timeout: 10 * time.Minute}})
 	if err != nil {

@@ -25,8 +25,8 @@ const (
 // OpenAI-compatible chat-completions request a guest may ask for. The
 // kernel adds the key and sends exactly what it checked. Message contents
 // may hold SplicePlaceholder(i) for Splice[i]: the blob's bytes (UTF-8
-// text) are put there by the kernel, so the guest can show the model a
-// document it never read.
+// text; a fetch result is spliced as its body) are put there by the
+// kernel, so the guest can show the model a document it never read.
 type ChatRequest struct {
 	Model          string          `json:"model,omitempty"` // "" when the capability allows one model
 	Messages       []ChatMessage   `json:"messages"`
