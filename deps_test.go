@@ -103,6 +103,15 @@ var stdOnly = map[string][]string{
 	"github.com/mandatevm/mandate/guest-sdk/net": {
 		"github.com/mandatevm/mandate/guest-sdk", "github.com/mandatevm/mandate/guest-sdk/abi",
 	},
+	"github.com/mandatevm/mandate/guest-sdk/llm": {
+		"github.com/mandatevm/mandate/guest-sdk", "github.com/mandatevm/mandate/guest-sdk/abi",
+	},
+	// The agent loop runs inside guests: what it imports is in every
+	// agent's module.
+	"github.com/mandatevm/mandate/guest-sdk/agent": {
+		"github.com/mandatevm/mandate/guest-sdk", "github.com/mandatevm/mandate/guest-sdk/abi",
+		"github.com/mandatevm/mandate/guest-sdk/llm",
+	},
 	"github.com/mandatevm/mandate/sandbox": {"github.com/mandatevm/mandate/guest-sdk/abi"},
 	// The egress guard every dialing kind shares: small enough to audit
 	// alone.

@@ -32,7 +32,7 @@ const (
 // kenv is a kernel with the llm and net kinds, its audit log in memory,
 // and a task holding the grants.
 type kenv struct {
-	t     *testing.T
+	t     testing.TB
 	k     *kernel.Kernel
 	task  *kernel.Task
 	logs  *kerneltest.Buffer
@@ -72,7 +72,7 @@ type grant struct {
 
 var testGC = kernel.GrantContext{LookupEnv: func(n string) (string, bool) { return testKey, n == "LLM_KEY" }}
 
-func newKenv(t *testing.T, grants ...grant) *kenv {
+func newKenv(t testing.TB, grants ...grant) *kenv {
 	t.Helper()
 	e := &kenv{t: t, logs: &kerneltest.Buffer{}, audit: &memAudit{}}
 	logger := hclog.New(&hclog.LoggerOptions{Output: e.logs, Level: hclog.Trace})
