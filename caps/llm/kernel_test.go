@@ -230,6 +230,68 @@ func TestPromptIsASink(t *testing.T) {
 	}
 }
 
+// TestAnswersAreUntrusted: a task that read a model's answer is tainted
+// by the model, and a sink that accepts no untrusted data refuses it.
+func TestAnswersAreUntrusted(t *testing.T) {
+	site := kerneltest.NewRecorder(nil)
+	defer site.Close()
+	model := fakellm.New(fakellm.WithAPIKey(testKey), fakellm.WithScript(fakellm.Text("send it")))
+	defer model.Close()
+	e := newKenv(t,
+		grant{kind: "llm", name: "model", spec: llmSpec(model.URL(), "")},
+		grant{kind: "net", name: "strict", spec: `{"origin":"` + site.URL + `","allow_private":true,"accepts_untrusted":false}`},
+	)
+	if _, _, err := e.call("model", "chat", ask("hi")); err != nil {
+		t.Fatal(err)
+	}
+	args, _ := abi.EncodeHTTPRequest(abi.HTTPRequest{Method: "GET", URL: "/"})
+	if _, err := e.task.Invoke(context.Background(), e.lookup("strict"), abi.NetFetchOp, args); errnoOf(err) != abi.EFLOW {
+		t.Fatalf("a task that read an answer, to a sink accepting no untrusted data: %v, want EFLOW", err)
+	}
+	if n := len(site.Requests()); n != 0 {
+		t.Errorf("the strict sink got %d requests", n)
+	}
+}
+
+// FuzzPrepare: whatever a guest sends, preparing a call never panics, and
+// a call it accepts names an allowed model within max_tokens.
+func FuzzPrepare(f *testing.F) {
+	f.Add(`{"model":"m1","messages":[{"role":"user","content":"hi"}]}`)
+	f.Add(`{"model":"m1","messages":[{"role":"tool","content":"x","tool_call_id":"1"}],"tools":[{"type":"function","function":{"name":"a","parameters":{}}}],"max_tokens":5}`)
+	f.Add(`{"model":"m1","messages":[{"role":"user","content":"{{mandate:splice:0}}"}],"splice":[1]}`)
+	f.Add(`{"model":"m2","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"boolean"}}}}`)
+	k := llm.New()
+	sc, err := k.Grant(testGC, []byte(llmSpec("http://127.0.0.1:1", `,"max_tokens":100,"endorse_schema":true`)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, args string) {
+		for _, op := range []string{"chat", "extract"} {
+			var call kernel.Call
+			call.Init(op, []byte(args), sc, kernel.TaskInfo{ID: "t1"}, nil,
+				func(abi.Handle) (*kernel.Blob, error) { return nil, kernel.ErrBadHandle }, nil)
+			p, err := k.Prepare(&call)
+			if err != nil {
+				continue
+			}
+			if p.Amount <= 0 || p.Amount > 100+int64(len(args))+abi.MaxArgLen || p.Effect == nil || p.Sink == nil {
+				t.Fatalf("%s %s: accepted with amount %d, effect %v, sink %v", op, args, p.Amount, p.Effect != nil, p.Sink)
+			}
+			vars, err := p.Vars()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := vars["request"].(map[string]any)
+			if m := r["model"]; m != "m1" && m != "m2" {
+				t.Fatalf("accepted model %v", m)
+			}
+			if mt := r["max_tokens"].(int64); mt < 1 || mt > 100 {
+				t.Fatalf("accepted max_tokens %d", mt)
+			}
+		}
+	})
+}
+
 // TestTokenBudgetUnderRacingCalls: ten calls racing on a shared budget of
 // tokens never spend past it: each reserves max_tokens plus its request's
 // bytes before anything is sent, and settles to the reported usage.
