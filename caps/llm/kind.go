@@ -1,10 +1,8 @@
 package llm
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	gonet "net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -51,31 +49,8 @@ func New(opts ...Option) *Kind {
 	for _, o := range opts {
 		o(k)
 	}
-	client := func(allowPrivate bool) *http.Client {
-		dial := egress.Dialer(nil, allowPrivate, 10*time.Second)
-		dialContext := func(ctx context.Context, network, addr string) (gonet.Conn, error) {
-			c, err := dial(ctx, network, addr)
-			var d *egress.Denied
-			if errors.As(err, &d) {
-				return nil, fmt.Errorf("llm: endpoint %w", d)
-			}
-			return c, err
-		}
-		return &http.Client{
-			Transport: &http.Transport{
-				Proxy:                  nil, // never an environment proxy
-				DialContext:            dialContext,
-				ForceAttemptHTTP2:      true,
-				TLSHandshakeTimeout:    10 * time.Second,
-				MaxIdleConns:           16,
-				IdleConnTimeout:        90 * time.Second,
-				MaxResponseHeaderBytes: 64 << 10,
-			},
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return errors.New("llm: the endpoint redirected; prompts are never re-sent elsewhere")
-			},
-		}
-	}
+	redirect := errors.New("llm: the endpoint redirected; prompts are never re-sent elsewhere")
+	client := func(allowPrivate bool) *http.Client { return egress.Client(allowPrivate, "llm: endpoint", redirect) }
 	k.public, k.private = client(false), client(true)
 	return k
 }

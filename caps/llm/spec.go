@@ -64,28 +64,14 @@ type narrowReq struct {
 	MaxResponseBytes *abi.Size `json:"max_response_bytes"`
 }
 
-// parseEndpoint validates the provider's base URL: http or https, a host,
-// no userinfo, query or fragment; the path (without a trailing slash, and
-// without a trailing /v1, which ChatPath adds) is kept.
+// parseEndpoint validates the provider's base URL (egress.ParseBaseURL);
+// a trailing /v1, which ChatPath adds, is dropped.
 func parseEndpoint(s string) (*url.URL, error) {
-	u, err := url.Parse(s)
+	u, err := egress.ParseBaseURL(s, "api_key")
 	if err != nil {
-		return nil, fmt.Errorf("not a URL: %v", err)
+		return nil, err
 	}
-	u.Scheme = strings.ToLower(u.Scheme)
-	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("%s: scheme must be http or https", quoteTrunc(s))
-	case u.Host == "" || u.Hostname() == "":
-		return nil, fmt.Errorf("%s has no host", quoteTrunc(s))
-	case u.User != nil:
-		return nil, fmt.Errorf("%s has userinfo; put the key in api_key", quoteTrunc(s))
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return nil, fmt.Errorf("%s has a query or fragment", quoteTrunc(s))
-	}
-	u.Host = strings.ToLower(u.Host)
-	u.Path = strings.TrimSuffix(strings.TrimRight(u.Path, "/"), "/v1")
-	u.RawPath = ""
+	u.Path = strings.TrimSuffix(u.Path, "/v1")
 	return u, nil
 }
 

@@ -67,35 +67,12 @@ func New(opts ...Option) *Kind {
 	for _, o := range opts {
 		o(k)
 	}
-	client := func(allowPrivate bool) *http.Client {
-		// The one egress guard (internal/egress): resolve once, refuse
-		// non-public addresses unless allowPrivate, dial only the checked
-		// address. A refusal stays an *egress.Denied (errors.As) and reads
-		// "pay: provider address A is R and allow_private is false".
-		dial := egress.Dialer(nil, allowPrivate, 10*time.Second)
-		dialContext := func(ctx context.Context, network, addr string) (gonet.Conn, error) {
-			c, err := dial(ctx, network, addr)
-			var d *egress.Denied
-			if errors.As(err, &d) {
-				return nil, fmt.Errorf("pay: provider %w", d)
-			}
-			return c, err
-		}
-		return &http.Client{
-			Transport: &http.Transport{
-				Proxy:                  nil, // never an environment proxy
-				DialContext:            dialContext,
-				ForceAttemptHTTP2:      true,
-				TLSHandshakeTimeout:    10 * time.Second,
-				MaxIdleConns:           16,
-				IdleConnTimeout:        90 * time.Second,
-				MaxResponseHeaderBytes: 64 << 10,
-			},
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return errors.New("pay: the provider redirected; charges are never re-sent elsewhere")
-			},
-		}
-	}
+	// The one egress guard (internal/egress): resolve once, refuse
+	// non-public addresses unless allowPrivate, dial only the checked
+	// address. A refusal stays an *egress.Denied (errors.As) and reads
+	// "pay: provider address A is R and allow_private is false".
+	redirect := errors.New("pay: the provider redirected; charges are never re-sent elsewhere")
+	client := func(allowPrivate bool) *http.Client { return egress.Client(allowPrivate, "pay: provider", redirect) }
 	k.public, k.private = client(false), client(true)
 	return k
 }

@@ -77,30 +77,9 @@ type narrowReq struct {
 	Clearance    []string `json:"clearance"`
 }
 
-// parseProvider validates the provider's base URL: http or https, a host,
-// no userinfo, query or fragment. The path, if any, is kept without a
-// trailing slash; charges go to <provider>/charges.
-func parseProvider(s string) (*url.URL, error) {
-	u, err := url.Parse(s)
-	if err != nil {
-		return nil, fmt.Errorf("not a URL: %v", err)
-	}
-	u.Scheme = strings.ToLower(u.Scheme)
-	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("%s: scheme must be http or https", quoteTrunc(s))
-	case u.Host == "" || u.Hostname() == "":
-		return nil, fmt.Errorf("%s has no host", quoteTrunc(s))
-	case u.User != nil:
-		return nil, fmt.Errorf("%s has userinfo; put credentials in the instrument", quoteTrunc(s))
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return nil, fmt.Errorf("%s has a query or fragment", quoteTrunc(s))
-	}
-	u.Host = strings.ToLower(u.Host)
-	u.Path = strings.TrimRight(u.Path, "/")
-	u.RawPath = ""
-	return u, nil
-}
+// parseProvider validates the provider's base URL (egress.ParseBaseURL);
+// charges go to <provider>/charges.
+func parseProvider(s string) (*url.URL, error) { return egress.ParseBaseURL(s, "the instrument") }
 
 // parseExpiry reads an RFC 3339 time or a positive duration from now.
 func parseExpiry(s string, now time.Time) (time.Time, error) {
