@@ -342,11 +342,8 @@ func grant(spec []byte) (*Scope, error) {
 // malformed request, EDENIED naming everything that would widen.
 func narrow(parent *Scope, req []byte) (*Scope, error) {
 	var r narrowReq
-	if err := abi.DecodeJSON(req, &r); err != nil {
-		if errors.Is(err, abi.ErrTooLarge) {
-			return nil, kindapi.Errorf(abi.ELIMIT, "data: narrowing request: %v", err)
-		}
-		return nil, kindapi.Errorf(abi.EINVAL, "data: narrowing request: %v", err)
+	if err := kindapi.DecodeNarrow("data", req, &r); err != nil {
+		return nil, err
 	}
 	inval := func(field string, err error) error {
 		return kindapi.Errorf(abi.EINVAL, "data: narrowing request: %s: %v", field, err)

@@ -196,11 +196,8 @@ func (k *Kind) grant(g kindapi.GrantContext, spec []byte) (*Scope, error) {
 // malformed request, EDENIED naming every field that would widen parent.
 func (k *Kind) narrow(parent *Scope, req []byte) (*Scope, error) {
 	var r narrowReq
-	if err := abi.DecodeJSON(req, &r); err != nil {
-		if errors.Is(err, abi.ErrTooLarge) {
-			return nil, kindapi.Errorf(abi.ELIMIT, "llm: narrowing request: %v", err)
-		}
-		return nil, kindapi.Errorf(abi.EINVAL, "llm: narrowing request: %v", err)
+	if err := kindapi.DecodeNarrow("llm", req, &r); err != nil {
+		return nil, err
 	}
 	inval := func(field, format string, args ...any) error {
 		return kindapi.Errorf(abi.EINVAL, "llm: narrowing request: %s: %s", field, fmt.Sprintf(format, args...))

@@ -293,11 +293,8 @@ func sourceField(h headerSpec) string {
 // widen the parent.
 func narrow(parent *Scope, req []byte) (*Scope, error) {
 	var r narrowReq
-	if err := abi.DecodeJSON(req, &r); err != nil {
-		if errors.Is(err, abi.ErrTooLarge) {
-			return nil, kindapi.Errorf(abi.ELIMIT, "net: narrowing request: %v", err)
-		}
-		return nil, kindapi.Errorf(abi.EINVAL, "net: narrowing request: %v", err)
+	if err := kindapi.DecodeNarrow("net", req, &r); err != nil {
+		return nil, err
 	}
 	inval := func(field, format string, args ...any) error {
 		return kindapi.Errorf(abi.EINVAL, "net: narrowing request: %s: %s", field, fmt.Sprintf(format, args...))

@@ -226,11 +226,8 @@ func readInstrument(g kindapi.GrantContext, src source) (kindapi.Secret, string,
 // charges also counts against the parent (and its ancestors).
 func (k *Kind) narrow(parent *Scope, req []byte) (*Scope, error) {
 	var r narrowReq
-	if err := abi.DecodeJSON(req, &r); err != nil {
-		if errors.Is(err, abi.ErrTooLarge) {
-			return nil, kindapi.Errorf(abi.ELIMIT, "pay: narrowing request: %v", err)
-		}
-		return nil, kindapi.Errorf(abi.EINVAL, "pay: narrowing request: %v", err)
+	if err := kindapi.DecodeNarrow("pay", req, &r); err != nil {
+		return nil, err
 	}
 	inval := func(field, format string, args ...any) error {
 		return kindapi.Errorf(abi.EINVAL, "pay: narrowing request: %s: %s", field, fmt.Sprintf(format, args...))

@@ -32,3 +32,17 @@ func DecodeSpec(kind string, spec []byte, v any) error {
 	}
 	return fmt.Errorf("%s: grant spec: %w", kind, err)
 }
+
+// DecodeNarrow decodes a cap_derive request strictly into v (as
+// abi.DecodeJSON): a request past MaxArgLen is ELIMIT, a malformed one
+// EINVAL, each reading "KIND: narrowing request: ...".
+func DecodeNarrow(kind string, req []byte, v any) error {
+	err := abi.DecodeJSON(req, v)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, abi.ErrTooLarge):
+		return Errorf(abi.ELIMIT, "%s: narrowing request: %v", kind, err)
+	}
+	return Errorf(abi.EINVAL, "%s: narrowing request: %v", kind, err)
+}
