@@ -131,10 +131,11 @@ type Task struct {
 	denials int             // protected by mu
 	// clearance bounds the label; nil: unbounded. Immutable after start.
 	clearance *Label
-	children  int       // tasks spawned by this one; protected by mu
-	kids      []*Task   // the children launched; protected by mu
-	state     TaskState // protected by mu
-	err       error     // protected by mu
+	children  int             // tasks spawned by this one; protected by mu
+	kids      []*Task         // the children launched; protected by mu
+	runCtx    context.Context // the context the task runs in, once launched; protected by mu
+	state     TaskState       // protected by mu
+	err       error           // protected by mu
 }
 
 // ID is unique within the kernel, e.g. "t1".
@@ -188,28 +189,40 @@ func (k *Kernel) Start(ctx context.Context, spec TaskSpec) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(spec.Grants) > t.limits.MaxHandles {
-		return nil, fmt.Errorf("kernel: %d grants exceed the handle limit %d", len(spec.Grants), t.limits.MaxHandles)
+	if err := k.grant(t, spec.Grants); err != nil {
+		return nil, err
 	}
-	for _, g := range spec.Grants {
+	if err := k.admit(); err != nil {
+		return nil, err
+	}
+	t.launch(ctx, spec)
+	return t, nil
+}
+
+// grant inserts a new task's root grants into its table.
+func (k *Kernel) grant(t *Task, grants []GrantSpec) error {
+	if len(grants) > t.limits.MaxHandles {
+		return fmt.Errorf("kernel: %d grants exceed the handle limit %d", len(grants), t.limits.MaxHandles)
+	}
+	for _, g := range grants {
 		kind, ok := k.kinds[g.Kind]
 		if !ok {
-			return nil, fmt.Errorf("kernel: grant %q: unknown kind %q", g.Name, g.Kind)
+			return fmt.Errorf("kernel: grant %q: unknown kind %q", g.Name, g.Kind)
 		}
 		if g.Scope == nil {
-			return nil, fmt.Errorf("kernel: grant %q has no scope", g.Name)
+			return fmt.Errorf("kernel: grant %q has no scope", g.Name)
 		}
 		if _, dup := t.names[g.Name]; dup {
-			return nil, fmt.Errorf("kernel: grant %q named twice", g.Name)
+			return fmt.Errorf("kernel: grant %q named twice", g.Name)
 		}
 		if g.Rate.N < 0 || !g.Rate.IsZero() && g.Rate.Per <= 0 {
-			return nil, fmt.Errorf("kernel: grant %q: invalid rate %d per %s", g.Name, g.Rate.N, g.Rate.Per)
+			return fmt.Errorf("kernel: grant %q: invalid rate %d per %s", g.Name, g.Rate.N, g.Rate.Per)
 		}
 		if g.Allowance.MaxUses < 0 || g.Allowance.Budget < 0 {
-			return nil, fmt.Errorf("kernel: grant %q: negative max_uses or budget", g.Name)
+			return fmt.Errorf("kernel: grant %q: negative max_uses or budget", g.Name)
 		}
 		if g.Allowance.Budget > 0 && kind.info.Amounts == nil {
-			return nil, fmt.Errorf("kernel: grant %q: a %s capability has no amounts to budget", g.Name, g.Kind)
+			return fmt.Errorf("kernel: grant %q: a %s capability has no amounts to budget", g.Name, g.Kind)
 		}
 		c := &Cap{kind: kind.kind, reg: kind, scope: g.Scope, name: g.Name, holder: t,
 			audit: g.Audit || kind.lowers, cons: g.Constraints, allow: newAllowance(g.Allowance)}
@@ -217,18 +230,14 @@ func (k *Kernel) Start(ctx context.Context, spec TaskSpec) (*Task, error) {
 			c.rate = newBucket(g.Rate, time.Now())
 		}
 		if _, err := k.link(c); err != nil {
-			return nil, err
+			return err
 		}
 		if _, err := t.table.InsertCap(c); err != nil {
-			return nil, err
+			return err
 		}
 		t.names[g.Name] = c
 	}
-	if err := k.admit(); err != nil {
-		return nil, err
-	}
-	t.launch(ctx, spec)
-	return t, nil
+	return nil
 }
 
 // newTask makes a task that is not yet running: its identity, limits,
@@ -295,6 +304,9 @@ func (t *Task) launch(ctx context.Context, spec TaskSpec) {
 
 	ctx, t.cancel = context.WithCancel(ctx)
 	ctx = withTask(ctx, t)
+	t.mu.Lock()
+	t.runCtx = ctx
+	t.mu.Unlock()
 	name := spec.Name
 	if name == "" {
 		name = "task"
