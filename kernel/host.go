@@ -126,3 +126,31 @@ func (t *Task) Observe(l Label) error {
 	t.raise(l)
 	return nil
 }
+
+// Pass gives the child a capability derived from c (which the parent
+// holds), exactly as wide, under name: what the child spends of c's uses
+// and budget counts against c, so limits hold across every child a host
+// starts (a session's tool calls). It is audited as task_spawn's passing
+// is.
+func (p *PendingTask) Pass(ctx context.Context, c *Cap, name string) error {
+	if c == nil || c.holder != p.parent {
+		return Errorf(abi.EBADHANDLE, "the parent does not hold the capability passed as %q", name)
+	}
+	if _, dup := p.t.names[name]; dup {
+		return fmt.Errorf("kernel: %q passed twice", name)
+	}
+	d, err := p.t.k.narrow(c, []byte(`{}`))
+	if err != nil {
+		return err
+	}
+	child, err := p.t.k.mint(d, p.t, name, true)
+	if err != nil {
+		return err
+	}
+	if _, err := p.t.table.InsertCap(child); err != nil {
+		return err
+	}
+	p.t.names[name] = child
+	text := fmt.Sprintf("passed %s to %s as %q", c.id, p.t.id, name)
+	return p.t.k.auditText(ctx, p.parent, child, "pass", Allow, nil, text)
+}

@@ -86,6 +86,38 @@ func TestHostChildren(t *testing.T) {
 	if _, err := c.Invoke(context.Background(), sh, "echo", []byte(`{}`)); kernel.ErrnoOf(err) != abi.EFLOW {
 		t.Errorf("the child's call to a public sink: %v, want EFLOW", err)
 	}
+	// A capability passed from the session shares its uses across
+	// children.
+	once, _ := k.Grant("test", kernel.GrantContext{}, []byte(`{"level":1}`))
+	s2, err := k.Start(context.Background(), kernel.TaskSpec{Module: mod, Principal: "alice", Limits: kernel.Limits{Timeout: time.Hour},
+		Grants: []kernel.GrantSpec{{Name: "tool.once", Kind: "test", Scope: once, Allowance: kernel.Allowance{MaxUses: 1}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Kill()
+	root, _ := s2.CapByName("tool.once")
+	for i, want := range []abi.Errno{abi.ESUCCESS, abi.ELIMIT} {
+		p, err := k.NewChild(s2, kernel.TaskSpec{Module: mod, Principal: "alice", Limits: kernel.Limits{Timeout: time.Hour}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Pass(context.Background(), root, "once"); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		h, _ := p.Task().Lookup(context.Background(), "once")
+		_, err = p.Task().Invoke(context.Background(), h, "echo", []byte(`{}`))
+		if kernel.ErrnoOf(err) != want {
+			t.Errorf("call %d: %v, want %s", i, err, want)
+		}
+		p.Task().Kill()
+	}
+	if err := (&kernel.PendingTask{}).Pass(context.Background(), nil, "x"); err == nil {
+		t.Error("passing nothing worked")
+	}
+
 	session.Kill()
 	select {
 	case <-session.Done():
