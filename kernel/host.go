@@ -154,3 +154,16 @@ func (p *PendingTask) Pass(ctx context.Context, c *Cap, name string) error {
 	text := fmt.Sprintf("passed %s to %s as %q", c.id, p.t.id, name)
 	return p.t.k.auditText(ctx, p.parent, child, "pass", Allow, nil, text)
 }
+
+// CanHold reports, as EFLOW, whether data labelled l is above what t may
+// hold (its clearance).
+func (t *Task) CanHold(l Label) error { return t.mayHold(l) }
+
+// LastDenial is the errno of the task's last denied call (ESUCCESS when
+// none was) and what LastError says of it: why a tool that gave up after
+// a refusal failed, for a host to tell its client.
+func (t *Task) LastDenial() (abi.Errno, string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lastDenial, t.lastErr
+}

@@ -29,6 +29,7 @@ func (t *Task) deny(ctx context.Context, c *Cap, op string, err error) error {
 	}
 	t.mu.Lock()
 	t.lastErr = op + ": " + err.Error()
+	t.lastDenial = ErrnoOf(err)
 	t.denials++
 	t.mu.Unlock()
 	args := []any{"op", op, "errno", ErrnoOf(err).String(), "error", err}

@@ -130,12 +130,13 @@ type Task struct {
 	lastErr string          // reason of the last failed call; protected by mu
 	denials int             // protected by mu
 	// clearance bounds the label; nil: unbounded. Immutable after start.
-	clearance *Label
-	children  int             // tasks spawned by this one; protected by mu
-	kids      []*Task         // the children launched; protected by mu
-	runCtx    context.Context // the context the task runs in, once launched; protected by mu
-	state     TaskState       // protected by mu
-	err       error           // protected by mu
+	clearance  *Label
+	children   int             // tasks spawned by this one; protected by mu
+	kids       []*Task         // the children launched; protected by mu
+	runCtx     context.Context // the context the task runs in, once launched; protected by mu
+	lastDenial abi.Errno       // the errno of the last denied call; protected by mu
+	state      TaskState       // protected by mu
+	err        error           // protected by mu
 }
 
 // ID is unique within the kernel, e.g. "t1".

@@ -1,0 +1,277 @@
+package mcpserve
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mandatevm/mandate/caps/data"
+	"github.com/mandatevm/mandate/caps/net"
+	"github.com/mandatevm/mandate/internal/guestbuild"
+	"github.com/mandatevm/mandate/internal/kerneltest"
+	"github.com/mandatevm/mandate/internal/testengine"
+	"github.com/mandatevm/mandate/kernel"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// These tests drive a Session with the Go SDK's own client, in process:
+// tools are the real guest testdata/guests/mcp-tool on the engine under
+// test, the web and the mail API are loopback recorders.
+
+type fixture struct {
+	t    *testing.T
+	k    *kernel.Kernel
+	s    *Session
+	cs   *mcp.ClientSession
+	web  *kerneltest.Recorder
+	mail *kerneltest.Recorder
+}
+
+const records = `[{"id":"alice","owner":"alice","fields":{"plan":"Gold PPO","passport":"X1234567"},"labels":{"passport":["pii:$owner"],"plan":["pii:$owner"]}}]`
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs a guest")
+	}
+	f := &fixture{t: t}
+	f.web = kerneltest.NewRecorder(func(w http.ResponseWriter, r *http.Request, _ kerneltest.Request) { fmt.Fprint(w, "search results") })
+	t.Cleanup(f.web.Close)
+	f.mail = kerneltest.NewRecorder(func(w http.ResponseWriter, r *http.Request, _ kerneltest.Request) { fmt.Fprint(w, "queued") })
+	t.Cleanup(f.mail.Close)
+	ctx := context.Background()
+	store, err := data.Open(filepath.Join(t.TempDir(), "data.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	recs, err := data.ParseJSON(strings.NewReader(records))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Import(ctx, "benefits", recs, data.ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eng := testengine.New(t)
+	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{net.New(), data.New(store)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.k = k
+	wasm := guestbuild.MustBuild("../../testdata/guests/mcp-tool", false)
+	mod, err := eng.Compile(ctx, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mod.Close(context.Background()) })
+	grant := func(name, kind, spec string) kernel.GrantSpec {
+		s, err := k.Grant(kind, kernel.GrantContext{}, []byte(spec))
+		if err != nil {
+			t.Fatalf("grant %s: %v", name, err)
+		}
+		return kernel.GrantSpec{Name: name, Kind: kind, Scope: s}
+	}
+	schema := json.RawMessage(`{"type":"object","properties":{"op":{"type":"string"},"text":{"type":"string"},"json":{"type":"boolean"},
+		"owner":{"type":"string"},"path":{"type":"string"},"body":{}},"required":["op"]}`)
+	lim := kernel.Limits{Timeout: 30 * time.Second, Memory: 64 << 20}
+	tools := []*Tool{
+		{Name: "echo", Description: "Echo.", InputSchema: schema, Module: mod, Limits: lim},
+		{Name: "my_benefits", Description: "Your own benefits record.", InputSchema: schema, Module: mod, Limits: lim, Caps: []string{"records"}},
+		{Name: "benefits_ref", Description: "Your own benefits record, by reference.", InputSchema: schema, Module: mod, Limits: lim,
+			Caps: []string{"records"}, ByReference: true},
+		{Name: "web_search", Description: "Search the web.", InputSchema: schema, Module: mod, Limits: lim, Caps: []string{"web"}},
+		{Name: "send_email", Description: "Mail yourself.", InputSchema: schema, Module: mod, Limits: lim, Caps: []string{"mail"}},
+	}
+	recordsSpec := `{"collection":"benefits","records":"own","fields":["plan","passport"]}`
+	grants := []kernel.GrantSpec{
+		grant(SessionCapName("my_benefits", "records"), "data", recordsSpec),
+		grant(SessionCapName("benefits_ref", "records"), "data", recordsSpec),
+		grant(SessionCapName("web_search", "web"), "net", `{"origin":"`+f.web.URL+`","allow_private":true,"methods":["GET"],"paths":["/search"]}`),
+		grant(SessionCapName("send_email", "mail"), "net", `{"origin":"`+f.mail.URL+`","allow_private":true,"methods":["POST"],"paths":["/send"],"clearance":["pii:alice"]}`),
+	}
+	clear := kernel.NewLabel([]string{"pii:alice"}, nil)
+	session, err := k.Start(ctx, kernel.TaskSpec{Module: kerneltest.WaitModule{}, Principal: "alice", Name: "session",
+		Clearance: &clear, Grants: grants, Limits: kernel.Limits{Timeout: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { session.Kill(); <-session.Done() })
+	f.s, err = NewSession(Config{Kernel: k, Task: session, Tools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	if _, err := f.s.Server().Connect(ctx, st, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.cs, err = mcp.NewClient(&mcp.Implementation{Name: "test-client"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.cs.Close() })
+	return f
+}
+
+func (f *fixture) call(name string, args map[string]any) *mcp.CallToolResult {
+	f.t.Helper()
+	res, err := f.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		f.t.Fatalf("call %s: %v", name, err)
+	}
+	return res
+}
+
+func text(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func (f *fixture) description(name string) string {
+	f.t.Helper()
+	res, err := f.cs.ListTools(context.Background(), nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, tl := range res.Tools {
+		if tl.Name == name {
+			return tl.Description
+		}
+	}
+	f.t.Fatalf("no tool %s listed", name)
+	return ""
+}
+
+// TestSessionLabelFloats: the session of the issue's story. web_search
+// works; my_benefits works, and the session has now seen Alice's record;
+// then web_search is refused (EFLOW) before its task starts, and listed as
+// unavailable, while send_email, cleared for her data, still works.
+func TestSessionLabelFloats(t *testing.T) {
+	f := newFixture(t)
+	if r := f.call("web_search", map[string]any{"op": "fetch", "path": "/search?q=dentists"}); r.IsError || text(r) != "search results" {
+		t.Fatalf("web_search: %s", text(r))
+	}
+	r := f.call("my_benefits", map[string]any{"op": "read", "owner": "alice"})
+	if r.IsError || !strings.Contains(text(r), "Gold PPO") {
+		t.Fatalf("my_benefits: %s", text(r))
+	}
+	if l := f.s.Task().Label(); len(l.Conf()) != 1 {
+		t.Fatalf("the session's label after reading the record: %v", l)
+	}
+	searches := len(f.web.Requests())
+	tasks := len(f.k.Tasks())
+	r = f.call("web_search", map[string]any{"op": "fetch", "path": "/search?q=Gold+PPO"})
+	if !r.IsError || !strings.HasPrefix(text(r), "EFLOW") {
+		t.Fatalf("web_search after the record: %v %s", r.IsError, text(r))
+	}
+	if len(f.web.Requests()) != searches || len(f.k.Tasks()) != tasks {
+		t.Error("the refused call reached the web or started a task")
+	}
+	if d := f.description("web_search"); !strings.Contains(d, "unavailable in this session: EFLOW") {
+		t.Errorf("tools/list does not mark web_search unavailable: %q", d)
+	}
+	if r := f.call("send_email", map[string]any{"op": "post", "path": "/send", "body": "my plan is Gold PPO"}); r.IsError || text(r) != "sent: 200" {
+		t.Errorf("send_email: %s", text(r))
+	}
+}
+
+// TestByReference: a result by reference leaves the session's label where
+// it was; passed to another tool, it reaches the mail API spliced, unread
+// by any task; a reference the session did not make is refused.
+func TestByReference(t *testing.T) {
+	f := newFixture(t)
+	r := f.call("benefits_ref", map[string]any{"op": "read", "owner": "alice"})
+	ref := text(r)
+	if r.IsError || !strings.HasPrefix(ref, RefScheme) || strings.Contains(ref, "Gold PPO") {
+		t.Fatalf("benefits_ref: %s", ref)
+	}
+	if l := f.s.Task().Label(); !l.IsZero() {
+		t.Fatalf("a result by reference raised the session to %v", l)
+	}
+	if r := f.call("web_search", map[string]any{"op": "fetch", "path": "/search?q=x"}); r.IsError {
+		t.Errorf("the web while holding a reference: %s", text(r))
+	}
+	id := strings.Fields(ref)[0]
+	if r := f.call("send_email", map[string]any{"op": "post", "path": "/send", "body": id}); r.IsError {
+		t.Fatalf("send_email with the reference: %s", text(r))
+	}
+	reqs := f.mail.Requests()
+	if len(reqs) != 1 || !strings.Contains(string(reqs[0].Body), "X1234567") {
+		t.Fatalf("the mail API got %v", reqs)
+	}
+	// The mail API's answer may echo what was spliced into the request:
+	// returned by value, it carries the record's label to the session.
+	if l := f.s.Task().Label(); len(l.Conf()) != 1 {
+		t.Errorf("the session's label after the mail API's answer: %v", l)
+	}
+	other := RefScheme + strings.Repeat("ab", 16)
+	if r := f.call("send_email", map[string]any{"op": "post", "path": "/send", "body": other}); !r.IsError || !strings.Contains(text(r), "EBADHANDLE") {
+		t.Errorf("a foreign reference: %s", text(r))
+	}
+}
+
+// TestCallsAreChecked: arguments that break the schema start no task; a
+// kernel refusal inside a tool is a tool error naming the errno and the
+// reason; results come back as text and structured content.
+func TestCallsAreChecked(t *testing.T) {
+	f := newFixture(t)
+	tasks := len(f.k.Tasks())
+	for _, args := range []map[string]any{{"text": "no op"}, {"op": 7}} {
+		if r := f.call("echo", args); !r.IsError || !strings.Contains(text(r), "EINVAL") {
+			t.Errorf("echo %v: %s", args, text(r))
+		}
+	}
+	if len(f.k.Tasks()) != tasks {
+		t.Error("an invalid call started a task")
+	}
+	r := f.call("echo", map[string]any{"op": "echo", "text": "hi", "json": true})
+	if r.IsError || text(r) != `{"echo":"hi"}` {
+		t.Fatalf("echo: %s", text(r))
+	}
+	if m, ok := r.StructuredContent.(map[string]any); !ok || m["echo"] != "hi" {
+		t.Errorf("structured content %v", r.StructuredContent)
+	}
+	r = f.call("web_search", map[string]any{"op": "fetch", "path": "/admin"})
+	if !r.IsError || !strings.HasPrefix(text(r), "EDENIED") || !strings.Contains(text(r), "/admin") {
+		t.Errorf("a denied fetch: %s", text(r))
+	}
+	if _, err := f.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "no\x1b[2Jsuch", Arguments: map[string]any{}}); err == nil {
+		t.Error("an unknown tool was called")
+	}
+}
+
+// TestCancelKillsTheTask: a canceled call's task is killed.
+func TestCancelKillsTheTask(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := f.cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"op": "spin"}})
+	if err == nil {
+		t.Fatal("a spinning call returned")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		running := 0
+		for _, tk := range f.k.Tasks() {
+			if tk != f.s.Task() && tk.State() == kernel.TaskRunning {
+				running++
+			}
+		}
+		if running == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d tool tasks still run after the call was canceled", running)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,100 @@
+// Command mcp-tool is the tool guest of the mcpserve tests: its input is
+// the tool call's arguments, {"op": ...}:
+//
+//	echo {text}        result: text (or, with "json": true, {"echo": text})
+//	read {owner}       result: the owner's record from the data capability "records"
+//	fetch {path}       result: the body of GET path on the net capability "web"
+//	post {path, body}  POST to the net capability "mail", body a string or a
+//	                   reference ({"mandate_blob": HANDLE}, spliced unread)
+//	spin               never ends
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	mandate "github.com/mandatevm/mandate/guest-sdk"
+	"github.com/mandatevm/mandate/guest-sdk/abi"
+	mnet "github.com/mandatevm/mandate/guest-sdk/net"
+)
+
+type blobRef struct {
+	Handle abi.Handle `json:"mandate_blob"`
+}
+
+func main() {
+	in, err := mandate.InputBytes()
+	if err != nil {
+		fail(err)
+	}
+	var a struct {
+		Op    string          `json:"op"`
+		Text  string          `json:"text"`
+		JSON  bool            `json:"json"`
+		Owner string          `json:"owner"`
+		Path  string          `json:"path"`
+		Body  json.RawMessage `json:"body"`
+	}
+	if err := json.Unmarshal(in, &a); err != nil {
+		fail(err)
+	}
+	switch a.Op {
+	case "echo":
+		if a.JSON {
+			b, _ := json.Marshal(map[string]string{"echo": a.Text})
+			mandate.SetResult(b)
+			return
+		}
+		mandate.SetResult([]byte(a.Text))
+	case "read":
+		c := lookup("records")
+		args, _ := json.Marshal(map[string]any{"owner": a.Owner})
+		b, err := c.Call("read", args)
+		if err != nil {
+			fail(err)
+		}
+		mandate.SetResultBlob(b) // unread: the result carries the record's label
+	case "fetch":
+		resp, err := mnet.Fetch(lookup("web"), abi.HTTPRequest{Method: "GET", URL: a.Path})
+		if err != nil {
+			fail(err)
+		}
+		mandate.SetResult(resp.Body)
+	case "post":
+		req := abi.HTTPRequest{Method: "POST", URL: a.Path}
+		var ref blobRef
+		var text string
+		switch {
+		case json.Unmarshal(a.Body, &ref) == nil && ref.Handle != 0:
+			req.BodyBlob = ref.Handle
+		case json.Unmarshal(a.Body, &text) == nil:
+			req.Body = []byte(text)
+		default:
+			fail(fmt.Errorf("body: a string or a reference"))
+		}
+		resp, err := mnet.Fetch(lookup("mail"), req)
+		if err != nil {
+			fail(err)
+		}
+		mandate.SetResult([]byte(fmt.Sprintf("sent: %d", resp.Status)))
+	case "spin":
+		for {
+		}
+	default:
+		fail(fmt.Errorf("unknown op %q", a.Op))
+	}
+}
+
+func lookup(name string) mandate.Cap {
+	c, err := mandate.Lookup(name)
+	if err != nil {
+		fail(err)
+	}
+	return c
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "mcp-tool:", err)
+	os.Exit(1)
+}
