@@ -16,6 +16,7 @@ import (
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/sandbox"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -95,7 +96,7 @@ func newFixture(t *testing.T) *fixture {
 		grant(SessionCapName("send_email", "mail"), "net", `{"origin":"`+f.mail.URL+`","allow_private":true,"methods":["POST"],"paths":["/send"],"clearance":["pii:alice"]}`),
 	}
 	clear := kernel.NewLabel([]string{"pii:alice"}, nil)
-	session, err := k.Start(ctx, kernel.TaskSpec{Module: kerneltest.WaitModule{}, Principal: "alice", Name: "session",
+	session, err := k.Start(ctx, kernel.TaskSpec{Module: sandbox.IdleModule{}, Principal: "alice", Name: "session",
 		Clearance: &clear, Grants: grants, Limits: kernel.Limits{Timeout: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
