@@ -1,6 +1,7 @@
 // Package manifest reads Mandate run manifests: HCL files that name the
 // module a root task runs, the principal it acts for, its limits, and the
-// capabilities it is granted.
+// capabilities it is granted. It also reads policies, the files an MCP
+// server serves (see Policies).
 //
 //	m, err := manifest.Load("quickstart.hcl", map[string]string{"origin": "http://127.0.0.1:8080"})
 //	if err != nil {
@@ -59,10 +60,76 @@
 // kernel's; label is reserved for the kernel and not supported yet. Uses
 // and budget count effects that happened, never refused calls.
 //
+// # Policies
+//
+// A policy is what "mandate mcp serve POLICY.hcl" offers an MCP client:
+// tools, each call of which runs as a fresh task. It is written in the
+// same language as a manifest, with the same variables, values and cap
+// blocks, but holds exactly one session block and one or more tool blocks
+// instead of a task block (this text is also PolicyGrammar, which
+// "mandate mcp serve --help" prints):
+//
+//	session {                     # exactly one
+//	  principal = "alice"         # required: on whose behalf every tool acts
+//	  clearance = ["pii:alice"]   # optional: the most the session (the client's model) may ever be shown
+//
+//	  limits {                    # optional, at most one: the whole session's
+//	    memory  = "64MiB"         # size: B, KiB, MiB, GiB, KB, MB, GB; a plain integer is bytes
+//	    timeout = "8h"            # Go duration: the session's lifetime
+//	    handles = 256             # capability table size
+//	    output  = "1MiB"          # bytes kept of each of stdout and stderr
+//	    blobs   = "64MiB"         # bytes of blobs held at once
+//	  }
+//
+//	  seed "COLLECTION" {         # any number: records imported into the data store before the session
+//	    file      = "data/benefits.json"        # .json or .csv, relative to the policy
+//	    relations = { manager = "manager_of" }  # optional: FIELD = RELATION edges to derive
+//	  }
+//	}
+//
+//	tool "NAME" {                 # one or more; NAME is the MCP tool name: 1 to 64 of A-Z a-z 0-9 _ . -
+//	  module       = "tools/benefits"  # required: a .wasm file, or a Go guest directory (relative to the policy)
+//	  digest       = "sha256:<hex>"    # optional pin: the module must have this digest
+//	  entry        = "run"             # optional: the function a reactor module runs
+//	  description  = "Your own benefits record"  # required: what the client is shown (never taken from a guest)
+//	  input_schema = {                 # optional JSON Schema of the arguments, as an object or a string
+//	    type       = "object"          # holding JSON; its type must be "object"; default { type = "object" }
+//	    properties = { year = { type = "integer" } }
+//	    required   = ["year"]
+//	  }
+//	  result       = "value"           # optional: "value" (default), or "reference": a mandate://blob reference
+//
+//	  limits {                    # optional, at most one: each call's, as in the session's limits
+//	    memory  = "64MiB"
+//	    timeout = "30s"
+//	  }
+//
+//	  cap "KIND" "NAME" {         # any number, as in a task manifest; NAME is what the guest passes to cap_lookup
+//	    audit    = true           # kernel-level: write every decision to the audit log first
+//	    rate     = "10/s"         # kernel-level: at most 10 calls a second, for this
+//	                              # capability and everything derived from it (s, m, h, or a duration)
+//	    max_uses = 1              # kernel-level: at most 1 effect, for the whole derivation subtree
+//	    budget   = "100.00"       # kernel-level, kinds with amounts (pay): most spent by the subtree
+//	    when         = "request.method == 'GET'"   # kernel-level: CEL (or a list), every use must satisfy it
+//	    approve_when = "request.method == 'POST'"  # kernel-level: CEL (or a list), a match needs a person's yes
+//	    ...                       # every other attribute is the kind's grant spec
+//	  }
+//	}
+//
+// LoadPolicy reads a policy into a *Policy. A tool's name is what the
+// client calls; its description and input schema are what the client is
+// shown, and come only from the policy, never from a guest. Every call
+// acts for the session's principal, and a tool's cap blocks are checked
+// exactly as a task's: kernel attributes, reserved attributes, distinct
+// names within the tool. Tool.Grants mints a call's capabilities. Load
+// refuses a policy, and LoadPolicy a task manifest, saying which command
+// takes it.
+//
 // # Errors
 //
 // Every problem is reported with its position, one per line, as
-// FILE:LINE,COL: message. Load reports everything it can find at once.
+// FILE:LINE,COL: message. Load and LoadPolicy report everything they can
+// find at once.
 package manifest
 
 import (
@@ -251,23 +318,33 @@ var limitsSchema = &hcl.BodySchema{
 // values of var.NAME. It needs no kernel: the cap blocks' specs are checked
 // by their kinds in Grants. A failure is an *Error (or an I/O error).
 func Load(path string, vars map[string]string) (*Manifest, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	src, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(src) > MaxSize {
-		return nil, fmt.Errorf("%s: manifest larger than %d bytes", path, MaxSize)
-	}
-	dir, err := filepath.Abs(filepath.Dir(path))
+	src, dir, err := readFile(path, "manifest")
 	if err != nil {
 		return nil, err
 	}
 	return Parse(src, path, dir, vars)
+}
+
+// readFile reads a manifest or policy (what) of at most MaxSize bytes and
+// returns it with its directory, absolute.
+func readFile(path, what string) ([]byte, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", err
+	}
+	defer f.Close()
+	src, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, "", err
+	}
+	if len(src) > MaxSize {
+		return nil, "", fmt.Errorf("%s: %s larger than %d bytes", path, what, MaxSize)
+	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, "", err
+	}
+	return src, dir, nil
 }
 
 // Parse is Load on a manifest already in memory: filename is used in
@@ -277,23 +354,27 @@ func Parse(src []byte, filename, dir string, vars map[string]string) (*Manifest,
 	if diags.HasErrors() {
 		return nil, &Error{diags}
 	}
-	p := &parser{
-		m:    &Manifest{Path: filename, Dir: dir},
-		vars: vars,
-	}
-	p.ctx = &hcl.EvalContext{Variables: map[string]cty.Value{"var": p.varsObject()}}
-	p.root(file)
+	p := newParser(dir, vars)
+	m := &Manifest{Path: filename, Dir: dir}
+	p.root(file, m)
 	if p.diags.HasErrors() {
 		return nil, &Error{p.diags}
 	}
-	return p.m, nil
+	return m, nil
 }
 
+// parser evaluates the blocks of one file, collecting every problem.
 type parser struct {
-	m     *Manifest
+	dir   string // where relative paths resolve
 	vars  map[string]string
 	ctx   *hcl.EvalContext
 	diags hcl.Diagnostics
+}
+
+func newParser(dir string, vars map[string]string) *parser {
+	p := &parser{dir: dir, vars: vars}
+	p.ctx = &hcl.EvalContext{Variables: map[string]cty.Value{"var": p.varsObject()}}
+	return p
 }
 
 func (p *parser) add(d ...*hcl.Diagnostic) { p.diags = append(p.diags, d...) }
@@ -309,7 +390,11 @@ func (p *parser) varsObject() cty.Value {
 	return cty.ObjectVal(m)
 }
 
-func (p *parser) root(file *hcl.File) {
+func (p *parser) root(file *hcl.File, m *Manifest) {
+	if rng, ok := policyBlock(file); ok {
+		p.add(diagErr(rng, "this is a policy (session and tool blocks), not a task manifest: use mandate mcp serve"))
+		return
+	}
 	content, diags := file.Body.Content(rootSchema)
 	p.add(diags...)
 	var tasks []*hcl.Block
@@ -329,15 +414,38 @@ func (p *parser) root(file *hcl.File) {
 		p.add(diagErr(tasks[1].DefRange, "only one task block is allowed; the first is at %s", posString(tasks[0].DefRange)))
 		return
 	}
-	p.task(tasks[0])
+	p.task(tasks[0], m)
+}
+
+// policyBlock returns the first session or tool block of a file that has
+// no task block: a policy given where a task manifest belongs.
+func policyBlock(file *hcl.File) (hcl.Range, bool) {
+	body, ok := file.Body.(*hclsyntax.Body)
+	if !ok {
+		return hcl.Range{}, false
+	}
+	var first *hclsyntax.Block
+	for _, b := range body.Blocks {
+		switch b.Type {
+		case "task":
+			return hcl.Range{}, false
+		case "session", "tool":
+			if first == nil {
+				first = b
+			}
+		}
+	}
+	if first == nil {
+		return hcl.Range{}, false
+	}
+	return first.DefRange(), true
 }
 
 func posString(r hcl.Range) string {
 	return fmt.Sprintf("%s:%d,%d", r.Filename, r.Start.Line, r.Start.Column)
 }
 
-func (p *parser) task(b *hcl.Block) {
-	m := p.m
+func (p *parser) task(b *hcl.Block, m *Manifest) {
 	m.Name = b.Labels[0]
 	if m.Name == "" {
 		p.add(diagErr(b.LabelRanges[0], "task name must not be empty"))
@@ -345,9 +453,43 @@ func (p *parser) task(b *hcl.Block) {
 	content, diags := b.Body.Content(taskSchema)
 	p.add(diags...)
 
+	u := p.unit(content)
+	m.Principal = u.principal
+	m.ModulePath, m.ModuleIsDir, m.moduleRange = u.modulePath, u.moduleIsDir, u.moduleRange
+	m.Digest, m.digestRange = u.digest, u.digestRange
+	m.Entry = u.entry
+	m.Clearance = u.clearance
+	m.Caps = u.caps
+	m.Seeds = u.seeds
+	m.limits = u.limits
+}
+
+// unit is what task, session and tool blocks share: the module a task
+// runs, on whose behalf, its limits, its capabilities and the data it is
+// seeded with. Each block's schema says which of these it may hold.
+type unit struct {
+	modulePath  string
+	moduleIsDir bool
+	moduleRange hcl.Range
+	digest      string
+	digestRange hcl.Range
+	principal   string
+	entry       string
+	clearance   *kernel.Label
+	caps        []Cap
+	seeds       []Seed
+	limits      kernel.Limits
+}
+
+// unit parses the attributes module, digest, principal, entry and
+// clearance and the blocks limits, cap and seed of a block's content
+// (those its schema allows): a cap block is validated the same wherever
+// it appears.
+func (p *parser) unit(content *hcl.BodyContent) unit {
+	var u unit
 	if a, ok := content.Attributes["module"]; ok {
 		if s, ok := p.str(a, true); ok {
-			p.module(a, s)
+			p.module(a, s, &u)
 		}
 	}
 	if a, ok := content.Attributes["digest"]; ok {
@@ -355,19 +497,19 @@ func (p *parser) task(b *hcl.Block) {
 			if !sandbox.IsDigest(s) {
 				p.add(diagErr(a.Expr.Range(), `digest %q is not of the form "sha256:" followed by 64 lower-case hex digits`, s))
 			} else {
-				m.Digest = s
-				m.digestRange = a.Expr.Range()
+				u.digest = s
+				u.digestRange = a.Expr.Range()
 			}
 		}
 	}
 	if a, ok := content.Attributes["principal"]; ok {
 		if s, ok := p.str(a, true); ok {
-			m.Principal = s
+			u.principal = s
 		}
 	}
 	if a, ok := content.Attributes["entry"]; ok {
 		if s, ok := p.str(a, true); ok {
-			m.Entry = s
+			u.entry = s
 		}
 	}
 	if a, ok := content.Attributes["clearance"]; ok {
@@ -377,7 +519,7 @@ func (p *parser) task(b *hcl.Block) {
 				p.add(diagErr(a.Expr.Range(), "clearance must be a list of confidentiality tags, e.g. [\"pii:alice\"]"))
 			} else {
 				l := kernel.NewLabel(tags, nil)
-				m.Clearance = &l
+				u.clearance = &l
 			}
 		}
 	}
@@ -392,7 +534,7 @@ func (p *parser) task(b *hcl.Block) {
 				continue
 			}
 			limits = blk
-			p.limits(blk)
+			p.limits(blk, &u.limits)
 		case "cap":
 			name := blk.Labels[1]
 			if first, dup := seen[name]; dup {
@@ -400,63 +542,68 @@ func (p *parser) task(b *hcl.Block) {
 				continue
 			}
 			seen[name] = blk.LabelRanges[1]
-			p.cap(blk)
+			if c, ok := p.cap(blk); ok {
+				u.caps = append(u.caps, c)
+			}
 		case "seed":
-			p.seed(blk)
+			if s, ok := p.seed(blk); ok {
+				u.seeds = append(u.seeds, s)
+			}
 		}
 	}
+	return u
 }
 
-func (p *parser) seed(b *hcl.Block) {
+func (p *parser) seed(b *hcl.Block) (Seed, bool) {
 	s := Seed{Collection: b.Labels[0], rng: b.DefRange}
 	if s.Collection == "" {
 		p.add(diagErr(b.LabelRanges[0], "seed collection must not be empty"))
-		return
+		return Seed{}, false
 	}
 	content, diags := b.Body.Content(seedSchema)
 	p.add(diags...)
 	if diags.HasErrors() {
-		return
+		return Seed{}, false
 	}
 	a := content.Attributes["file"]
 	f, ok := p.str(a, true)
 	if !ok {
-		return
+		return Seed{}, false
 	}
 	if !filepath.IsAbs(f) {
-		f = filepath.Join(p.m.Dir, f)
+		f = filepath.Join(p.dir, f)
 	}
 	if _, err := os.Stat(f); err != nil {
 		p.add(diagErr(a.Expr.Range(), "seed file: %v", err))
-		return
+		return Seed{}, false
 	}
 	s.File = f
 	if a, ok := content.Attributes["relations"]; ok {
 		v, vok := p.eval(a.Expr)
 		if !vok {
-			return
+			return Seed{}, false
 		}
 		if v.IsNull() || !(v.Type().IsObjectType() || v.Type().IsMapType()) {
 			p.add(diagErr(a.Expr.Range(), "relations must be an object of FIELD = \"relation\""))
-			return
+			return Seed{}, false
 		}
 		s.Relations = map[string]string{}
 		for it := v.ElementIterator(); it.Next(); {
 			k, e := it.Element()
 			if e.IsNull() || e.Type() != cty.String || e.AsString() == "" {
 				p.add(diagErr(a.Expr.Range(), "relation for field %s must be a non-empty string", k.AsString()))
-				return
+				return Seed{}, false
 			}
 			s.Relations[k.AsString()] = e.AsString()
 		}
 	}
-	p.m.Seeds = append(p.m.Seeds, s)
+	return s, true
 }
 
-func (p *parser) module(a *hcl.Attribute, s string) {
+func (p *parser) module(a *hcl.Attribute, s string, u *unit) {
 	path := s
 	if !filepath.IsAbs(path) {
-		path = filepath.Join(p.m.Dir, path)
+		path = filepath.Join(p.dir, path)
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -469,7 +616,7 @@ func (p *parser) module(a *hcl.Attribute, s string) {
 	}
 	switch {
 	case fi.IsDir():
-		p.m.ModuleIsDir = true
+		u.moduleIsDir = true
 	case !fi.Mode().IsRegular():
 		p.add(diagErr(a.Expr.Range(), "module %q is neither a .wasm file nor a guest directory", s))
 		return
@@ -478,8 +625,8 @@ func (p *parser) module(a *hcl.Attribute, s string) {
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		path = real
 	}
-	p.m.ModulePath = path
-	p.m.moduleRange = a.Expr.Range()
+	u.modulePath = path
+	u.moduleRange = a.Expr.Range()
 }
 
 // eval evaluates an expression, first checking that every variable it
@@ -555,13 +702,12 @@ func typeName(v cty.Value) string {
 	return v.Type().FriendlyName()
 }
 
-func (p *parser) limits(b *hcl.Block) {
+func (p *parser) limits(b *hcl.Block, l *kernel.Limits) {
 	if len(b.Labels) != 0 {
 		p.add(diagErr(b.DefRange, "limits takes no labels"))
 	}
 	content, diags := b.Body.Content(limitsSchema)
 	p.add(diags...)
-	l := &p.m.limits
 	if a, ok := content.Attributes["memory"]; ok {
 		if n, ok := p.size(a, MaxMemory); ok {
 			l.Memory = n
@@ -664,7 +810,7 @@ func (p *parser) size(a *hcl.Attribute, max uint64) (uint64, bool) {
 // ParseSize parses a size such as "64MiB"; see abi.ParseSize.
 func ParseSize(s string) (uint64, error) { return abi.ParseSize(s) }
 
-func (p *parser) cap(b *hcl.Block) {
+func (p *parser) cap(b *hcl.Block) (Cap, bool) {
 	c := Cap{
 		Kind:      b.Labels[0],
 		Name:      b.Labels[1],
@@ -790,7 +936,7 @@ func (p *parser) cap(b *hcl.Block) {
 		spec[n] = v
 	}
 	if !ok {
-		return
+		return Cap{}, false
 	}
 	js, err := ctyjson.SimpleJSONValue{Value: cty.ObjectVal(spec)}.MarshalJSON()
 	if len(spec) == 0 {
@@ -798,33 +944,45 @@ func (p *parser) cap(b *hcl.Block) {
 	}
 	if err != nil {
 		p.add(diagErr(b.DefRange, "cap %q %q: cannot encode as JSON: %v", c.Kind, c.Name, err))
-		return
+		return Cap{}, false
 	}
 	c.Spec = js
-	p.m.Caps = append(p.m.Caps, c)
+	return c, true
 }
 
 // CheckDigest reports whether digest (as sandbox.Digest computes it)
 // matches the manifest's pin, if any. The error points at the pin.
 func (m *Manifest) CheckDigest(digest string) error {
-	if m.Digest == "" || m.Digest == digest {
-		return nil
-	}
-	return &Error{hcl.Diagnostics{diagErr(m.digestRange,
-		"module %s has digest %s, but the manifest pins %s", m.moduleName(), digest, m.Digest)}}
+	return checkDigest(m.Digest, digest, m.digestRange, moduleName(m.Dir, m.ModulePath), "manifest")
 }
 
-func (m *Manifest) moduleName() string {
-	if rel, err := filepath.Rel(m.Dir, m.ModulePath); err == nil && !strings.HasPrefix(rel, "..") {
+// checkDigest compares a module's digest with the pin at rng in a
+// manifest or policy (what).
+func checkDigest(pin, digest string, rng hcl.Range, module, what string) error {
+	if pin == "" || pin == digest {
+		return nil
+	}
+	return &Error{hcl.Diagnostics{diagErr(rng,
+		"module %s has digest %s, but the %s pins %s", module, digest, what, pin)}}
+}
+
+// moduleName is a module's path as errors show it: relative to the
+// manifest's directory when it is inside it.
+func moduleName(dir, path string) string {
+	if rel, err := filepath.Rel(dir, path); err == nil && !strings.HasPrefix(rel, "..") {
 		return rel
 	}
-	return m.ModulePath
+	return path
 }
 
 // ModuleError returns an error about the module (a failed build, an
 // invalid .wasm file) positioned at the module attribute.
 func (m *Manifest) ModuleError(err error) error {
-	return &Error{hcl.Diagnostics{diagErr(m.moduleRange, "module %s: %v", m.moduleName(), err)}}
+	return moduleError(m.moduleRange, moduleName(m.Dir, m.ModulePath), err)
+}
+
+func moduleError(rng hcl.Range, module string, err error) error {
+	return &Error{hcl.Diagnostics{diagErr(rng, "module %s: %v", module, err)}}
 }
 
 // Granter mints root scopes. *kernel.Kernel implements it.
@@ -873,12 +1031,19 @@ func (m *Manifest) Grants(k Granter) ([]kernel.GrantSpec, error) {
 // GrantsWith is Grants with a given grant context (tests use it to supply
 // the environment).
 func (m *Manifest) GrantsWith(k Granter, g kernel.GrantContext) ([]kernel.GrantSpec, error) {
+	return grantsWith(m.Caps, m.Dir, k, g)
+}
+
+// grantsWith mints the root scopes of caps, cap blocks of a file in dir
+// (g.Dir when it is set): the code behind Manifest.GrantsWith and
+// Tool.GrantsWith.
+func grantsWith(caps []Cap, dir string, k Granter, g kernel.GrantContext) ([]kernel.GrantSpec, error) {
 	if g.Dir == "" {
-		g.Dir = m.Dir
+		g.Dir = dir
 	}
 	var diags hcl.Diagnostics
-	grants := make([]kernel.GrantSpec, 0, len(m.Caps))
-	for _, c := range m.Caps {
+	grants := make([]kernel.GrantSpec, 0, len(caps))
+	for _, c := range caps {
 		if _, ok := k.Kind(c.Kind); !ok {
 			diags = append(diags, diagErr(c.kindRange, "unknown capability kind %q (known: %s)", c.Kind, strings.Join(k.Kinds(), ", ")))
 			continue
