@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -36,6 +37,17 @@ type env struct {
 	// terminal reports whether w is a terminal (what a guest wrote is then
 	// escaped); nil means isTerminal.
 	terminal func(w io.Writer) bool
+	// ctx, when set, is what long-running commands (mcp serve) stop on,
+	// besides a signal; nil means context.Background().
+	ctx context.Context
+}
+
+// context is e.ctx with its default.
+func (e *env) context() context.Context {
+	if e.ctx != nil {
+		return e.ctx
+	}
+	return context.Background()
 }
 
 // isTerminal reports whether w is a character device (a terminal, or
@@ -77,6 +89,7 @@ func init() {
 		{"audit", "show or verify the tamper-evident audit log", auditHelp, runAudit},
 		{"verify", "check a run's signed receipt and say what the run could do", verifyHelp, runVerify},
 		{"check", "report what a manifest's tasks could hold and where it could go", checkHelp, runCheck},
+		{"mcp", "serve a policy's tools over MCP, each call a task", mcpHelp, runMCP},
 		{"data", "import records into the embedded data store", dataHelp, runData},
 		{"cache", "show and prune the guest and engine caches", cacheHelp, runCache},
 		{"version", "print mandate's version", versionHelp, runVersion},

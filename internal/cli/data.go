@@ -185,8 +185,8 @@ func readRecords(file string) ([]data.Record, error) {
 
 // seedStore imports a manifest's seed blocks into the run's data store,
 // each in one transaction, before anything runs.
-func (e *env) seedStore(ctx context.Context, m *manifest.Manifest, state string) error {
-	if len(m.Seeds) == 0 {
+func (e *env) seedStore(ctx context.Context, seeds []manifest.Seed, state string) error {
+	if len(seeds) == 0 {
 		return nil
 	}
 	st, err := data.Open(dataStorePath(state))
@@ -194,8 +194,8 @@ func (e *env) seedStore(ctx context.Context, m *manifest.Manifest, state string)
 		return err
 	}
 	defer st.Close()
-	for i := range m.Seeds {
-		s := &m.Seeds[i]
+	for i := range seeds {
+		s := &seeds[i]
 		recs, err := readRecords(s.File)
 		if err != nil {
 			return s.Error(err)

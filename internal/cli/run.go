@@ -335,7 +335,7 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 	if err := e.resolveSpawnModules(ctx, m, eng, o.cache, modules, digest); err != nil {
 		return refuse(e.manifestError(err), err)
 	}
-	if err := e.seedStore(ctx, m, o.state); err != nil {
+	if err := e.seedStore(ctx, m.Seeds, o.state); err != nil {
 		return refuse(e.manifestError(err), err)
 	}
 	grants, err := m.Grants(k)

@@ -105,6 +105,9 @@ type Config struct {
 	Logger  hclog.Logger
 	Name    string // the server's name in initialize
 	Version string
+	// Initialized, when set, is called once the client's session is
+	// initialized, with the SDK's session (to wait for its end).
+	Initialized func(*mcp.ServerSession)
 }
 
 // NewSession makes the MCP server of one client connection.
@@ -142,9 +145,14 @@ func NewSession(cfg Config) (*Session, error) {
 	if name == "" {
 		name = "mandate"
 	}
-	s.server = mcp.NewServer(&mcp.Implementation{Name: name, Version: cfg.Version}, &mcp.ServerOptions{
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
-	})
+	opts := &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}}
+	if cfg.Initialized != nil {
+		var once sync.Once
+		opts.InitializedHandler = func(_ context.Context, r *mcp.InitializedRequest) {
+			once.Do(func() { cfg.Initialized(r.Session) })
+		}
+	}
+	s.server = mcp.NewServer(&mcp.Implementation{Name: name, Version: cfg.Version}, opts)
 	s.listTools()
 	return s, nil
 }

@@ -1,0 +1,467 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/mandatevm/mandate/audit"
+	"github.com/mandatevm/mandate/constraint"
+	"github.com/mandatevm/mandate/internal/mcpserve"
+	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/manifest"
+	"github.com/mandatevm/mandate/runstore"
+	"github.com/mandatevm/mandate/sandbox"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+const mcpHelp = `Usage: mandate mcp serve POLICY.hcl [--http ADDR] [--token-file FILE]
+                         [--var NAME=VALUE ...] [--approve MODE] [--engine NAME]
+                         [--cache-dir DIR] [--state-dir DIR] [--log-level LEVEL]
+
+Serves the tools a policy file names over the Model Context Protocol, each
+tools/call a fresh Mandate task holding exactly its tool's capabilities.
+A client's connection is a session: a task whose label rises with what
+the client is shown, so once its model has read a labelled result, the
+tools whose sinks may not receive it are refused (EFLOW) and listed as
+unavailable. Nothing a client sends changes what a tool may do; tool
+modules are read and pinned when the server starts, and the descriptions
+come from the policy.
+
+Over stdio by default (the client starts "mandate mcp serve"; logs go to
+stderr). With --http ADDR, over Streamable HTTP at ADDR (a loopback
+address: 127.0.0.1:PORT; DNS-rebinding protection is on), each client
+session its own session task; --token-file FILE requires
+"Authorization: Bearer TOKEN" with the file's token (never passed to a
+tool).
+
+Each session is a run in the run store ("mandate runs", "mandate graph
+RUN", one task per call) and every decision goes to the audit log.
+
+Flags:
+
+	--http ADDR        serve Streamable HTTP on ADDR instead of stdio
+	--token-file FILE  the bearer token HTTP clients must send
+	--var NAME=VALUE   sets var.NAME in the policy; repeatable
+	--approve MODE     uses that need a person's yes: no (default) denies
+	                   them, yes approves them (there is no terminal to ask)
+	--engine, --cache-dir, --state-dir, --log-level: as for mandate run
+
+A policy (the grammar of "go doc github.com/mandatevm/mandate/manifest"):
+
+` + "" + `	session {
+	  principal = "alice"
+	  clearance = ["pii:alice"]
+	}
+	tool "my_benefits" {
+	  module      = "tools/benefits"
+	  description = "Your own benefits record"
+	  cap "data" "benefits" { collection = "benefits", records = "own" }
+	}
+`
+
+func runMCP(e *env, args []string) int {
+	c := lookupCommand("mcp")
+	if len(args) == 0 || args[0] != "serve" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			fmt.Fprint(e.stdout, c.help)
+			return exitOK
+		}
+		return e.usageError(c, "the subcommand is serve: mandate mcp serve POLICY.hcl")
+	}
+	fs := flagSet("mcp serve")
+	vars := varFlag{}
+	fs.Var(vars, "var", "")
+	httpAddr := fs.String("http", "", "")
+	tokenFile := fs.String("token-file", "", "")
+	approve := fs.String("approve", approveNo, "")
+	engine := fs.String("engine", "", "")
+	cacheFlag := fs.String("cache-dir", "", "")
+	stateFlag := stateDirFlag(fs)
+	level := fs.String("log-level", "info", "")
+	pos, code, ok := e.parse(c, fs, args[1:])
+	if !ok {
+		return code
+	}
+	path, code, ok := e.oneArg(c, pos, "the policy")
+	if !ok {
+		return code
+	}
+	o := mcpOptions{policy: path, vars: vars, http: *httpAddr, tokenFile: *tokenFile, approve: *approve, engine: *engine}
+	if o.level = hclog.LevelFromString(*level); o.level == hclog.NoLevel {
+		return e.usageError(c, "unknown log level %q", *level)
+	}
+	if o.approve == approvePrompt {
+		return e.usageError(c, "--approve prompt: an MCP server has no terminal to ask on; use no or yes")
+	}
+	if o.engine == "" {
+		o.engine = e.getenv("MANDATE_ENGINE")
+	}
+	if o.engine == "" {
+		o.engine = defaultEngine
+	}
+	if _, ok := engines[o.engine]; !ok {
+		return e.usageError(c, "%s", unknownEngine(o.engine))
+	}
+	var err error
+	if o.cache, err = e.cacheDir(*cacheFlag); err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	if o.state, err = e.stateDir(*stateFlag); err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(e.context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := e.serveMCP(ctx, o); err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	return exitOK
+}
+
+type mcpOptions struct {
+	policy, http, tokenFile, approve, engine, cache, state string
+	vars                                                   varFlag
+	level                                                  hclog.Level
+}
+
+// mcpServer is what every session of one "mandate mcp serve" shares: the
+// policy, the tools' modules read and pinned at start, the audit log and
+// the run store.
+type mcpServer struct {
+	e       *env
+	o       mcpOptions
+	policy  *manifest.Policy
+	wasm    map[string][]byte // by tool name
+	logger  hclog.Logger
+	alog    *audit.Log
+	store   *runstore.Store
+	mu      sync.Mutex
+	running sync.WaitGroup
+}
+
+func (e *env) serveMCP(ctx context.Context, o mcpOptions) error {
+	p, err := manifest.LoadPolicy(o.policy, o.vars)
+	if err != nil {
+		return err
+	}
+	s := &mcpServer{e: e, o: o, policy: p, wasm: map[string][]byte{},
+		logger: hclog.New(&hclog.LoggerOptions{Name: "mandate", Level: o.level, Output: e.stderr})}
+	for _, t := range p.Tools {
+		var wasm []byte
+		if t.ModuleIsDir {
+			wasm, err = buildGuest(ctx, t.ModulePath, false, o.cache)
+		} else {
+			wasm, err = os.ReadFile(t.ModulePath)
+		}
+		if err != nil {
+			return t.ModuleError(err)
+		}
+		if err := t.CheckDigest(sandbox.Digest(wasm)); err != nil {
+			return err
+		}
+		s.wasm[t.Name] = wasm // pinned: never read again
+		s.logger.Info("tool pinned", "tool", t.Name, "digest", sandbox.Digest(wasm))
+	}
+	if err := os.MkdirAll(o.state, 0o700); err != nil {
+		return fmt.Errorf("state dir: %v", err)
+	}
+	if s.alog, err = audit.Open(auditPath(o.state)); err != nil {
+		return err
+	}
+	defer s.alog.Close()
+	if err := s.alog.CheckHead(ctx); err != nil {
+		return fmt.Errorf("%v\nno session starts on a log that cannot be trusted; inspect it with: mandate audit verify --state-dir %s", err, o.state)
+	}
+	if s.store, err = openStore(o.state); err != nil {
+		return err
+	}
+	defer s.store.Close()
+	if err := s.store.Check(ctx); err != nil {
+		return err
+	}
+	if err := e.seedStore(ctx, p.Session.Seeds, o.state); err != nil {
+		return err
+	}
+	defer s.running.Wait()
+	if o.http == "" {
+		sess, err := s.newSession(ctx, nil)
+		if err != nil {
+			return err
+		}
+		err = sess.Server().Run(ctx, &mcp.StdioTransport{})
+		s.endSession(sess)
+		if err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
+			return err
+		}
+		return nil
+	}
+	return s.serveHTTP(ctx)
+}
+
+// mcpSession is one client session and what records it.
+type mcpSession struct {
+	*mcpserve.Session
+	run      RunInfo
+	k        *kernel.Kernel
+	auditor  *runAuditor
+	close    func()
+	endOnce  sync.Once
+	finished chan struct{}
+}
+
+// newSession starts a session: its own engine and kernel, the tools'
+// modules compiled from the pinned bytes, the session task holding every
+// tool's capabilities, and the run recorded as started.
+func (s *mcpServer) newSession(ctx context.Context, initialized func(*mcp.ServerSession)) (*mcpSession, error) {
+	o, p := s.o, s.policy
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	fail := func(err error) (*mcpSession, error) { closeAll(); return nil, err }
+	eng, err := engines[o.engine](ctx, filepath.Join(o.cache, o.engine))
+	if err != nil {
+		return fail(fmt.Errorf("engine %s: %v", o.engine, err))
+	}
+	closers = append(closers, func() { eng.Close(context.Background()) })
+	approver, err := newApprover(o.approve, s.e.stderr)
+	if err != nil {
+		return fail(err)
+	}
+	started := time.Now()
+	runID := newRunID(started)
+	abs, _ := filepath.Abs(o.policy)
+	auditor := &runAuditor{log: s.alog.ForRun(runID), logger: s.logger.Named("audit")}
+	ks, closeKinds := kindsFor(o.state)
+	closers = append(closers, func() { closeKinds() })
+	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: ks, Logger: s.logger, Approver: approver,
+		Constraints: constraint.New(), Auditor: auditor, Declassifiers: declassifiers})
+	if err != nil {
+		return fail(err)
+	}
+	var tools []*mcpserve.Tool
+	var grants []kernel.GrantSpec
+	for _, t := range p.Tools {
+		mod, err := eng.Compile(ctx, s.wasm[t.Name])
+		if err != nil {
+			return fail(t.ModuleError(err))
+		}
+		closers = append(closers, func() { mod.Close(context.Background()) })
+		gs, err := t.Grants(k)
+		if err != nil {
+			return fail(err)
+		}
+		tool := &mcpserve.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema,
+			ByReference: t.Result == manifest.ResultReference, Module: mod, Entry: t.Entry, Limits: t.Limits()}
+		for _, g := range gs {
+			tool.Caps = append(tool.Caps, g.Name)
+			g.Name = mcpserve.SessionCapName(t.Name, g.Name)
+			grants = append(grants, g)
+		}
+		tools = append(tools, tool)
+	}
+	run := RunInfo{ID: runID, Manifest: abs, Task: "mcp-session", Module: "mcp", Digest: sandbox.IdleModule{}.Digest(),
+		Principal: p.Session.Principal, Engine: o.engine, Started: started.UTC()}
+	if err := s.store.Begin(ctx, run); err != nil {
+		return fail(err)
+	}
+	limits := p.Session.Limits()
+	if limits.Timeout == 0 {
+		limits.Timeout = 24 * time.Hour
+	}
+	task, err := k.Start(context.Background(), kernel.TaskSpec{Module: sandbox.IdleModule{}, Principal: p.Session.Principal,
+		Name: "session", Clearance: p.Session.Clearance, Limits: limits, Grants: grants})
+	if err != nil {
+		s.finish(run, nil, nil, runstore.StateRefused, err)
+		return fail(err)
+	}
+	sess, err := mcpserve.NewSession(mcpserve.Config{Kernel: k, Task: task, Tools: tools, Logger: s.logger.Named("mcp"),
+		Version: versionString(), Initialized: initialized})
+	if err != nil {
+		task.Kill()
+		<-task.Done()
+		s.finish(run, k, auditor, runstore.StateRefused, err)
+		return fail(err)
+	}
+	s.running.Add(1)
+	s.logger.Info("session started", "run", runID, "tools", len(tools))
+	return &mcpSession{Session: sess, run: run, k: k, auditor: auditor, close: closeAll, finished: make(chan struct{})}, nil
+}
+
+// endSession ends a session: its task (and any call still running) is
+// killed, and the run recorded with its graph.
+func (s *mcpServer) endSession(m *mcpSession) {
+	m.endOnce.Do(func() {
+		t := m.Task()
+		t.Kill()
+		<-t.Done()
+		s.finish(m.run, m.k, m.auditor, string(kernel.TaskDone), nil)
+		m.close()
+		s.logger.Info("session ended", "run", m.run.ID)
+		close(m.finished)
+		s.running.Done()
+	})
+}
+
+// finish records how a session's run ended.
+func (s *mcpServer) finish(run RunInfo, k *kernel.Kernel, a *runAuditor, state string, err error) {
+	run.Ended, run.State = time.Now().UTC(), state
+	if err != nil {
+		run.Error, run.Exit = err.Error(), exitUsage
+	}
+	rec := Record{Version: runstore.RecordVersion, Run: run, Graph: kernel.Graph{Tasks: []kernel.GraphTask{}, Caps: []kernel.GraphCap{}}}
+	if k != nil {
+		rec.Graph = k.Graph()
+		rec.Outputs = taskOutputs(k)
+	}
+	if a != nil {
+		a.mu.Lock()
+		rec.Denials, rec.Flows = a.denials, a.flows
+		rec.DenialsDropped, rec.FlowsDropped = a.dropped.denials, a.dropped.flows
+		a.mu.Unlock()
+	}
+	if err := s.store.Finish(context.Background(), rec); err != nil {
+		s.logger.Error("recording the session", "run", run.ID, "error", err)
+	}
+}
+
+// serveHTTP serves Streamable HTTP: each client session its own session.
+func (s *mcpServer) serveHTTP(ctx context.Context) error {
+	host, _, err := net.SplitHostPort(s.o.http)
+	if err != nil {
+		return fmt.Errorf("--http %s: %v", s.o.http, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("--http %s: serve on a loopback address (127.0.0.1:PORT): tools act for %s", s.o.http, s.policy.Session.Principal)
+	}
+	var token string
+	if s.o.tokenFile != "" {
+		b, err := os.ReadFile(s.o.tokenFile)
+		if err != nil {
+			return fmt.Errorf("--token-file: %v", err)
+		}
+		if token = strings.TrimSpace(string(b)); token == "" {
+			return fmt.Errorf("--token-file %s is empty", s.o.tokenFile)
+		}
+	}
+	// The SDK asks for a server on every request (to learn its protocol
+	// versions, and for a new session's first request twice): a request
+	// of an existing session gets a server with no tools that serves
+	// nothing, and one request's asks are answered with one session.
+	var mu sync.Mutex
+	var sessions []*mcpSession
+	probe := mcp.NewServer(&mcp.Implementation{Name: "mandate", Version: versionString()}, nil)
+	handler := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		if r.Header.Get("Mcp-Session-Id") != "" {
+			return probe
+		}
+		memo, _ := r.Context().Value(sessionMemo{}).(*sessionSlot)
+		if memo == nil || !memo.initialize {
+			return probe // only an initialize request starts a session
+		}
+		memo.mu.Lock()
+		defer memo.mu.Unlock()
+		if memo.sess != nil {
+			return memo.sess.Server()
+		}
+		s.logger.Debug("new MCP session", "method", r.Method, "proto", r.Header.Get("Mcp-Protocol-Version"))
+		var sess *mcpSession
+		sess, err := s.newSession(ctx, func(ss *mcp.ServerSession) {
+			go func() { ss.Wait(); s.endSession(sess) }()
+		})
+		if err != nil {
+			s.logger.Error("starting a session", "error", err)
+			return nil
+		}
+		memo.sess = sess
+		mu.Lock()
+		sessions = append(sessions, sess)
+		mu.Unlock()
+		return sess.Server()
+	}, &mcp.StreamableHTTPOptions{SessionTimeout: time.Hour, MaxRequestBodyBytes: maxMCPRequest})
+	memoize := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			slot := &sessionSlot{}
+			if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && r.Body != nil {
+				body, err := io.ReadAll(io.LimitReader(r.Body, maxMCPRequest+1))
+				r.Body.Close()
+				if err != nil || len(body) > maxMCPRequest {
+					http.Error(w, "request too large", http.StatusRequestEntityTooLarge)
+					return
+				}
+				var m struct {
+					Method string `json:"method"`
+				}
+				slot.initialize = json.Unmarshal(body, &m) == nil && m.Method == "initialize"
+				r.Body = io.NopCloser(bytes.NewReader(body))
+			}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionMemo{}, slot)))
+		})
+	}
+	h := memoize(handler)
+	if token != "" {
+		inner := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "Bearer "+token {
+				w.Header().Set("WWW-Authenticate", "Bearer")
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+			r.Header.Del("Authorization") // never passed on
+			inner.ServeHTTP(w, r)
+		})
+	}
+	ln, err := net.Listen("tcp", s.o.http)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(s.e.stderr, "mandate: serving MCP at http://%s/\n", ln.Addr())
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(shut)
+	}()
+	err = srv.Serve(ln)
+	mu.Lock()
+	for _, sess := range sessions {
+		s.endSession(sess)
+	}
+	mu.Unlock()
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// sessionMemo keys the request's sessionSlot.
+type sessionMemo struct{}
+
+// sessionSlot is the session one HTTP request started, if any.
+type sessionSlot struct {
+	initialize bool // the request is an initialize: it may start a session
+	mu         sync.Mutex
+	sess       *mcpSession
+}
+
+// maxMCPRequest bounds an HTTP request's body.
+const maxMCPRequest = 16 << 20

@@ -1,0 +1,245 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mandatevm/mandate/internal/kerneltest"
+	"github.com/mandatevm/mandate/runstore"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// mcpPolicy writes a policy serving testdata/guests/mcp-tool as three
+// tools: echo, my_benefits (Alice's own record) and web_search (a public
+// origin).
+func mcpPolicy(t *testing.T, web string) (dir, policy string) {
+	t.Helper()
+	dir = t.TempDir()
+	guest, err := filepath.Abs(filepath.Join("..", "..", "testdata", "guests", "mcp-tool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "benefits.json"), []byte(
+		`[{"id":"alice","owner":"alice","fields":{"plan":"Gold PPO"},"labels":{"plan":["pii:$owner"]}}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	policy = filepath.Join(dir, "desk.hcl")
+	src := `session {
+  principal = "alice"
+  clearance = ["pii:alice"]
+  seed "benefits" {
+    file = "benefits.json"
+  }
+}
+tool "echo" {
+  module       = "` + filepath.ToSlash(guest) + `"
+  description  = "Echo a text."
+  input_schema = { type = "object", properties = { op = { type = "string" }, text = { type = "string" } }, required = ["op"] }
+}
+tool "my_benefits" {
+  module      = "` + filepath.ToSlash(guest) + `"
+  description = "Your own benefits record."
+  cap "data" "records" {
+    collection = "benefits"
+    records    = "own"
+    fields     = ["plan"]
+  }
+}
+tool "web_search" {
+  module      = "` + filepath.ToSlash(guest) + `"
+  description = "Search the web."
+  cap "net" "web" {
+    origin        = "` + web + `"
+    methods       = ["GET"]
+    paths         = ["/search"]
+    allow_private = true
+  }
+}
+`
+	if err := os.WriteFile(policy, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, policy
+}
+
+// mcpStory is the issue's session, through a real client: web_search
+// works, my_benefits works, then web_search is refused (EFLOW) and listed
+// unavailable.
+func mcpStory(t *testing.T, cs *mcp.ClientSession) {
+	t.Helper()
+	ctx := context.Background()
+	call := func(name string, args map[string]any) (string, bool) {
+		t.Helper()
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("call %s: %v", name, err)
+		}
+		var b strings.Builder
+		for _, c := range r.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				b.WriteString(tc.Text)
+			}
+		}
+		return b.String(), r.IsError
+	}
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) != 3 {
+		t.Fatalf("tools/list: %v %v", tools, err)
+	}
+	if out, isErr := call("echo", map[string]any{"op": "echo", "text": "hi"}); isErr || out != "hi" {
+		t.Errorf("echo: %q", out)
+	}
+	if out, isErr := call("web_search", map[string]any{"op": "fetch", "path": "/search?q=dentist"}); isErr || out != "results" {
+		t.Errorf("web_search: %q", out)
+	}
+	if out, isErr := call("my_benefits", map[string]any{"op": "read", "owner": "alice"}); isErr || !strings.Contains(out, "Gold PPO") {
+		t.Errorf("my_benefits: %q", out)
+	}
+	if out, isErr := call("web_search", map[string]any{"op": "fetch", "path": "/search?q=Gold+PPO"}); !isErr || !strings.HasPrefix(out, "EFLOW") {
+		t.Errorf("web_search after the record: %v %q", isErr, out)
+	}
+	if out, isErr := call("echo", map[string]any{"text": "no op"}); !isErr || !strings.Contains(out, "EINVAL") {
+		t.Errorf("an invalid call: %q", out)
+	}
+}
+
+func checkSessionRecorded(t *testing.T, state string) {
+	t.Helper()
+	s, err := runstore.OpenReadOnly(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	runs, err := s.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range runs {
+		t.Logf("run %s %s tasks=%d", r.ID, r.State, r.Tasks)
+	}
+	if len(runs) != 1 {
+		t.Fatalf("%d runs recorded, want the one session", len(runs))
+	}
+	// The session and one task per call that started (the refused and
+	// the invalid calls started none).
+	if r := runs[0]; r.State != "done" || r.Tasks != 4 {
+		t.Errorf("the session's run: %s with %d tasks, want done with 4", r.State, r.Tasks)
+	}
+}
+
+// TestMCPServeStdio runs "mandate mcp serve" as a client would, over
+// stdio, and checks the session's story and its record.
+func TestMCPServeStdio(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds mandate and a guest")
+	}
+	web := kerneltest.NewRecorder(func(w http.ResponseWriter, _ *http.Request, _ kerneltest.Request) { fmt.Fprint(w, "results") })
+	defer web.Close()
+	dir, policy := mcpPolicy(t, web.URL)
+	state := filepath.Join(dir, "state")
+	cmd := exec.Command(buildMandate(t), "mcp", "serve", policy, "--state-dir", state, "--log-level", "warn")
+	cmd.Env = append(os.Environ(), "MANDATE_CACHE_DIR="+testCache())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, &stderr)
+	}
+	mcpStory(t, cs)
+	cs.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("mandate mcp serve did not end when the client closed stdin")
+	}
+	checkSessionRecorded(t, state)
+}
+
+// TestMCPServeHTTP serves Streamable HTTP in process, with a bearer token.
+func TestMCPServeHTTP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a guest")
+	}
+	web := kerneltest.NewRecorder(func(w http.ResponseWriter, _ *http.Request, _ kerneltest.Request) { fmt.Fprint(w, "results") })
+	defer web.Close()
+	dir, policy := mcpPolicy(t, web.URL)
+	state := filepath.Join(dir, "state")
+	tokenFile := filepath.Join(dir, "token")
+	os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var stderr bytes.Buffer
+	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return stderr.Write(p) })
+	e := &env{stdout: &bytes.Buffer{}, stderr: w, getenv: func(string) string { return "" }, ctx: ctx}
+	served := make(chan int, 1)
+	go func() {
+		served <- e.main([]string{"mcp", "serve", policy, "--http", "127.0.0.1:0", "--token-file", tokenFile,
+			"--state-dir", state, "--cache-dir", testCache(), "--log-level", "debug"})
+	}()
+	addrRE := regexp.MustCompile(`serving MCP at (http://\S+)`)
+	var url string
+	for deadline := time.Now().Add(2 * time.Minute); url == ""; time.Sleep(20 * time.Millisecond) {
+		mu.Lock()
+		if m := addrRE.FindStringSubmatch(stderr.String()); m != nil {
+			url = m[1]
+		}
+		out := stderr.String()
+		mu.Unlock()
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("the server did not start:\n%s", out)
+		}
+	}
+	// Without the token: refused.
+	resp, err := http.Post(url, "application/json", strings.NewReader(`{}`))
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no token: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	hc := &http.Client{Transport: bearer{"s3cret"}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mcpStory(t, cs)
+	cs.Close()
+	cancel()
+	if code := <-served; code != 0 {
+		t.Fatalf("mandate mcp serve exited %d:\n%s", code, &stderr)
+	}
+	mu.Lock()
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if strings.Contains(l, "new MCP session") {
+			t.Log(l)
+		}
+	}
+	mu.Unlock()
+	checkSessionRecorded(t, state)
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
