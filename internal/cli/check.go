@@ -15,7 +15,12 @@ import (
 	"github.com/mandatevm/mandate/sandbox"
 )
 
-const checkHelp = `Usage: mandate check MANIFEST.hcl [--var NAME=VALUE ...] [--format text|json]
+const checkHelp = `Usage: mandate check MANIFEST.hcl|POLICY.hcl [--var NAME=VALUE ...] [--format text|json]
+
+Given an MCP policy (mandate mcp serve), it checks each tool as a task of
+the session's principal and clearance, and says what a session could come
+to be shown (the tags of results returned by value) and which tools it
+would then lose (a sink not cleared for them: refused with EFLOW).
 
 Reports, without running anything (no engine, no guest build), what the
 manifest's root task could come to hold and where it could send it. Each
@@ -202,6 +207,9 @@ func runCheck(e *env, args []string) int {
 	}
 	m, err := manifest.Load(file, vars)
 	if err != nil {
+		if p, perr := manifest.LoadPolicy(file, vars); perr == nil {
+			return e.checkPolicy(p, *format)
+		}
 		return e.manifestError(err)
 	}
 	ks, closeKinds := kindsFor("")
@@ -712,4 +720,93 @@ func nonNil(ss []string) []string {
 		return []string{}
 	}
 	return ss
+}
+
+// policyReport is "mandate check POLICY.hcl --format json": each tool's
+// report, as a task holding its capabilities, and what the session could
+// come to be shown and which tools it would then lose.
+type policyReport struct {
+	Session struct {
+		Principal    string   `json:"principal"`
+		Clearance    []string `json:"clearance"` // nil: unbounded
+		CouldBeShown []string `json:"could_be_shown"`
+	} `json:"session"`
+	Tools map[string]*checkReport `json:"tools"`
+	// Unavailable are the tools a session loses once it was shown
+	// CouldBeShown, with why.
+	Unavailable map[string][]string `json:"unavailable_after"`
+}
+
+// checkPolicy checks a policy: each tool as a task of the session's
+// principal and clearance, with the session's seeds.
+func (e *env) checkPolicy(p *manifest.Policy, format string) int {
+	ks, closeKinds := kindsFor("")
+	defer closeKinds()
+	rep := policyReport{Tools: map[string]*checkReport{}, Unavailable: map[string][]string{}}
+	rep.Session.Principal = p.Session.Principal
+	if p.Session.Clearance != nil {
+		rep.Session.Clearance = nonNil(p.Session.Clearance.Conf())
+	}
+	shown := map[string]bool{}
+	ms := map[string]*manifest.Manifest{}
+	for _, t := range p.Tools {
+		m := &manifest.Manifest{Path: p.Path, Dir: p.Dir, Name: t.Name, ModulePath: t.ModulePath, ModuleIsDir: t.ModuleIsDir,
+			Principal: p.Session.Principal, Caps: t.Caps, Seeds: p.Session.Seeds, Clearance: p.Session.Clearance}
+		g, err := checkGrants(m, ks, declassifiers)
+		if err != nil {
+			return e.manifestError(err)
+		}
+		r, err := checkManifest(m, g)
+		if err != nil {
+			return e.manifestError(err)
+		}
+		rep.Tools[t.Name], ms[t.Name] = r, m
+		if t.Result != manifest.ResultReference {
+			for _, tag := range r.CouldHold {
+				shown[tag] = true
+			}
+		}
+	}
+	rep.Session.CouldBeShown = nonNil(sortedSet(shown))
+	for _, t := range p.Tools {
+		for _, sk := range rep.Tools[t.Name].Sinks {
+			var above []string
+			for _, tag := range rep.Session.CouldBeShown {
+				if !slices.Contains(sk.Clearance, tag) {
+					above = append(above, tag)
+				}
+			}
+			if len(above) > 0 {
+				rep.Unavailable[t.Name] = append(rep.Unavailable[t.Name],
+					fmt.Sprintf("%s %q is cleared for %s, not %s", sk.Kind, sk.Cap, tagSet(sk.Clearance), tagSet(above)))
+			}
+		}
+	}
+	if format == "json" {
+		if err := writeJSON(e.stdout, rep); err != nil {
+			e.errorf("%v", err)
+			return exitUsage
+		}
+		return exitOK
+	}
+	w := e.stdout
+	pr := kernel.Printable
+	fmt.Fprintf(w, "policy %s: a session acting for %s", pr(p.Path), pr(p.Session.Principal))
+	if rep.Session.Clearance != nil {
+		fmt.Fprintf(w, ", cleared for %s", tagSet(rep.Session.Clearance))
+	}
+	fmt.Fprintf(w, "\n  could be shown: %s (results returned by value)\n", tagSet(rep.Session.CouldBeShown))
+	if len(rep.Unavailable) == 0 {
+		fmt.Fprintln(w, "  every tool stays available whatever the session is shown")
+	}
+	for _, t := range p.Tools {
+		for _, why := range rep.Unavailable[t.Name] {
+			fmt.Fprintf(w, "  once it was shown that, %s is refused (EFLOW): %s\n", pr(t.Name), pr(why))
+		}
+	}
+	for _, t := range p.Tools {
+		fmt.Fprintf(w, "\n== tool %s\n", pr(t.Name))
+		writeCheckText(w, ms[t.Name], rep.Tools[t.Name])
+	}
+	return exitOK
 }

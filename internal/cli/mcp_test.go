@@ -243,3 +243,27 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return http.DefaultTransport.RoundTrip(r)
 }
+
+// TestCheckPolicy: mandate check on a policy says what the session could
+// be shown and which tools it would then lose, without running anything.
+func TestCheckPolicy(t *testing.T) {
+	_, policy := mcpPolicy(t, "http://127.0.0.1:1")
+	var o, e bytes.Buffer
+	if code := Main([]string{"check", policy}, nil, &o, &e); code != 0 {
+		t.Fatalf("exit %d: %s", code, &e)
+	}
+	for _, want := range []string{
+		"a session acting for alice, cleared for {pii:alice}",
+		"could be shown: {pii:alice}",
+		`once it was shown that, web_search is refused (EFLOW): net "web" is cleared for {}, not {pii:alice}`,
+		"== tool my_benefits",
+	} {
+		if !strings.Contains(o.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, &o)
+		}
+	}
+	o.Reset()
+	if code := Main([]string{"check", policy, "--format", "json"}, nil, &o, &e); code != 0 || !strings.Contains(o.String(), `"unavailable_after"`) {
+		t.Errorf("json: exit %d\n%s", code, &o)
+	}
+}
