@@ -56,8 +56,11 @@ Flags:
 	--http ADDR        serve Streamable HTTP on ADDR instead of stdio
 	--token-file FILE  the bearer token HTTP clients must send
 	--var NAME=VALUE   sets var.NAME in the policy; repeatable
-	--approve MODE     uses that need a person's yes: no (default) denies
-	                   them, yes approves them (there is no terminal to ask)
+	--approve MODE     uses that need a person's yes (approve_when,
+	                   approve_above) are asked of the person through the
+	                   client (MCP elicitation), showing what the kernel
+	                   will do; a client that cannot ask gets this: no
+	                   (default) denies, yes approves
 	--engine, --cache-dir, --state-dir, --log-level: as for mandate run
 
 A policy (the grammar of "go doc github.com/mandatevm/mandate/manifest"):
@@ -242,10 +245,13 @@ func (s *mcpServer) newSession(ctx context.Context, initialized func(*mcp.Server
 		return fail(fmt.Errorf("engine %s: %v", o.engine, err))
 	}
 	closers = append(closers, func() { eng.Close(context.Background()) })
-	approver, err := newApprover(o.approve, s.e.stderr)
+	fallback, err := newApprover(o.approve, s.e.stderr)
 	if err != nil {
 		return fail(err)
 	}
+	// Approvals go to the person through the client once the session
+	// exists (elicitation), else --approve decides.
+	approver := &lateApprover{a: fallback}
 	started := time.Now()
 	runID := newRunID(started)
 	abs, _ := filepath.Abs(o.policy)
@@ -301,6 +307,7 @@ func (s *mcpServer) newSession(ctx context.Context, initialized func(*mcp.Server
 		s.finish(run, k, auditor, runstore.StateRefused, err)
 		return fail(err)
 	}
+	approver.set(sess.Approver(fallback))
 	s.running.Add(1)
 	s.logger.Info("session started", "run", runID, "tools", len(tools))
 	return &mcpSession{Session: sess, run: run, k: k, auditor: auditor, close: closeAll, finished: make(chan struct{})}, nil
@@ -465,3 +472,18 @@ type sessionSlot struct {
 
 // maxMCPRequest bounds an HTTP request's body.
 const maxMCPRequest = 16 << 20
+
+// lateApprover is an Approver set after the kernel that uses it is made.
+type lateApprover struct {
+	mu sync.Mutex
+	a  kernel.Approver
+}
+
+func (l *lateApprover) set(a kernel.Approver) { l.mu.Lock(); l.a = a; l.mu.Unlock() }
+
+func (l *lateApprover) Approve(ctx context.Context, r kernel.ApprovalRequest) (bool, error) {
+	l.mu.Lock()
+	a := l.a
+	l.mu.Unlock()
+	return a.Approve(ctx, r)
+}

@@ -93,6 +93,31 @@ type Session struct {
 	mu    sync.Mutex
 	refs  map[string]*kernel.Blob // protected by mu
 	calls int                     // protected by mu
+	peer  *mcp.ServerSession      // the client, as its last call came; protected by mu
+	// Calls waiting for the person's answer (multi round-trip requests:
+	// the call returns its input request, the client retries with the
+	// answer): by the tool task asking, and by the request state handed
+	// to the client.
+	byTask  map[string]*running // protected by mu
+	byState map[string]*asked   // protected by mu
+}
+
+// running is a call whose task runs.
+type running struct {
+	task *kernel.Task
+	asks chan approvalAsk // from the approver, to the call
+}
+
+// approvalAsk is one question for the person.
+type approvalAsk struct {
+	params *mcp.ElicitParams
+	answer chan bool
+}
+
+// asked is a question handed to the client, waiting for its retry.
+type asked struct {
+	call *running
+	ask  approvalAsk
 }
 
 // Config makes a Session.
@@ -116,7 +141,8 @@ func NewSession(cfg Config) (*Session, error) {
 		return nil, errors.New("mcpserve: no kernel or session task")
 	}
 	s := &Session{k: cfg.Kernel, task: cfg.Task, tools: map[string]*Tool{}, logger: cfg.Logger,
-		schemas: map[string]*jsonschema.Resolved{}, refs: map[string]*kernel.Blob{}}
+		schemas: map[string]*jsonschema.Resolved{}, refs: map[string]*kernel.Blob{},
+		byTask: map[string]*running{}, byState: map[string]*asked{}}
 	if s.logger == nil {
 		s.logger = hclog.NewNullLogger()
 	}
@@ -219,6 +245,14 @@ func toolError(format string, args ...any) *mcp.CallToolResult {
 
 // call runs one tools/call as a child of the session task.
 func (s *Session) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest) *mcp.CallToolResult {
+	if req.Session != nil {
+		s.mu.Lock()
+		s.peer = req.Session
+		s.mu.Unlock()
+	}
+	if state := req.Params.RequestState; state != "" {
+		return s.resume(ctx, t, state, req)
+	}
 	raw := req.Params.Arguments
 	if len(raw) == 0 || string(raw) == "null" {
 		raw = json.RawMessage(`{}`)
@@ -260,15 +294,69 @@ func (s *Session) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest) *
 	if err := p.SetInput(input, kernel.Label{}); err != nil {
 		return toolError("%s: %v", kernel.ErrnoOf(err), err)
 	}
-	if err := p.Start(ctx); err != nil {
+	// The task outlives this request when it waits for the person's
+	// answer (a multi round-trip call); a canceled call kills it (await).
+	if err := p.Start(context.Background()); err != nil {
 		return toolError("%s: %v", kernel.ErrnoOf(err), err)
 	}
 	task := p.Task()
+	rc := &running{task: task, asks: make(chan approvalAsk)}
 	s.mu.Lock()
 	s.calls++
+	s.byTask[task.ID()] = rc
 	s.mu.Unlock()
 	s.progress(ctx, req, task)
-	err = task.Wait(context.Background())
+	return s.await(ctx, t, rc)
+}
+
+// resume is a client's retry of a call that asked the person: the answer
+// goes to the waiting approver, and the call goes on.
+func (s *Session) resume(ctx context.Context, t *Tool, state string, req *mcp.CallToolRequest) *mcp.CallToolResult {
+	s.mu.Lock()
+	a := s.byState[state]
+	delete(s.byState, state)
+	s.mu.Unlock()
+	if a == nil || a.call.task.Module() != t.Module.Digest() {
+		return toolError("EINVAL: no call of this session is waiting for that answer")
+	}
+	yes := false
+	if r, ok := req.Params.InputResponses["approve"].(*mcp.ElicitResult); ok && r != nil {
+		v, _ := r.Content["approve"].(bool)
+		yes = r.Action == "accept" && v
+	}
+	a.ask.answer <- yes
+	s.progress(ctx, req, a.call.task)
+	return s.await(ctx, t, a.call)
+}
+
+// await waits for a call's task: its end is the result; a question for
+// the person is handed to the client (an input request, with a state the
+// client's retry brings back); the client canceling kills the task.
+func (s *Session) await(ctx context.Context, t *Tool, rc *running) *mcp.CallToolResult {
+	task := rc.task
+	select {
+	case <-task.Done():
+	case ask := <-rc.asks:
+		var r [16]byte
+		rand.Read(r[:])
+		state := hex.EncodeToString(r[:])
+		s.mu.Lock()
+		s.byState[state] = &asked{call: rc, ask: ask}
+		s.mu.Unlock()
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"approve": ask.params}, RequestState: state}
+	case <-ctx.Done():
+		task.Kill()
+		<-task.Done()
+	}
+	s.mu.Lock()
+	delete(s.byTask, task.ID())
+	s.mu.Unlock()
+	return s.result(t, task)
+}
+
+// result is what an ended call returns.
+func (s *Session) result(t *Tool, task *kernel.Task) *mcp.CallToolResult {
+	err := task.Wait(context.Background())
 	if err != nil {
 		return toolError("%s: tool %s: %v", errnoOfTask(task, err), t.Name, err)
 	}
@@ -407,4 +495,39 @@ func (s *Session) progress(ctx context.Context, req *mcp.CallToolRequest, task *
 			}
 		}
 	}()
+}
+
+// Approver asks the person through the client (MCP elicitation) when a
+// use needs their yes: the question is the kernel's account of what it
+// will do (kernel.ApprovalRequest.Text: payee, amount, URL), never what
+// the model said. The call returns the question as an input request
+// (SEP-2322; the SDK asks clients of older protocols itself) and the task
+// waits for the client's retry with the answer. A client that cannot be
+// asked, or a use outside a call of this session, gets fallback's answer.
+func (s *Session) Approver(fallback kernel.Approver) kernel.Approver {
+	return kernel.ApproverFunc(func(ctx context.Context, r kernel.ApprovalRequest) (bool, error) {
+		s.mu.Lock()
+		peer, rc := s.peer, s.byTask[r.Task]
+		s.mu.Unlock()
+		if rc == nil || peer == nil || peer.InitializeParams() == nil || peer.InitializeParams().Capabilities == nil ||
+			peer.InitializeParams().Capabilities.Elicitation == nil {
+			return fallback.Approve(ctx, r)
+		}
+		ask := approvalAsk{answer: make(chan bool, 1), params: &mcp.ElicitParams{
+			Message: "Mandate asks you, not the model, to approve this:\n" + r.Text(),
+			RequestedSchema: map[string]any{"type": "object", "required": []string{"approve"},
+				"properties": map[string]any{"approve": map[string]any{"type": "boolean", "description": "Approve it"}}},
+		}}
+		select {
+		case rc.asks <- ask:
+		case <-ctx.Done():
+			return false, nil
+		}
+		select {
+		case yes := <-ask.answer:
+			return yes, nil
+		case <-ctx.Done():
+			return false, nil
+		}
+	})
 }

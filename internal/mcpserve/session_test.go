@@ -12,6 +12,7 @@ import (
 
 	"github.com/mandatevm/mandate/caps/data"
 	"github.com/mandatevm/mandate/caps/net"
+	"github.com/mandatevm/mandate/constraint"
 	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/testengine"
@@ -35,7 +36,28 @@ type fixture struct {
 
 const records = `[{"id":"alice","owner":"alice","fields":{"plan":"Gold PPO","passport":"X1234567"},"labels":{"passport":["pii:$owner"],"plan":["pii:$owner"]}}]`
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { return newFixtureWith(t, fixtureOpts{}) }
+
+// fixtureOpts vary a fixture: the session's approver (given the session,
+// once it exists), what the mail capability's spec adds, and the client's
+// options.
+type fixtureOpts struct {
+	approver    func(*Session) kernel.Approver
+	mailApprove string // an approve_when on the mail capability
+	client      *mcp.ClientOptions
+}
+
+// indirect is an Approver set once the session exists.
+type indirect struct{ a kernel.Approver }
+
+func (i *indirect) Approve(ctx context.Context, r kernel.ApprovalRequest) (bool, error) {
+	if i.a == nil {
+		return false, nil
+	}
+	return i.a.Approve(ctx, r)
+}
+
+func newFixtureWith(t *testing.T, o fixtureOpts) *fixture {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs a guest")
@@ -59,7 +81,9 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	eng := testengine.New(t)
-	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{net.New(), data.New(store)}})
+	appr := &indirect{}
+	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{net.New(), data.New(store)}, Approver: appr,
+		Constraints: constraint.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +119,13 @@ func newFixture(t *testing.T) *fixture {
 		grant(SessionCapName("web_search", "web"), "net", `{"origin":"`+f.web.URL+`","allow_private":true,"methods":["GET"],"paths":["/search"]}`),
 		grant(SessionCapName("send_email", "mail"), "net", `{"origin":"`+f.mail.URL+`","allow_private":true,"methods":["POST"],"paths":["/send"],"clearance":["pii:alice"]}`),
 	}
+	if o.mailApprove != "" {
+		cons, err := k.CompileConstraints("net", nil, []string{o.mailApprove})
+		if err != nil {
+			t.Fatal(err)
+		}
+		grants[len(grants)-1].Constraints = cons
+	}
 	clear := kernel.NewLabel([]string{"pii:alice"}, nil)
 	session, err := k.Start(ctx, kernel.TaskSpec{Module: sandbox.IdleModule{}, Principal: "alice", Name: "session",
 		Clearance: &clear, Grants: grants, Limits: kernel.Limits{Timeout: time.Hour}})
@@ -106,11 +137,14 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if o.approver != nil {
+		appr.a = o.approver(f.s)
+	}
 	st, ct := mcp.NewInMemoryTransports()
 	if _, err := f.s.Server().Connect(ctx, st, nil); err != nil {
 		t.Fatal(err)
 	}
-	f.cs, err = mcp.NewClient(&mcp.Implementation{Name: "test-client"}, nil).Connect(ctx, ct, nil)
+	f.cs, err = mcp.NewClient(&mcp.Implementation{Name: "test-client"}, o.client).Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
