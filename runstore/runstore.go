@@ -426,6 +426,29 @@ func (s *Store) Finish(ctx context.Context, rec Record) error {
 	return nil
 }
 
+// Snapshot records the state so far of run rec.Run, still running (a
+// long-lived run such as an MCP session, so "mandate graph" shows it live):
+// its graph, denials and flows replace the last snapshot's; the run keeps
+// its state "running" and its lock until Finish.
+func (s *Store) Snapshot(ctx context.Context, rec Record) error {
+	if s.readOnly {
+		return s.errorf("opened read-only")
+	}
+	rec.Run.State, rec.Run.Ended = StateRunning, time.Time{}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.errorf("%v", err)
+	}
+	defer tx.Rollback()
+	if err := writeRecord(ctx, tx, rec); err != nil {
+		return s.errorf("recording run %s so far: %v", rec.Run.ID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return s.errorf("recording run %s so far: %v", rec.Run.ID, err)
+	}
+	return nil
+}
+
 func writeRecord(ctx context.Context, tx *sql.Tx, rec Record) error {
 	r := rec.Run
 	var ended any

@@ -300,7 +300,8 @@ func (s *mcpServer) newSession(ctx context.Context, initialized func(*mcp.Server
 		return fail(err)
 	}
 	sess, err := mcpserve.NewSession(mcpserve.Config{Kernel: k, Task: task, Tools: tools, Logger: s.logger.Named("mcp"),
-		Version: versionString(), Initialized: initialized})
+		Version: versionString(), Initialized: initialized,
+		Called: func() { s.snapshot(run, k, auditor) }})
 	if err != nil {
 		task.Kill()
 		<-task.Done()
@@ -328,12 +329,17 @@ func (s *mcpServer) endSession(m *mcpSession) {
 	})
 }
 
-// finish records how a session's run ended.
-func (s *mcpServer) finish(run RunInfo, k *kernel.Kernel, a *runAuditor, state string, err error) {
-	run.Ended, run.State = time.Now().UTC(), state
-	if err != nil {
-		run.Error, run.Exit = err.Error(), exitUsage
+// snapshot records a running session so far, so "mandate graph" shows it
+// live.
+func (s *mcpServer) snapshot(run RunInfo, k *kernel.Kernel, a *runAuditor) {
+	rec := s.record(run, k, a)
+	if err := s.store.Snapshot(context.Background(), rec); err != nil {
+		s.logger.Warn("recording the session so far", "run", run.ID, "error", err)
 	}
+}
+
+// record is a session's run as recorded now.
+func (s *mcpServer) record(run RunInfo, k *kernel.Kernel, a *runAuditor) Record {
 	rec := Record{Version: runstore.RecordVersion, Run: run, Graph: kernel.Graph{Tasks: []kernel.GraphTask{}, Caps: []kernel.GraphCap{}}}
 	if k != nil {
 		rec.Graph = k.Graph()
@@ -345,6 +351,17 @@ func (s *mcpServer) finish(run RunInfo, k *kernel.Kernel, a *runAuditor, state s
 		rec.DenialsDropped, rec.FlowsDropped = a.dropped.denials, a.dropped.flows
 		a.mu.Unlock()
 	}
+	return rec
+}
+
+// finish records how a session's run ended.
+func (s *mcpServer) finish(run RunInfo, k *kernel.Kernel, a *runAuditor, state string, err error) {
+	run.Ended, run.State = time.Now().UTC(), state
+	if err != nil {
+		run.Error, run.Exit = err.Error(), exitUsage
+	}
+	rec := s.record(run, k, a)
+	rec.Run = run
 	if err := s.store.Finish(context.Background(), rec); err != nil {
 		s.logger.Error("recording the session", "run", run.ID, "error", err)
 	}

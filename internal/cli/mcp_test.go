@@ -217,6 +217,16 @@ func TestMCPServeHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	mcpStory(t, cs)
+	// Live: the session is recorded as it goes.
+	if rs, err := runstore.OpenReadOnly(state); err != nil {
+		t.Fatal(err)
+	} else {
+		runs, err := rs.List(context.Background())
+		rs.Close()
+		if err != nil || len(runs) != 1 || runs[0].State != runstore.StateRunning || runs[0].Tasks != 4 {
+			t.Errorf("the live session: %+v, %v; want running with 4 tasks", runs, err)
+		}
+	}
 	cs.Close()
 	cancel()
 	if code := <-served; code != 0 {

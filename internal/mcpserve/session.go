@@ -83,6 +83,7 @@ func SessionCapName(tool, cap string) string { return tool + "." + cap }
 type Session struct {
 	k      *kernel.Kernel
 	task   *kernel.Task
+	called func()
 	tools  map[string]*Tool
 	order  []string
 	logger hclog.Logger
@@ -133,6 +134,9 @@ type Config struct {
 	// Initialized, when set, is called once the client's session is
 	// initialized, with the SDK's session (to wait for its end).
 	Initialized func(*mcp.ServerSession)
+	// Called, when set, is called after each call's task ended (to record
+	// the session so far).
+	Called func()
 }
 
 // NewSession makes the MCP server of one client connection.
@@ -140,7 +144,7 @@ func NewSession(cfg Config) (*Session, error) {
 	if cfg.Kernel == nil || cfg.Task == nil {
 		return nil, errors.New("mcpserve: no kernel or session task")
 	}
-	s := &Session{k: cfg.Kernel, task: cfg.Task, tools: map[string]*Tool{}, logger: cfg.Logger,
+	s := &Session{k: cfg.Kernel, task: cfg.Task, called: cfg.Called, tools: map[string]*Tool{}, logger: cfg.Logger,
 		schemas: map[string]*jsonschema.Resolved{}, refs: map[string]*kernel.Blob{},
 		byTask: map[string]*running{}, byState: map[string]*asked{}}
 	if s.logger == nil {
@@ -351,6 +355,9 @@ func (s *Session) await(ctx context.Context, t *Tool, rc *running) *mcp.CallTool
 	s.mu.Lock()
 	delete(s.byTask, task.ID())
 	s.mu.Unlock()
+	if s.called != nil {
+		s.called()
+	}
 	return s.result(t, task)
 }
 
