@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -48,7 +49,8 @@ session its own session task; --token-file FILE requires
 "Authorization: Bearer TOKEN" with the file's token (never passed to a
 tool).
 
-Each session is a run in the run store ("mandate runs", "mandate graph
+Over HTTP, at most 32 sessions live at once, each ended after 10 minutes
+idle. Each session is a run in the run store ("mandate runs", "mandate graph
 RUN", one task per call) and every decision goes to the audit log.
 
 Flags:
@@ -110,23 +112,8 @@ func runMCP(e *env, args []string) int {
 	if o.approve == approvePrompt {
 		return e.usageError(c, "--approve prompt: an MCP server has no terminal to ask on; use no or yes")
 	}
-	if o.engine == "" {
-		o.engine = e.getenv("MANDATE_ENGINE")
-	}
-	if o.engine == "" {
-		o.engine = defaultEngine
-	}
-	if _, ok := engines[o.engine]; !ok {
-		return e.usageError(c, "%s", unknownEngine(o.engine))
-	}
-	var err error
-	if o.cache, err = e.cacheDir(*cacheFlag); err != nil {
-		e.errorf("%v", err)
-		return exitUsage
-	}
-	if o.state, err = e.stateDir(*stateFlag); err != nil {
-		e.errorf("%v", err)
-		return exitUsage
+	if o.engine, o.cache, o.state, code, ok = e.runDirs(c, o.engine, *cacheFlag, *stateFlag); !ok {
+		return code
 	}
 	ctx, stop := signal.NotifyContext(e.context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -156,6 +143,7 @@ type mcpServer struct {
 	store   *runstore.Store
 	mu      sync.Mutex
 	running sync.WaitGroup
+	live    atomic.Int64 // sessions started and not ended
 }
 
 func (e *env) serveMCP(ctx context.Context, o mcpOptions) error {
@@ -265,12 +253,17 @@ func (s *mcpServer) newSession(ctx context.Context, initialized func(*mcp.Server
 	}
 	var tools []*mcpserve.Tool
 	var grants []kernel.GrantSpec
+	compiled := map[string]sandbox.Module{} // by digest: tools sharing a module compile it once
 	for _, t := range p.Tools {
-		mod, err := eng.Compile(ctx, s.wasm[t.Name])
-		if err != nil {
-			return fail(t.ModuleError(err))
+		wasm := s.wasm[t.Name]
+		mod, ok := compiled[sandbox.Digest(wasm)]
+		if !ok {
+			if mod, err = eng.Compile(ctx, wasm); err != nil {
+				return fail(t.ModuleError(err))
+			}
+			compiled[sandbox.Digest(wasm)] = mod
+			closers = append(closers, func() { mod.Close(context.Background()) })
 		}
-		closers = append(closers, func() { mod.Close(context.Background()) })
 		gs, err := t.Grants(k)
 		if err != nil {
 			return fail(err)
@@ -310,6 +303,7 @@ func (s *mcpServer) newSession(ctx context.Context, initialized func(*mcp.Server
 	}
 	approver.set(sess.Approver(fallback))
 	s.running.Add(1)
+	s.live.Add(1)
 	s.logger.Info("session started", "run", runID, "tools", len(tools))
 	return &mcpSession{Session: sess, run: run, k: k, auditor: auditor, close: closeAll, finished: make(chan struct{})}, nil
 }
@@ -325,6 +319,7 @@ func (s *mcpServer) endSession(m *mcpSession) {
 		m.close()
 		s.logger.Info("session ended", "run", m.run.ID)
 		close(m.finished)
+		s.live.Add(-1)
 		s.running.Done()
 	})
 }
@@ -406,6 +401,10 @@ func (s *mcpServer) serveHTTP(ctx context.Context) error {
 		if memo.sess != nil {
 			return memo.sess.Server()
 		}
+		if n := s.live.Load(); n >= maxMCPSessions {
+			s.logger.Warn("refusing a new session: too many live sessions", "live", n, "max", maxMCPSessions)
+			return nil
+		}
 		s.logger.Debug("new MCP session", "method", r.Method, "proto", r.Header.Get("Mcp-Protocol-Version"))
 		var sess *mcpSession
 		sess, err := s.newSession(ctx, func(ss *mcp.ServerSession) {
@@ -420,7 +419,7 @@ func (s *mcpServer) serveHTTP(ctx context.Context) error {
 		sessions = append(sessions, sess)
 		mu.Unlock()
 		return sess.Server()
-	}, &mcp.StreamableHTTPOptions{SessionTimeout: time.Hour, MaxRequestBodyBytes: maxMCPRequest})
+	}, &mcp.StreamableHTTPOptions{SessionTimeout: mcpIdleTimeout, MaxRequestBodyBytes: maxMCPRequest})
 	memoize := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			slot := &sessionSlot{}
@@ -489,6 +488,15 @@ type sessionSlot struct {
 
 // maxMCPRequest bounds an HTTP request's body.
 const maxMCPRequest = 16 << 20
+
+// Bounds on HTTP sessions: each holds an engine and its compiled tools
+// (about 20 MB), so a client that initializes and never ends its session
+// costs that until the idle timeout; past maxMCPSessions live, new ones are
+// refused.
+const (
+	maxMCPSessions = 32
+	mcpIdleTimeout = 10 * time.Minute
+)
 
 // lateApprover is an Approver set after the kernel that uses it is made.
 type lateApprover struct {

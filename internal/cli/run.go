@@ -176,28 +176,38 @@ func runRun(e *env, args []string) int {
 	if o.level == hclog.NoLevel {
 		return e.usageError(c, "unknown log level %q (levels: trace, debug, info, warn, error, off)", *level)
 	}
-	if o.engine == "" {
-		o.engine = e.getenv("MANDATE_ENGINE")
-	}
-	if o.engine == "" {
-		o.engine = defaultEngine
-	}
-	if _, ok := engines[o.engine]; !ok {
-		return e.usageError(c, "%s", unknownEngine(o.engine))
-	}
-	var err error
-	if o.cache, err = e.cacheDir(*cacheFlag); err != nil {
-		e.errorf("%v", err)
-		return exitUsage
-	}
-	if o.state, err = e.stateDir(*stateFlag); err != nil {
-		e.errorf("%v", err)
-		return exitUsage
+	if o.engine, o.cache, o.state, code, ok = e.runDirs(c, o.engine, *cacheFlag, *stateFlag); !ok {
+		return code
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return e.runTask(ctx, stop, o)
+}
+
+// runDirs resolves what a command that runs guests needs besides its
+// arguments: the engine (the flag, else $MANDATE_ENGINE, else the
+// default; one this build has), the cache root and the state directory.
+func (e *env) runDirs(c *command, engine, cacheFlag, stateFlag string) (eng, cache, state string, code int, ok bool) {
+	if engine == "" {
+		engine = e.getenv("MANDATE_ENGINE")
+	}
+	if engine == "" {
+		engine = defaultEngine
+	}
+	if _, known := engines[engine]; !known {
+		return "", "", "", e.usageError(c, "%s", unknownEngine(engine)), false
+	}
+	var err error
+	if cache, err = e.cacheDir(cacheFlag); err != nil {
+		e.errorf("%v", err)
+		return "", "", "", exitUsage, false
+	}
+	if state, err = e.stateDir(stateFlag); err != nil {
+		e.errorf("%v", err)
+		return "", "", "", exitUsage, false
+	}
+	return engine, cache, state, exitOK, true
 }
 
 // runTask runs the manifest's task and records the run. stop restores the
