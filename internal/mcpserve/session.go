@@ -32,7 +32,15 @@
 //     descriptions come from the policy, never from a guest.
 //
 // A canceled call (notifications/cancelled) kills its task; a call that
-// runs long sends progress when the client asked for it.
+// runs long sends progress when the client asked for it. A use that needs
+// a person's yes is asked through the client (Approver).
+//
+// What it does not do: it offers tools only (no resources, prompts or
+// completions), a result is one text item (and structured content when it
+// is a JSON object), tools cannot ask the client for sampling, and the
+// sessionless protocol (2026-07-28 without a session) is not served: a
+// session is what carries the label. CONFORMANCE.md has the conformance
+// suite's verdicts, scenario by scenario.
 package mcpserve
 
 import (
