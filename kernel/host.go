@@ -167,3 +167,11 @@ func (t *Task) LastDenial() (abi.Errno, string) {
 	defer t.mu.Unlock()
 	return t.lastDenial, t.lastErr
 }
+
+// Discard gives up a child that will not start: every capability passed
+// to it is revoked, so nothing it was given stays live.
+func (p *PendingTask) Discard() {
+	for _, c := range p.t.Caps() {
+		p.t.k.Revoke(c)
+	}
+}

@@ -143,7 +143,8 @@ type mcpServer struct {
 	store   *runstore.Store
 	mu      sync.Mutex
 	running sync.WaitGroup
-	live    atomic.Int64 // sessions started and not ended
+	live    atomic.Int64         // sessions started and not ended
+	open    map[*mcpSession]bool // HTTP sessions not ended, to end at shutdown; protected by mu
 }
 
 func (e *env) serveMCP(ctx context.Context, o mcpOptions) error {
@@ -211,6 +212,7 @@ type mcpSession struct {
 	run      RunInfo
 	k        *kernel.Kernel
 	auditor  *runAuditor
+	snap     *snapshotter
 	close    func()
 	endOnce  sync.Once
 	finished chan struct{}
@@ -292,9 +294,13 @@ func (s *mcpServer) newSession(ctx context.Context, initialized func(*mcp.Server
 		s.finish(run, nil, nil, runstore.StateRefused, err)
 		return fail(err)
 	}
+	// The session so far is recorded at most once a second, after the
+	// calls that ended: rewriting the record after every call cost most of
+	// a call's time in a long session.
+	snap := &snapshotter{every: time.Second, write: func() { s.snapshot(run, k, auditor) }}
 	sess, err := mcpserve.NewSession(mcpserve.Config{Kernel: k, Task: task, Tools: tools, Logger: s.logger.Named("mcp"),
 		Version: versionString(), Initialized: initialized,
-		Called: func() { s.snapshot(run, k, auditor) }})
+		Called: snap.called})
 	if err != nil {
 		task.Kill()
 		<-task.Done()
@@ -305,7 +311,7 @@ func (s *mcpServer) newSession(ctx context.Context, initialized func(*mcp.Server
 	s.running.Add(1)
 	s.live.Add(1)
 	s.logger.Info("session started", "run", runID, "tools", len(tools))
-	return &mcpSession{Session: sess, run: run, k: k, auditor: auditor, close: closeAll, finished: make(chan struct{})}, nil
+	return &mcpSession{Session: sess, run: run, k: k, auditor: auditor, snap: snap, close: closeAll, finished: make(chan struct{})}, nil
 }
 
 // endSession ends a session: its task (and any call still running) is
@@ -315,10 +321,14 @@ func (s *mcpServer) endSession(m *mcpSession) {
 		t := m.Task()
 		t.Kill()
 		<-t.Done()
+		m.snap.stop() // no record of the session so far lands after its end
 		s.finish(m.run, m.k, m.auditor, string(kernel.TaskDone), nil)
 		m.close()
 		s.logger.Info("session ended", "run", m.run.ID)
 		close(m.finished)
+		s.mu.Lock()
+		delete(s.open, m) // nothing of an ended session stays reachable
+		s.mu.Unlock()
 		s.live.Add(-1)
 		s.running.Done()
 	})
@@ -385,8 +395,6 @@ func (s *mcpServer) serveHTTP(ctx context.Context) error {
 	// versions, and for a new session's first request twice): a request
 	// of an existing session gets a server with no tools that serves
 	// nothing, and one request's asks are answered with one session.
-	var mu sync.Mutex
-	var sessions []*mcpSession
 	probe := mcp.NewServer(&mcp.Implementation{Name: "mandate", Version: versionString()}, nil)
 	handler := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		if r.Header.Get("Mcp-Session-Id") != "" {
@@ -415,9 +423,12 @@ func (s *mcpServer) serveHTTP(ctx context.Context) error {
 			return nil
 		}
 		memo.sess = sess
-		mu.Lock()
-		sessions = append(sessions, sess)
-		mu.Unlock()
+		s.mu.Lock()
+		if s.open == nil {
+			s.open = map[*mcpSession]bool{}
+		}
+		s.open[sess] = true
+		s.mu.Unlock()
 		return sess.Server()
 	}, &mcp.StreamableHTTPOptions{SessionTimeout: mcpIdleTimeout, MaxRequestBodyBytes: maxMCPRequest})
 	memoize := func(next http.Handler) http.Handler {
@@ -465,11 +476,15 @@ func (s *mcpServer) serveHTTP(ctx context.Context) error {
 		srv.Shutdown(shut)
 	}()
 	err = srv.Serve(ln)
-	mu.Lock()
-	for _, sess := range sessions {
+	s.mu.Lock()
+	open := make([]*mcpSession, 0, len(s.open))
+	for sess := range s.open {
+		open = append(open, sess)
+	}
+	s.mu.Unlock()
+	for _, sess := range open {
 		s.endSession(sess)
 	}
-	mu.Unlock()
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -511,4 +526,54 @@ func (l *lateApprover) Approve(ctx context.Context, r kernel.ApprovalRequest) (b
 	a := l.a
 	l.mu.Unlock()
 	return a.Approve(ctx, r)
+}
+
+// snapshotter writes a session's record after calls, at most once per
+// every: a call that ends within every of the last write schedules one
+// write at the end of the interval.
+type snapshotter struct {
+	every time.Duration
+	write func()
+
+	writing sync.WaitGroup
+	mu      sync.Mutex
+	last    time.Time   // protected by mu
+	pending *time.Timer // protected by mu
+	stopped bool        // protected by mu
+}
+
+func (s *snapshotter) called() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped || s.pending != nil {
+		return
+	}
+	wait := s.every - time.Since(s.last)
+	if wait < 0 {
+		wait = 0
+	}
+	s.writing.Add(1)
+	s.pending = time.AfterFunc(wait, func() {
+		defer s.writing.Done()
+		s.mu.Lock()
+		s.pending, s.last = nil, time.Now()
+		stopped := s.stopped
+		s.mu.Unlock()
+		if !stopped {
+			s.write()
+		}
+	})
+}
+
+// stop cancels a pending write and waits for one being written: the
+// session's end is recorded after, never before, its last snapshot.
+func (s *snapshotter) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	if s.pending != nil && s.pending.Stop() {
+		s.writing.Done() // its function will not run
+		s.pending = nil
+	}
+	s.mu.Unlock()
+	s.writing.Wait()
 }

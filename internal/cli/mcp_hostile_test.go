@@ -580,9 +580,6 @@ func TestMCPHostileHTTPCancel(t *testing.T) {
 // closes them does not grow the server's heap: an ended session's
 // kernel, tasks and results are garbage.
 func TestMCPHTTPEndedSessionsAreFreed(t *testing.T) {
-	t.Skip("BUG (issue 13): serveHTTP appends every session to its local sessions slice (to end them at shutdown) " +
-		"and never removes an ended one, so each ended session's mcpSession, kernel, tasks and result blobs stay " +
-		"reachable for the server's life: 5 sessions that each echoed 8 MiB left the heap ~135 MB larger")
 	if testing.Short() {
 		t.Skip("builds a guest")
 	}

@@ -554,11 +554,6 @@ func TestHostileForeignReference(t *testing.T) {
 // limit: ELIMIT) leaves no capability behind in the kernel's graph that
 // is held by a task that never ran.
 func TestHostileRefusedCallsLeaveNoCapabilities(t *testing.T) {
-	t.Skip("BUG (issue 13): Session.call passes the tool's capabilities to the pending task (PendingTask.Pass) before " +
-		"resolveRefs, SetInput and Start, and returns on their errors without revoking them: every call refused there " +
-		"(EBADHANDLE for a foreign reference, ELIMIT at the kernel's task limit) leaves a live, passed capability in " +
-		"the kernel's graph (and the session's run record) held by a task that never ran, and the kernel's capability " +
-		"list grows with every such call for the session's life")
 	f := newFixture(t)
 	for range 5 {
 		res := f.call("send_email", map[string]any{"op": "post", "path": "/send", "body": RefScheme + strings.Repeat("cd", 16)})

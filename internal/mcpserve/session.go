@@ -290,12 +290,6 @@ func (s *Session) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest) *
 	if err != nil {
 		return toolError("%s: %v", kernel.ErrnoOf(err), err)
 	}
-	for _, name := range t.Caps {
-		c, _ := s.task.CapByName(SessionCapName(t.Name, name))
-		if err := p.Pass(ctx, c, name); err != nil {
-			return toolError("%s: %v", kernel.ErrnoOf(err), err)
-		}
-	}
 	// References in the arguments: the blob goes into the tool's table,
 	// unread, and the tool is given {"mandate_blob": HANDLE}.
 	args, err = s.resolveRefs(args, p)
@@ -306,9 +300,19 @@ func (s *Session) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest) *
 	if err := p.SetInput(input, kernel.Label{}); err != nil {
 		return toolError("%s: %v", kernel.ErrnoOf(err), err)
 	}
+	// The capabilities last: a call refused from here on gives them back
+	// (Discard), so a refused call leaves nothing live behind.
+	for _, name := range t.Caps {
+		c, _ := s.task.CapByName(SessionCapName(t.Name, name))
+		if err := p.Pass(ctx, c, name); err != nil {
+			p.Discard()
+			return toolError("%s: %v", kernel.ErrnoOf(err), err)
+		}
+	}
 	// The task outlives this request when it waits for the person's
 	// answer (a multi round-trip call); a canceled call kills it (await).
 	if err := p.Start(context.Background()); err != nil {
+		p.Discard()
 		return toolError("%s: %v", kernel.ErrnoOf(err), err)
 	}
 	task := p.Task()
