@@ -258,6 +258,13 @@ func (s *mcpServer) newSession(ctx context.Context, initialized func(*mcp.Server
 	compiled := map[string]sandbox.Module{} // by digest: tools sharing a module compile it once
 	for _, t := range p.Tools {
 		wasm := s.wasm[t.Name]
+		// Pinned at start: a module file changed since is not reloaded.
+		if !t.ModuleIsDir {
+			if now, err := os.ReadFile(t.ModulePath); err != nil || sandbox.Digest(now) != sandbox.Digest(wasm) {
+				s.logger.Warn("a tool's module file changed since the server started; serving the module pinned then (restart to load another)",
+					"tool", t.Name, "pinned", sandbox.Digest(wasm))
+			}
+		}
 		mod, ok := compiled[sandbox.Digest(wasm)]
 		if !ok {
 			if mod, err = eng.Compile(ctx, wasm); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/caps/data"
+	"github.com/mandatevm/mandate/caps/declassify"
 	"github.com/mandatevm/mandate/caps/net"
 	"github.com/mandatevm/mandate/constraint"
 	"github.com/mandatevm/mandate/internal/guestbuild"
@@ -82,8 +83,9 @@ func newFixtureWith(t *testing.T, o fixtureOpts) *fixture {
 	}
 	eng := testengine.New(t)
 	appr := &indirect{}
-	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{net.New(), data.New(store)}, Approver: appr,
-		Constraints: constraint.New()})
+	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{net.New(), data.New(store), declassify.New()}, Approver: appr,
+		Declassifiers: []string{declassify.KindName},
+		Constraints:   constraint.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +111,8 @@ func newFixtureWith(t *testing.T, o fixtureOpts) *fixture {
 		{Name: "my_benefits", Description: "Your own benefits record.", InputSchema: schema, Module: mod, Limits: lim, Caps: []string{"records"}},
 		{Name: "benefits_ref", Description: "Your own benefits record, by reference.", InputSchema: schema, Module: mod, Limits: lim,
 			Caps: []string{"records"}, ByReference: true},
+		{Name: "my_plan", Description: "Your plan's name, declassified.", InputSchema: schema, Module: mod, Limits: lim,
+			Caps: []string{"records", "declass"}},
 		{Name: "web_search", Description: "Search the web.", InputSchema: schema, Module: mod, Limits: lim, Caps: []string{"web"}},
 		{Name: "send_email", Description: "Mail yourself.", InputSchema: schema, Module: mod, Limits: lim, Caps: []string{"mail"}},
 	}
@@ -116,6 +120,8 @@ func newFixtureWith(t *testing.T, o fixtureOpts) *fixture {
 	grants := []kernel.GrantSpec{
 		grant(SessionCapName("my_benefits", "records"), "data", recordsSpec),
 		grant(SessionCapName("benefits_ref", "records"), "data", recordsSpec),
+		grant(SessionCapName("my_plan", "records"), "data", recordsSpec),
+		grant(SessionCapName("my_plan", "declass"), "declassify", `{"drop":["pii:alice"],"project":["fields.plan"]}`),
 		grant(SessionCapName("web_search", "web"), "net", `{"origin":"`+f.web.URL+`","allow_private":true,"methods":["GET"],"paths":["/search"]}`),
 		grant(SessionCapName("send_email", "mail"), "net", `{"origin":"`+f.mail.URL+`","allow_private":true,"methods":["POST"],"paths":["/send"],"clearance":["pii:alice"]}`),
 	}
@@ -308,5 +314,28 @@ func TestCancelKillsTheTask(t *testing.T) {
 			t.Fatalf("%d tool tasks still run after the call was canceled", running)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestDeclassifyInASession: a tool that declassifies what it returns (a
+// declassify capability, as in a task) leaves the session below the
+// record's label: the model was shown only the plan's name, and the web
+// stays open.
+func TestDeclassifyInASession(t *testing.T) {
+	f := newFixture(t)
+	r := f.call("my_plan", map[string]any{"op": "plan", "owner": "alice"})
+	if r.IsError || !strings.Contains(text(r), "Gold PPO") || strings.Contains(text(r), "X1234567") {
+		t.Fatalf("my_plan: %s", text(r))
+	}
+	if l := f.s.Task().Label(); len(l.Conf()) != 0 || !strings.Contains(strings.Join(l.Integ(), ","), "declassified") {
+		t.Fatalf("the session after a declassified result: %v, want no confidentiality and the declassified taint", l)
+	}
+	if r := f.call("web_search", map[string]any{"op": "fetch", "path": "/search?q=Gold+PPO"}); r.IsError {
+		t.Errorf("web_search after the declassified result: %s", text(r))
+	}
+	// Without the declassify step the same record closes the web.
+	f.call("my_benefits", map[string]any{"op": "read", "owner": "alice"})
+	if r := f.call("web_search", map[string]any{"op": "fetch", "path": "/search?q=x"}); !r.IsError {
+		t.Error("web_search after the raw record worked")
 	}
 }

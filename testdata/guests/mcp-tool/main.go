@@ -6,6 +6,8 @@
 //	fetch {path}       result: the body of GET path on the net capability "web"
 //	post {path, body}  POST to the net capability "mail", body a string or a
 //	                   reference ({"mandate_blob": HANDLE}, spliced unread)
+//	plan {owner}       the owner's record, declassified through the
+//	                   capability "declass" (never read here)
 //	spin               never ends
 package main
 
@@ -55,6 +57,17 @@ func main() {
 			fail(err)
 		}
 		mandate.SetResultBlob(b) // unread: the result carries the record's label
+	case "plan":
+		args, _ := json.Marshal(map[string]any{"owner": a.Owner})
+		b, err := lookup("records").Call("read", args)
+		if err != nil {
+			fail(err)
+		}
+		d, err := lookup("declass").Call("declassify", []byte(fmt.Sprintf(`{"blob":%d}`, b.Handle())))
+		if err != nil {
+			fail(err)
+		}
+		mandate.SetResultBlob(d)
 	case "fetch":
 		resp, err := mnet.Fetch(lookup("web"), abi.HTTPRequest{Method: "GET", URL: a.Path})
 		if err != nil {
