@@ -294,28 +294,37 @@ func viewSummary(v kernel.CapView) string {
 
 // limitsSummary shows what the kernel itself bounds a capability by: its
 // constraints, rate, uses and budget, and whether it was passed to a
-// child.
+// child, each in brackets.
 func limitsSummary(x kernel.GraphCap) string {
 	var b strings.Builder
-	if len(x.When) > 0 {
-		fmt.Fprintf(&b, " [when %s]", kernel.Printable(strings.Join(x.When, " && ")))
-	}
-	if len(x.ApproveWhen) > 0 {
-		fmt.Fprintf(&b, " [approve_when %s]", kernel.Printable(strings.Join(x.ApproveWhen, " || ")))
-	}
-	if x.Rate != "" {
-		fmt.Fprintf(&b, " [rate %s]", x.Rate)
-	}
-	if x.View.MaxUses > 0 {
-		fmt.Fprintf(&b, " [uses %d of %d]", x.View.Uses, x.View.MaxUses)
-	}
-	if x.View.Budget != "" {
-		fmt.Fprintf(&b, " [spent %s of %s]", kernel.Printable(x.View.Spent), kernel.Printable(x.View.Budget))
-	}
-	if x.View.Passed {
-		b.WriteString(" [passed]")
+	for _, p := range limitsParts(x) {
+		b.WriteString(" [" + p + "]")
 	}
 	return b.String()
+}
+
+// limitsParts are limitsSummary's items, escaped.
+func limitsParts(x kernel.GraphCap) []string {
+	var parts []string
+	if len(x.When) > 0 {
+		parts = append(parts, "when "+kernel.Printable(strings.Join(x.When, " && ")))
+	}
+	if len(x.ApproveWhen) > 0 {
+		parts = append(parts, "approve_when "+kernel.Printable(strings.Join(x.ApproveWhen, " || ")))
+	}
+	if x.Rate != "" {
+		parts = append(parts, "rate "+kernel.Printable(x.Rate))
+	}
+	if x.View.MaxUses > 0 {
+		parts = append(parts, fmt.Sprintf("uses %d of %d", x.View.Uses, x.View.MaxUses))
+	}
+	if x.View.Budget != "" {
+		parts = append(parts, "spent "+kernel.Printable(x.View.Spent)+" of "+kernel.Printable(x.View.Budget))
+	}
+	if x.View.Passed {
+		parts = append(parts, "passed")
+	}
+	return parts
 }
 
 func scopeSummary(raw json.RawMessage) string {
@@ -428,6 +437,10 @@ func renderDOT(w io.Writer, r *Record) error {
 	capNode := func(id string) string { return dotQuote("cap:" + id) }
 	tasks := map[string]bool{}
 	caps := map[string]bool{}
+	denied := map[string]int{} // denials by capability
+	for _, d := range r.Denials {
+		denied[d.Cap]++
+	}
 	for _, t := range r.Tasks {
 		tasks[t.ID] = true
 		lines := []string{t.ID + " (" + t.Principal + ")", string(t.State), shortDigest(t.Module)}
@@ -449,10 +462,23 @@ func renderDOT(w io.Writer, r *Record) error {
 			head += " " + strconvQuote(c.Name)
 		}
 		lines := []string{head}
-		if s := scopeSummary(c.Scope); s != "" {
+		// The scope as the kind describes it (defaults left out, readable
+		// units), then what the kernel bounds it by: the person's intent
+		// (when, approve_when), rate, uses, budget. A record of an older
+		// Mandate has no description: its raw scope, then.
+		if len(c.View.Fields) > 0 {
+			for _, f := range c.View.Fields {
+				lines = append(lines, kernel.Printable(f.Name)+"="+kernel.Printable(f.Value))
+			}
+		} else if s := scopeSummary(c.Scope); s != "" {
 			lines = append(lines, strings.Fields(s)...)
 		}
+		lines = append(lines, limitsParts(c)...)
 		attrs := "shape=ellipse"
+		if n := denied[c.ID]; n > 0 {
+			lines = append(lines, fmt.Sprintf("%d denied", n))
+			attrs += ", penwidth=2"
+		}
 		if c.Revoked {
 			lines = append(lines, "[revoked]")
 			attrs += ", color=red, fontcolor=red"

@@ -257,3 +257,33 @@ func TestNewRunID(t *testing.T) {
 		t.Errorf("ids do not sort by time: %q <= %q", later, a)
 	}
 }
+
+// TestRenderDOTShowsIntent: the picture shows each capability the way its
+// kind describes it (no raw defaults) with the person's intent (when,
+// approve_when, uses, budget) and the denials made on it.
+func TestRenderDOTShowsIntent(t *testing.T) {
+	r := sampleRecord()
+	c := &r.Caps[0]
+	c.View = kernel.CapView{Fields: []kernel.Detail{{Name: "origin", Value: "https://flights.example"}, {Name: "methods", Value: "GET"}},
+		MaxUses: 3, Uses: 1, Budget: "800.00 USD", Spent: "612.00 USD"}
+	c.When = []string{"request.query.to != 'PYY'"}
+	c.ApproveWhen = []string{"request.method == 'POST'"}
+	r.Denials = append(r.Denials, runstore.Denial{Cap: c.ID, Op: "call:fetch", Errno: "EDENIED"}, runstore.Denial{Cap: c.ID, Op: "call:fetch", Errno: "EFLOW"})
+	var b bytes.Buffer
+	if err := renderDOT(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	for _, want := range []string{
+		`origin=https://flights.example\nmethods=GET\nwhen request.query.to != 'PYY'\napprove_when request.method == 'POST'\nuses 1 of 3\nspent 612.00 USD of 800.00 USD\n`,
+		`denied"`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %s in:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "max_redirects=5") {
+		t.Errorf("a described capability shows its raw default scope:\n%s", got)
+	}
+	checkDOTQuoting(t, got)
+}
