@@ -184,6 +184,11 @@ func (ps *parser) command(start, p int) (Instruction, int, bool) {
 		return in, e, true
 	}
 	t := strings.TrimSpace(text[bare:lineEnd])
+	if t == "" {
+		// Only white space the marker's skip did not see (a vertical
+		// tab, a form feed): there is no instruction.
+		return Instruction{}, lineEnd, false
+	}
 	return Instruction{Kind: InstructionSay, Text: t, Source: source(lineEnd)}, lineEnd, true
 }
 
