@@ -13,10 +13,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -731,48 +729,7 @@ func benchMCPSessions(b *testing.B, connect func(*testing.B) *mcp.ClientSession,
 		b.Run(c.name, func(b *testing.B) {
 			cs := connect(b)
 			defer cs.Close()
-			benchMCPCalls(b, c.conc, c.warm, echo(cs))
+			kerneltest.BenchCalls(b, c.conc, c.warm, echo(cs))
 		})
 	}
-}
-
-// benchMCPCalls makes warm calls of f, then b.N from conc goroutines, and
-// reports the calls per second and the p50 and p99 latency.
-func benchMCPCalls(b *testing.B, conc, warm int, f func() error) {
-	for range warm {
-		if err := f(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	durs := make([]time.Duration, b.N)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(b.N) {
-					return
-				}
-				t0 := time.Now()
-				if err := f(); err != nil {
-					b.Error(err)
-					return
-				}
-				durs[i] = time.Since(t0)
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	slices.Sort(durs)
-	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
-	b.ReportMetric(us(durs[len(durs)/2]), "p50-µs")
-	b.ReportMetric(us(durs[min(len(durs)-1, len(durs)*99/100)]), "p99-µs")
 }

@@ -3,12 +3,9 @@ package mcpserve
 import (
 	"context"
 	"encoding/json"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -68,47 +65,6 @@ func BenchmarkToolCall(b *testing.B) {
 		f    func() error
 		conc int
 	}{{"kernel", spawn, 1}, {"in-memory", call, 1}, {"kernel/concurrent-4", spawn, 4}, {"in-memory/concurrent-4", call, 4}} {
-		b.Run(bc.name, func(b *testing.B) { benchToolCalls(b, bc.conc, bc.f) })
+		b.Run(bc.name, func(b *testing.B) { kerneltest.BenchCalls(b, bc.conc, 5, bc.f) })
 	}
-}
-
-// benchToolCalls makes b.N calls of f from conc goroutines and reports the
-// calls per second and the p50 and p99 latency.
-func benchToolCalls(b *testing.B, conc int, f func() error) {
-	for range 5 { // warm: the engine's first instances, the client
-		if err := f(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	durs := make([]time.Duration, b.N)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(b.N) {
-					return
-				}
-				t0 := time.Now()
-				if err := f(); err != nil {
-					b.Error(err)
-					return
-				}
-				durs[i] = time.Since(t0)
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	slices.Sort(durs)
-	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
-	b.ReportMetric(us(durs[len(durs)/2]), "p50-µs")
-	b.ReportMetric(us(durs[min(len(durs)-1, len(durs)*99/100)]), "p99-µs")
 }
