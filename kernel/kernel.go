@@ -53,6 +53,8 @@ type Config struct {
 	// not joined with the caller's, and every use of them is audited
 	// whatever the manifest says. No other kind can lower a label.
 	Declassifiers []string
+	// Observer, when set, is told of every task's start and end.
+	Observer Observer
 }
 
 // registered is a kind as the kernel knows it: its static Info, read once,
@@ -74,6 +76,7 @@ type Kernel struct {
 	compiler ConstraintCompiler
 	modules  ModuleResolver
 	maxTasks int
+	observer Observer     // nil: none
 	live     atomic.Int64 // running tasks
 
 	mu       sync.Mutex
@@ -101,6 +104,7 @@ func New(cfg Config) (*Kernel, error) {
 	k.compiler = cfg.Constraints
 	k.modules = cfg.Modules
 	k.maxTasks = cfg.MaxTasks
+	k.observer = cfg.Observer
 	if k.maxTasks <= 0 {
 		k.maxTasks = DefaultMaxTasks
 	}

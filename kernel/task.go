@@ -326,6 +326,9 @@ func (t *Task) launch(ctx context.Context, spec TaskSpec) {
 		args = append(args, "parent", t.parent.id, "depth", t.depth)
 	}
 	t.logger.Info("task started", args...)
+	if k.observer != nil {
+		k.observer.TaskStarted(t)
+	}
 	go t.run(ctx, spec.Module, cfg)
 }
 
@@ -391,6 +394,9 @@ func (t *Task) run(ctx context.Context, mod sandbox.Module, cfg sandbox.RunConfi
 	}
 	t.k.live.Add(-1)
 	close(t.done)
+	if o := t.k.observer; o != nil {
+		o.TaskEnded(t)
+	}
 }
 
 // runGuarded runs the module, turning an engine panic into an error: the
