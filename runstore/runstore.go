@@ -480,7 +480,15 @@ func writeRecord(ctx context.Context, tx *sql.Tx, rec Record) error {
 			return err
 		}
 	}
-	for _, table := range []string{"tasks", "caps", "edges", "denials", "flows", "outputs"} {
+	// Denials and flows are replaced; tasks and capabilities are
+	// upserted, and the outputs of the tasks in rec replaced. A long-lived
+	// run's kernel forgets the tasks that ended once they are recorded
+	// (kernel.Forget, see package host), so a later snapshot lacks them:
+	// their rows stay as last written. A row already recorded keeps its
+	// place (ord) and its edges, which follow from what never changes (a
+	// task's parent, a capability's parent and holder); a new one goes
+	// after every row of the run.
+	for _, table := range []string{"denials", "flows"} {
 		if _, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE run = ?", r.ID); err != nil {
 			return err
 		}
@@ -490,18 +498,35 @@ func writeRecord(ctx context.Context, tx *sql.Tx, rec Record) error {
 		return err
 	}
 	defer edge.Close()
-	for i, t := range rec.Tasks {
+	var taskOrd, capOrd int
+	if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(ord) + 1, 0) FROM tasks WHERE run = ?", r.ID).Scan(&taskOrd); err != nil {
+		return err
+	}
+	if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(ord) + 1, 0) FROM caps WHERE run = ?", r.ID).Scan(&capOrd); err != nil {
+		return err
+	}
+	for _, t := range rec.Tasks {
 		label, _ := json.Marshal(t.Label)
 		var clearance any
 		if t.Clearance != nil {
 			b, _ := json.Marshal(t.Clearance)
 			clearance = string(b)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO tasks (run, ord, id, parent, principal, module, state, label, clearance, denials, error)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, i, t.ID, t.Parent, t.Principal, t.Module, string(t.State), string(label), clearance, t.Denials, t.Error); err != nil {
+		res, err := tx.ExecContext(ctx, `UPDATE tasks SET parent = ?, principal = ?, module = ?, state = ?, label = ?, clearance = ?, denials = ?, error = ?
+			WHERE run = ? AND id = ?`,
+			t.Parent, t.Principal, t.Module, string(t.State), string(label), clearance, t.Denials, t.Error, r.ID, t.ID)
+		if err != nil {
 			return fmt.Errorf("task %s: %w", t.ID, err)
 		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO tasks (run, ord, id, parent, principal, module, state, label, clearance, denials, error)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, taskOrd, t.ID, t.Parent, t.Principal, t.Module, string(t.State), string(label), clearance, t.Denials, t.Error); err != nil {
+			return fmt.Errorf("task %s: %w", t.ID, err)
+		}
+		taskOrd++
 		if t.Parent != "" {
 			if _, err := edge.ExecContext(ctx, r.ID, "spawn", t.Parent, t.ID); err != nil {
 				return err
@@ -512,7 +537,7 @@ func writeRecord(ctx context.Context, tx *sql.Tx, rec Record) error {
 	for _, c := range rec.Caps {
 		holders[c.ID] = c.Holder
 	}
-	for i, c := range rec.Caps {
+	for _, c := range rec.Caps {
 		scope := string(c.Scope)
 		if scope == "" {
 			scope = "null"
@@ -523,11 +548,21 @@ func writeRecord(ctx context.Context, tx *sql.Tx, rec Record) error {
 		if err != nil {
 			return fmt.Errorf("cap %s: view: %w", c.ID, err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO caps (run, ord, id, kind, name, holder, parent, scope, revoked, dropped, audited, when_exprs, approve_when, rate, view)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, i, c.ID, c.Kind, c.Name, c.Holder, c.Parent, scope, c.Revoked, c.Dropped, c.Audited, string(when), string(appr), c.Rate, string(view)); err != nil {
+		res, err := tx.ExecContext(ctx, `UPDATE caps SET kind = ?, name = ?, holder = ?, parent = ?, scope = ?, revoked = ?, dropped = ?, audited = ?,
+			when_exprs = ?, approve_when = ?, rate = ?, view = ? WHERE run = ? AND id = ?`,
+			c.Kind, c.Name, c.Holder, c.Parent, scope, c.Revoked, c.Dropped, c.Audited, string(when), string(appr), c.Rate, string(view), r.ID, c.ID)
+		if err != nil {
 			return fmt.Errorf("cap %s: %w", c.ID, err)
 		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO caps (run, ord, id, kind, name, holder, parent, scope, revoked, dropped, audited, when_exprs, approve_when, rate, view)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, capOrd, c.ID, c.Kind, c.Name, c.Holder, c.Parent, scope, c.Revoked, c.Dropped, c.Audited, string(when), string(appr), c.Rate, string(view)); err != nil {
+			return fmt.Errorf("cap %s: %w", c.ID, err)
+		}
+		capOrd++
 		if c.Parent != "" {
 			if _, err := edge.ExecContext(ctx, r.ID, "derive", c.Parent, c.ID); err != nil {
 				return err
@@ -560,12 +595,18 @@ func writeRecord(ctx context.Context, tx *sql.Tx, rec Record) error {
 			return err
 		}
 	}
+	// A task in the record has the outputs the record gives it, no more.
+	for _, t := range rec.Tasks {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM outputs WHERE run = ? AND task = ?", r.ID, t.ID); err != nil {
+			return err
+		}
+	}
 	for _, o := range rec.Outputs {
 		data := o.Data
 		if data == nil {
 			data = []byte{}
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO outputs (run, task, stream, data, truncated, dropped) VALUES (?, ?, ?, ?, ?, ?)`,
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO outputs (run, task, stream, data, truncated, dropped) VALUES (?, ?, ?, ?, ?, ?)`,
 			r.ID, o.Task, o.Stream, data, o.Truncated, o.Dropped); err != nil {
 			return fmt.Errorf("output %s of task %s: %w", o.Stream, o.Task, err)
 		}

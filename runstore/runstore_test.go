@@ -489,3 +489,61 @@ func TestCrashedRunsAreReported(t *testing.T) {
 		t.Errorf("the lock of a finished run is left: %v", err)
 	}
 }
+
+// TestForgottenTasksStay: a snapshot taken after the kernel forgot an
+// ended task (kernel.Forget) lacks it and its capabilities; their rows stay
+// as last written, in their place, with their edges and outputs, and a new
+// task goes after them.
+func TestForgottenTasksStay(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	full := sampleRecord("20261201T150000Z-aaaaaa", time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC))
+	full.Outputs = []Output{{Task: "t2", Stream: StreamResult, Data: []byte("child result")}}
+	if err := s.Begin(ctx, full.Run); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Snapshot(ctx, full); err != nil {
+		t.Fatal(err)
+	}
+	// t2 and the capability it held (c2) are forgotten; t3 and c4 are new;
+	// t1's state changed.
+	later := full
+	later.Graph = kernel.Graph{
+		Tasks: []kernel.GraphTask{full.Tasks[0], {ID: "t3", Parent: "t1", Principal: "alice", Module: "sha256:01", State: kernel.TaskRunning}},
+		Caps:  []kernel.GraphCap{full.Caps[0], full.Caps[2], {ID: "c4", Kind: "net", Holder: "t3", Parent: "c1", Scope: json.RawMessage(`{}`)}},
+	}
+	later.Tasks[0].Denials = 5
+	later.Outputs = nil
+	if err := s.Finish(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, full.Run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tasks, caps []string
+	for _, x := range got.Tasks {
+		tasks = append(tasks, x.ID)
+	}
+	for _, x := range got.Caps {
+		caps = append(caps, x.ID)
+	}
+	if strings.Join(tasks, ",") != "t1,t2,t3" || strings.Join(caps, ",") != "c1,c2,c3,c4" {
+		t.Fatalf("tasks %v, caps %v; want t1,t2,t3 and c1..c4 in order", tasks, caps)
+	}
+	if got.Tasks[0].Denials != 5 || got.Tasks[1].State != kernel.TaskDone || !got.Caps[1].Revoked {
+		t.Errorf("rows not as last written: %+v", got.Graph)
+	}
+	var n int
+	if err := s.db.QueryRow(`SELECT count(*) FROM edges WHERE run = ?`, full.Run.ID).Scan(&n); err != nil || n != 9 {
+		// spawn t1->t2, t1->t3; derive c1->c2, c1->c4; holds x4; pass t1->c2
+		t.Errorf("edges: %d, %v; want 9, none twice", n, err)
+	}
+	if out, err := s.Outputs(ctx, full.Run.ID, "t2"); err != nil || len(out) != 1 {
+		t.Errorf("the forgotten task's output: %+v, %v", out, err)
+	}
+}
