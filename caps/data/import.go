@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -173,4 +175,33 @@ func parseColumn(h string) (string, []string, error) {
 		tags = []string{}
 	}
 	return name, tags, nil
+}
+
+// Importable reports whether file has an extension ReadFile reads.
+func Importable(file string) bool {
+	ext := strings.ToLower(filepath.Ext(file))
+	return ext == ".json" || ext == ".csv"
+}
+
+// ReadFile parses an import file: a .json array of objects (ParseJSON) or
+// a .csv table (ParseCSV).
+func ReadFile(file string) ([]Record, error) {
+	parse := ParseJSON
+	switch strings.ToLower(filepath.Ext(file)) {
+	case ".json":
+	case ".csv":
+		parse = ParseCSV
+	default:
+		return nil, fmt.Errorf("%s: want a .json or .csv file", file)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	recs, err := parse(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v (nothing imported)", file, err)
+	}
+	return recs, nil
 }

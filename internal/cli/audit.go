@@ -6,14 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"text/tabwriter"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/audit"
-	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/kernel"
-	"github.com/mandatevm/mandate/runstore"
 )
 
 const auditHelp = `Usage: mandate audit [RUN | --run ID | --all] [--task T] [--denied] [--format text|json] [--state-dir DIR]
@@ -49,58 +45,6 @@ Examples:
 `
 
 func auditPath(state string) string { return filepath.Join(state, "audit.db") }
-
-// runAuditor records to the audit log, mirrors allowed decisions on
-// audited capabilities into the run's log, as the kernel's default
-// auditor does (denials are already logged by the task), and keeps the
-// run's denials and flows for the run store.
-type runAuditor struct {
-	log    kernel.Auditor
-	logger hclog.Logger
-
-	mu      sync.Mutex
-	denials []runstore.Denial // at most runstore.MaxDenials
-	flows   []runstore.Flow   // at most runstore.MaxFlows
-	dropped struct{ denials, flows int }
-}
-
-func (a *runAuditor) Record(ctx context.Context, ev kernel.AuditEvent) error {
-	if err := a.log.Record(ctx, ev); err != nil {
-		return err
-	}
-	if ev.Decision == kernel.Allow {
-		a.logger.Info("audit: allow", "task", ev.Task, "cap", ev.Cap, "kind", ev.Kind, "op", ev.Op)
-	}
-	a.keep(ev)
-	return nil
-}
-
-// keep notes a denial, and a decision where labelled data met a sink: an
-// EFLOW refusal, a declassification, or an audited call by a labelled task.
-func (a *runAuditor) keep(ev kernel.AuditEvent) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	errno := ""
-	if ev.Errno != abi.ESUCCESS {
-		errno = ev.Errno.String()
-	}
-	if ev.Decision == kernel.Deny {
-		if len(a.denials) < runstore.MaxDenials {
-			a.denials = append(a.denials, runstore.Denial{Time: ev.Time, Task: ev.Task, Principal: ev.Principal, Cap: ev.Cap,
-				Kind: ev.Kind, Op: ev.Op, Errno: errno, Reason: ev.Reason, Label: ev.Label})
-		} else {
-			a.dropped.denials++
-		}
-	}
-	if ev.Errno == abi.EFLOW || ev.Kind == "declassify" || ev.Decision == kernel.Allow && !ev.Label.IsZero() {
-		if len(a.flows) < runstore.MaxFlows {
-			a.flows = append(a.flows, runstore.Flow{Time: ev.Time, Task: ev.Task, Cap: ev.Cap, Kind: ev.Kind, Op: ev.Op,
-				Decision: string(ev.Decision), Errno: errno, Label: ev.Label})
-		} else {
-			a.dropped.flows++
-		}
-	}
-}
 
 func runAudit(e *env, args []string) int {
 	c := lookupCommand("audit")

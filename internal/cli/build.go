@@ -2,13 +2,11 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
-	"github.com/mandatevm/mandate/internal/guestbuild"
+	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/sandbox"
 )
 
@@ -83,38 +81,17 @@ func runBuild(e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "mandate build: %v\n", err)
 		return exitUsage
 	}
-	wasm, err := buildGuest(context.Background(), dir, *reactor, cache)
+	wasm, err := host.BuildGuest(context.Background(), dir, *reactor, cache)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "mandate build: %v\n", err)
 		return exitUsage
 	}
-	if err := writeFileAtomic(*out, wasm, 0o644); err != nil {
+	if err := host.WriteFileAtomic(*out, wasm, 0o644); err != nil {
 		fmt.Fprintf(e.stderr, "mandate build: %v\n", err)
 		return exitUsage
 	}
 	fmt.Fprintf(e.stdout, "%s  %s\n", sandbox.Digest(wasm), *out)
 	return exitOK
-}
-
-// buildGuest builds the guest in dir with the build cache under cache.
-func buildGuest(ctx context.Context, dir string, reactor bool, cache string) ([]byte, error) {
-	// Build where the guest really is, inside its module.
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = real
-	}
-	wasm, _, err := guestbuild.Build(ctx, dir, guestbuild.Options{
-		CacheDir: filepath.Join(cache, "guests"),
-		Reactor:  reactor,
-	})
-	if err != nil {
-		msg := strings.TrimPrefix(err.Error(), "guestbuild: ")
-		if strings.Contains(msg, "go.mod file not found") {
-			msg += "\nhint: a guest is a Go main package in a module; add a go.mod that requires " +
-				guestbuild.MandateModule + " (go mod init, then go get " + guestbuild.MandateModule + ")"
-		}
-		return nil, errors.New(msg)
-	}
-	return wasm, nil
 }
 
 // cacheDir returns the cache root: flag, else $MANDATE_CACHE_DIR, else

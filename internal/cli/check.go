@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/mandatevm/mandate/caps/data"
+	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/manifest"
 	"github.com/mandatevm/mandate/sandbox"
@@ -212,9 +214,9 @@ func runCheck(e *env, args []string) int {
 		}
 		return e.manifestError(err)
 	}
-	ks, closeKinds := kindsFor("")
+	ks, closeKinds := host.Kinds("")
 	defer closeKinds()
-	g, err := checkGrants(m, ks, declassifiers)
+	g, err := checkGrants(m, ks, host.Declassifiers)
 	if err != nil {
 		return e.manifestError(err)
 	}
@@ -368,7 +370,7 @@ func checkSeeds(m *manifest.Manifest) ([]kernel.Seed, error) {
 	seeds := make([]kernel.Seed, 0, len(m.Seeds))
 	for i := range m.Seeds {
 		s := &m.Seeds[i]
-		recs, err := readRecords(s.File)
+		recs, err := data.ReadFile(s.File)
 		if err != nil {
 			return nil, s.Error(err)
 		}
@@ -740,7 +742,7 @@ type policyReport struct {
 // checkPolicy checks a policy: each tool as a task of the session's
 // principal and clearance, with the session's seeds.
 func (e *env) checkPolicy(p *manifest.Policy, format string) int {
-	ks, closeKinds := kindsFor("")
+	ks, closeKinds := host.Kinds("")
 	defer closeKinds()
 	rep := policyReport{Tools: map[string]*checkReport{}, Unavailable: map[string][]string{}}
 	rep.Session.Principal = p.Session.Principal
@@ -752,7 +754,7 @@ func (e *env) checkPolicy(p *manifest.Policy, format string) int {
 	for _, t := range p.Tools {
 		m := &manifest.Manifest{Path: p.Path, Dir: p.Dir, Name: t.Name, ModulePath: t.ModulePath, ModuleIsDir: t.ModuleIsDir,
 			Principal: p.Session.Principal, Caps: t.Caps, Seeds: p.Session.Seeds, Clearance: p.Session.Clearance}
-		g, err := checkGrants(m, ks, declassifiers)
+		g, err := checkGrants(m, ks, host.Declassifiers)
 		if err != nil {
 			return e.manifestError(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/kernel"
 )
 
@@ -175,7 +176,7 @@ func TestCheckAsksTheKinds(t *testing.T) {
 // names: it must never appear in a description.
 const describeSecret = "s3cr3t-value-never-described"
 
-// describeSpecs sets, for each kind kindsFor registers, every grant field
+// describeSpecs sets, for each kind host.Kinds registers, every grant field
 // the kind documents to a value that is not its default. A new kind adds
 // its row.
 var describeSpecs = map[string]string{
@@ -208,7 +209,7 @@ var describeWant = map[string]map[string]string{
 // TestKindsDescribeEveryField: every kind a run registers describes every
 // field of its grant, secrets by their source only.
 func TestKindsDescribeEveryField(t *testing.T) {
-	ks, closeKinds := kindsFor("")
+	ks, closeKinds := host.Kinds("")
 	defer closeKinds()
 	gc := kernel.GrantContext{Dir: t.TempDir(), LookupEnv: func(name string) (string, bool) {
 		return describeSecret, name == "DESCRIBE_SECRET"

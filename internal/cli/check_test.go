@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/manifest"
 )
@@ -64,9 +65,9 @@ func loadCheckManifest(t *testing.T, body string) *manifest.Manifest {
 // checkWith analyses m with the CLI's kinds and extra.
 func checkWith(t *testing.T, m *manifest.Manifest, extra []kernel.Kind, extraDeclassifiers ...string) *checkReport {
 	t.Helper()
-	ks, closeKinds := kindsFor("")
+	ks, closeKinds := host.Kinds("")
 	defer closeKinds()
-	g, err := checkGrants(m, append(ks, extra...), append(slices.Clone(declassifiers), extraDeclassifiers...))
+	g, err := checkGrants(m, append(ks, extra...), append(slices.Clone(host.Declassifiers), extraDeclassifiers...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
 	"github.com/mandatevm/mandate/caps/data"
-	"github.com/mandatevm/mandate/manifest"
+	"github.com/mandatevm/mandate/host"
 )
 
 const dataHelp = `Usage: mandate data import FILE.json|FILE.csv --collection NAME [--relation FIELD=RELATION]... [--store PATH]
@@ -78,9 +77,6 @@ func (r relationFlag) Set(s string) error {
 	return nil
 }
 
-// dataStorePath is where the data store lives in a state directory.
-func dataStorePath(state string) string { return filepath.Join(state, "data.db") }
-
 func runData(e *env, args []string) int {
 	c := lookupCommand("data")
 	if len(args) == 0 {
@@ -115,7 +111,7 @@ func runData(e *env, args []string) int {
 			e.errorf("%v", err)
 			return exitUsage
 		}
-		path = dataStorePath(state)
+		path = host.DataStorePath(state)
 	}
 	if sub == "export" {
 		if len(rels) > 0 {
@@ -130,10 +126,10 @@ func runData(e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	if !importable(file) {
+	if !data.Importable(file) {
 		return e.usageError(c, "%s: want a .json or .csv file", file)
 	}
-	recs, err := readRecords(file)
+	recs, err := data.ReadFile(file)
 	if err != nil {
 		e.errorf("%v", err)
 		return exitUsage
@@ -153,58 +149,6 @@ func runData(e *env, args []string) int {
 	}
 	fmt.Fprintf(e.stdout, "imported %d records into %s (%s)\n", n, *collection, path)
 	return exitOK
-}
-
-// importable reports whether file has an extension readRecords reads.
-func importable(file string) bool {
-	ext := strings.ToLower(filepath.Ext(file))
-	return ext == ".json" || ext == ".csv"
-}
-
-// readRecords parses a .json or .csv import file.
-func readRecords(file string) ([]data.Record, error) {
-	parse := data.ParseJSON
-	switch strings.ToLower(filepath.Ext(file)) {
-	case ".json":
-	case ".csv":
-		parse = data.ParseCSV
-	default:
-		return nil, fmt.Errorf("%s: want a .json or .csv file", file)
-	}
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	recs, err := parse(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v (nothing imported)", file, err)
-	}
-	return recs, nil
-}
-
-// seedStore imports a manifest's seed blocks into the run's data store,
-// each in one transaction, before anything runs.
-func (e *env) seedStore(ctx context.Context, seeds []manifest.Seed, state string) error {
-	if len(seeds) == 0 {
-		return nil
-	}
-	st, err := data.Open(dataStorePath(state))
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	for i := range seeds {
-		s := &seeds[i]
-		recs, err := readRecords(s.File)
-		if err != nil {
-			return s.Error(err)
-		}
-		if _, err := st.Import(ctx, s.Collection, recs, data.ImportOptions{Relations: s.Relations}); err != nil {
-			return s.Error(err)
-		}
-	}
-	return nil
 }
 
 // dataExport prints collection's records as a JSON array.

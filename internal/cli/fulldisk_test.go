@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/mandatevm/mandate/audit"
+	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/runstore"
 )
@@ -245,7 +246,7 @@ func TestReadOnlyAuditLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wasm, err := buildGuest(context.Background(), guest, false, filepath.Join(os.TempDir(), "mandate-concurrent-test-cache"))
+	wasm, err := host.BuildGuest(context.Background(), guest, false, filepath.Join(os.TempDir(), "mandate-concurrent-test-cache"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/audit"
 	"github.com/mandatevm/mandate/constraint"
+	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/internal/mcpserve"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/manifest"
@@ -157,7 +158,7 @@ func (e *env) serveMCP(ctx context.Context, o mcpOptions) error {
 	for _, t := range p.Tools {
 		var wasm []byte
 		if t.ModuleIsDir {
-			wasm, err = buildGuest(ctx, t.ModulePath, false, o.cache)
+			wasm, err = host.BuildGuest(ctx, t.ModulePath, false, o.cache)
 		} else {
 			wasm, err = os.ReadFile(t.ModulePath)
 		}
@@ -187,7 +188,7 @@ func (e *env) serveMCP(ctx context.Context, o mcpOptions) error {
 	if err := s.store.Check(ctx); err != nil {
 		return err
 	}
-	if err := e.seedStore(ctx, p.Session.Seeds, o.state); err != nil {
+	if err := host.Seed(ctx, p.Session.Seeds, o.state); err != nil {
 		return err
 	}
 	defer s.running.Wait()
@@ -211,7 +212,7 @@ type mcpSession struct {
 	*mcpserve.Session
 	run      RunInfo
 	k        *kernel.Kernel
-	auditor  *runAuditor
+	auditor  *host.Auditor
 	snap     *snapshotter
 	close    func()
 	endOnce  sync.Once
@@ -230,7 +231,7 @@ func (s *mcpServer) newSession(ctx context.Context, initialized func(*mcp.Server
 		}
 	}
 	fail := func(err error) (*mcpSession, error) { closeAll(); return nil, err }
-	eng, err := engines[o.engine](ctx, filepath.Join(o.cache, o.engine))
+	eng, err := host.NewEngine(ctx, o.engine, filepath.Join(o.cache, o.engine))
 	if err != nil {
 		return fail(fmt.Errorf("engine %s: %v", o.engine, err))
 	}
@@ -245,11 +246,11 @@ func (s *mcpServer) newSession(ctx context.Context, initialized func(*mcp.Server
 	started := time.Now()
 	runID := newRunID(started)
 	abs, _ := filepath.Abs(o.policy)
-	auditor := &runAuditor{log: s.alog.ForRun(runID), logger: s.logger.Named("audit")}
-	ks, closeKinds := kindsFor(o.state)
+	auditor := host.NewAuditor(s.alog.ForRun(runID), s.logger.Named("audit"))
+	ks, closeKinds := host.Kinds(o.state)
 	closers = append(closers, func() { closeKinds() })
 	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: ks, Logger: s.logger, Approver: approver,
-		Constraints: constraint.New(), Auditor: auditor, Declassifiers: declassifiers})
+		Constraints: constraint.New(), Auditor: auditor, Declassifiers: host.Declassifiers})
 	if err != nil {
 		return fail(err)
 	}
@@ -343,7 +344,7 @@ func (s *mcpServer) endSession(m *mcpSession) {
 
 // snapshot records a running session so far, so "mandate graph" shows it
 // live.
-func (s *mcpServer) snapshot(run RunInfo, k *kernel.Kernel, a *runAuditor) {
+func (s *mcpServer) snapshot(run RunInfo, k *kernel.Kernel, a *host.Auditor) {
 	rec := s.record(run, k, a)
 	if err := s.store.Snapshot(context.Background(), rec); err != nil {
 		s.logger.Warn("recording the session so far", "run", run.ID, "error", err)
@@ -351,23 +352,20 @@ func (s *mcpServer) snapshot(run RunInfo, k *kernel.Kernel, a *runAuditor) {
 }
 
 // record is a session's run as recorded now.
-func (s *mcpServer) record(run RunInfo, k *kernel.Kernel, a *runAuditor) Record {
+func (s *mcpServer) record(run RunInfo, k *kernel.Kernel, a *host.Auditor) Record {
 	rec := Record{Version: runstore.RecordVersion, Run: run, Graph: kernel.Graph{Tasks: []kernel.GraphTask{}, Caps: []kernel.GraphCap{}}}
 	if k != nil {
 		rec.Graph = k.Graph()
-		rec.Outputs = taskOutputs(k)
+		rec.Outputs = host.TaskOutputs(k)
 	}
 	if a != nil {
-		a.mu.Lock()
-		rec.Denials, rec.Flows = a.denials, a.flows
-		rec.DenialsDropped, rec.FlowsDropped = a.dropped.denials, a.dropped.flows
-		a.mu.Unlock()
+		rec.Denials, rec.Flows, rec.DenialsDropped, rec.FlowsDropped = a.Kept()
 	}
 	return rec
 }
 
 // finish records how a session's run ended.
-func (s *mcpServer) finish(run RunInfo, k *kernel.Kernel, a *runAuditor, state string, err error) {
+func (s *mcpServer) finish(run RunInfo, k *kernel.Kernel, a *host.Auditor, state string, err error) {
 	run.Ended, run.State = time.Now().UTC(), state
 	if err != nil {
 		run.Error, run.Exit = err.Error(), exitUsage

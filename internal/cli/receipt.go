@@ -2,8 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -29,31 +27,6 @@ Examples:
 	mandate run examples/taxprep/taxprep.hcl --input examples/taxprep/w2.json --receipt taxprep.receipt
 	mandate verify taxprep.receipt
 `
-
-// buildReceipt describes a finished run: its grants, tasks and the audit
-// checkpoint signed after it.
-func buildReceipt(runID, manifestPath, moduleDigest, principal string, g kernel.Graph, root string, checkpoint []byte) audit.Receipt {
-	r := audit.Receipt{Run: runID, Manifest: manifestPath, Module: moduleDigest, Principal: principal, Checkpoint: string(checkpoint)}
-	if b, err := os.ReadFile(manifestPath); err == nil {
-		sum := sha256.Sum256(b)
-		r.ManifestDigest = "sha256:" + hex.EncodeToString(sum[:])
-	}
-	for _, c := range g.Caps {
-		if c.Holder == root && c.Parent == "" {
-			r.Grants = append(r.Grants, audit.ReceiptGrant{Name: c.Name, Kind: c.Kind, Scope: c.Scope,
-				When: c.When, ApproveWhen: c.ApproveWhen, Rate: c.Rate, Audited: c.Audited})
-		}
-	}
-	for _, t := range g.Tasks {
-		l, _ := json.Marshal(t.Label)
-		cl, _ := json.Marshal(t.Clearance)
-		r.Tasks = append(r.Tasks, audit.ReceiptTask{ID: t.ID, Parent: t.Parent, Module: t.Module, State: string(t.State), Label: l, Clearance: cl})
-	}
-	if r.Grants == nil {
-		r.Grants = []audit.ReceiptGrant{}
-	}
-	return r
-}
 
 func runVerify(e *env, args []string) int {
 	c := lookupCommand("verify")

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/runstore"
 )
 
@@ -94,56 +93,12 @@ func (e *env) stateDir(flagValue string) (string, error) {
 	return filepath.Join(home, ".local", "state", "mandate"), nil
 }
 
-// newRunID returns a time-sortable, unique run id, e.g.
-// 20261129T153000Z-ab12cd.
-func newRunID(t time.Time) string {
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	return t.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
-}
-
-// writeFileAtomic writes data to a temporary file next to path, syncs it
-// and renames it into place, then syncs the directory (best effort).
-func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err = f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
-}
-
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
 	return s[:n] + "..."
 }
+
+// newRunID returns a time-sortable, unique run id (host.NewRunID).
+func newRunID(t time.Time) string { return host.NewRunID(t) }

@@ -7,21 +7,17 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
-	"time"
 	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/mandatevm/mandate/audit"
-	"github.com/mandatevm/mandate/constraint"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/manifest"
 	"github.com/mandatevm/mandate/runstore"
-	"github.com/mandatevm/mandate/sandbox"
 )
 
 var runHelp = `Usage: mandate run MANIFEST.hcl [--input FILE|-] [--var NAME=VALUE ...]
@@ -193,10 +189,10 @@ func (e *env) runDirs(c *command, engine, cacheFlag, stateFlag string) (eng, cac
 		engine = e.getenv("MANDATE_ENGINE")
 	}
 	if engine == "" {
-		engine = defaultEngine
+		engine = host.DefaultEngine
 	}
-	if _, known := engines[engine]; !known {
-		return "", "", "", e.usageError(c, "%s", unknownEngine(engine)), false
+	if !host.HasEngine(engine) {
+		return "", "", "", e.usageError(c, "%s", host.UnknownEngine(engine)), false
 	}
 	var err error
 	if cache, err = e.cacheDir(cacheFlag); err != nil {
@@ -223,157 +219,46 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 		e.errorf("%v", err)
 		return exitUsage
 	}
-
 	logger := hclog.New(&hclog.LoggerOptions{
 		Name:   "mandate",
 		Level:  o.level,
 		Output: e.stderr,
 	})
-
-	var wasm []byte
-	if m.ModuleIsDir {
-		logger.Debug("building guest", "dir", m.ModulePath)
-		wasm, err = buildGuest(ctx, m.ModulePath, false, o.cache)
-	} else {
-		wasm, err = os.ReadFile(m.ModulePath)
-	}
-	if err != nil {
-		return e.manifestError(m.ModuleError(err))
-	}
-	digest := sandbox.Digest(wasm)
-	if err := m.CheckDigest(digest); err != nil {
-		return e.manifestError(err)
-	}
-
-	eng, err := engines[o.engine](ctx, filepath.Join(o.cache, o.engine))
-	if err != nil {
-		e.errorf("engine %s: %v", o.engine, err)
-		return exitUsage
-	}
-	defer eng.Close(context.Background())
 	approver, err := newApprover(o.approve, e.stderr)
 	if err != nil {
 		return e.usageError(lookupCommand("run"), "%v", err)
 	}
-	modules := newModuleSet()
-	defer modules.close(context.Background())
-	// The audit log is written before every audited effect and every
-	// denial; a run that cannot record its decisions does not start.
-	if err := os.MkdirAll(o.state, 0o700); err != nil {
-		e.errorf("state dir: %v", err)
-		return exitUsage
-	}
-	alog, err := audit.Open(auditPath(o.state))
+	// The run goes through the host API, as a Go program's would.
+	h, err := host.Open(ctx, host.Options{StateDir: o.state, CacheDir: o.cache, Engine: o.engine,
+		Logger: logger, Approver: approver})
 	if err != nil {
-		e.errorf("%v\nno run starts without its log; inspect it with: mandate audit verify --state-dir %s", err, o.state)
-		return exitUsage
-	}
-	defer alog.Close()
-	// No log, no run: the file sound, its latest signed checkpoint
-	// matching the tree, the entries since then intact, and a write
-	// committed, before anything is recorded or run.
-	if err := alog.CheckHead(ctx); err != nil {
-		e.errorf("%v\nno run starts on a log that cannot be trusted; inspect it with: mandate audit verify --state-dir %s", err, o.state)
-		return exitUsage
-	}
-	store, err := openStore(o.state)
-	if err != nil {
-		e.errorf("%v", err)
-		return exitUsage
-	}
-	defer store.Close()
-	// A store that cannot record the run is found now, before the task
-	// ran, not at its end.
-	if err := store.Check(ctx); err != nil {
-		e.errorf("%v", err)
-		return exitUsage
-	}
-	for _, err := range store.ImportErrors {
-		logger.Warn("run store", "error", err)
-	}
-	started := time.Now()
-	runID := newRunID(started)
-	abs, _ := filepath.Abs(o.manifest)
-	runInfo := RunInfo{
-		ID:        runID,
-		Manifest:  abs,
-		Task:      m.Name,
-		Module:    m.ModulePath,
-		Digest:    digest,
-		Principal: m.Principal,
-		Engine:    o.engine,
-		Started:   started.UTC(),
-	}
-	// The run is in the store from its start: a run whose process dies
-	// shows as "running", next to its audit entries.
-	if err := store.Begin(ctx, runInfo); err != nil {
-		e.errorf("%v", err)
-		return exitUsage
-	}
-	// From here on, a run refused before its task ran is recorded as
-	// refused, with why: never left "running".
-	var k *kernel.Kernel
-	refuse := func(code int, err error) int {
-		runInfo.Ended, runInfo.Exit, runInfo.State, runInfo.Error = time.Now().UTC(), code, runstore.StateRefused, err.Error()
-		rec := Record{Version: runstore.RecordVersion, Run: runInfo,
-			Graph: kernel.Graph{Tasks: []kernel.GraphTask{}, Caps: []kernel.GraphCap{}}}
-		if k != nil {
-			rec.Graph = k.Graph()
+		var oe *host.OpenError
+		switch {
+		case errors.As(err, &oe) && oe.Head:
+			e.errorf("%v\nno run starts on a log that cannot be trusted; inspect it with: mandate audit verify --state-dir %s", err, o.state)
+		case errors.As(err, &oe) && oe.Log:
+			e.errorf("%v\nno run starts without its log; inspect it with: mandate audit verify --state-dir %s", err, o.state)
+		default:
+			e.errorf("%v", err)
 		}
-		if ferr := store.Finish(context.Background(), rec); ferr != nil {
-			e.errorf("%v", ferr)
+		return exitUsage
+	}
+	defer h.Close()
+	r, err := h.Start(ctx, host.RunSpec{Manifest: m, Input: input, Receipt: o.receipt, Begun: func(id string) {
+		if o.level != hclog.Off {
+			fmt.Fprintf(e.stderr, "mandate: run %s\n", id)
 		}
-		e.report(o, rec, nil)
-		return code
-	}
-	if o.level != hclog.Off {
-		fmt.Fprintf(e.stderr, "mandate: run %s\n", runID)
-	}
-	auditor := &runAuditor{log: alog.ForRun(runID), logger: logger.Named("audit")}
-	ks, closeKinds := kindsFor(o.state)
-	defer closeKinds()
-	k, err = kernel.New(kernel.Config{
-		Engine: eng, Kinds: ks, Logger: logger,
-		Approver: approver, Constraints: constraint.New(), Modules: modules,
-		Auditor: auditor, Declassifiers: declassifiers,
-	})
+	}})
 	if err != nil {
-		e.errorf("%v", err)
-		return refuse(exitUsage, err)
+		var re *host.RefusedError
+		if errors.As(err, &re) {
+			code := e.manifestError(re.Err)
+			e.report(o, re.Record, nil)
+			return code
+		}
+		return e.manifestError(err)
 	}
-	// Modules compile only once the kernel has registered its host calls.
-	if err := e.resolveSpawnModules(ctx, m, eng, o.cache, modules, digest); err != nil {
-		return refuse(e.manifestError(err), err)
-	}
-	if err := e.seedStore(ctx, m.Seeds, o.state); err != nil {
-		return refuse(e.manifestError(err), err)
-	}
-	grants, err := m.Grants(k)
-	if err != nil {
-		return refuse(e.manifestError(err), err)
-	}
-	mod, err := eng.Compile(ctx, wasm)
-	if err != nil {
-		err = m.ModuleError(err)
-		return refuse(e.manifestError(err), err)
-	}
-	defer mod.Close(context.Background())
-	modules.setRoot(mod)
-
-	t, err := k.Start(ctx, kernel.TaskSpec{
-		Module:    mod,
-		Principal: m.Principal,
-		Name:      m.Name,
-		Entry:     m.Entry,
-		Clearance: m.Clearance,
-		Limits:    m.Limits(),
-		Grants:    grants,
-		Input:     input,
-	})
-	if err != nil {
-		e.errorf("%v", err)
-		return refuse(exitUsage, err)
-	}
+	t := r.Task()
 	interrupted := false
 	select {
 	case <-t.Done():
@@ -389,8 +274,7 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 		logger.Warn("interrupted; killing the task", "task", t.ID())
 		t.Kill()
 	}
-	taskErr := t.Wait(context.Background())
-	ended := time.Now()
+	<-t.Done()
 
 	// The result first: whatever happens to the record, it is not lost.
 	// A guest chose its bytes: on a terminal they are escaped unless --raw.
@@ -404,97 +288,25 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 			e.errorf("writing the result: %v", err)
 		}
 	}
-
-	state := t.State()
-	exit := exitOK
-	switch state {
-	case kernel.TaskDone:
-	case kernel.TaskTimedOut, kernel.TaskOutOfMemory:
-		exit = exitLimit
-	case kernel.TaskKilled:
-		exit = exitTaskFailed
+	out, _ := r.Wait(context.Background())
+	if out.Err != nil {
 		if interrupted {
-			exit = exitInterrupted
-		}
-	default:
-		exit = exitTaskFailed
-	}
-	if taskErr != nil {
-		if interrupted {
-			e.errorf("interrupted: %v", taskErr)
+			e.errorf("interrupted: %v", out.Err)
 		} else {
-			e.errorf("%v", taskErr)
-		}
-		if exit == exitOK {
-			exit = exitTaskFailed
+			e.errorf("%v", out.Err)
 		}
 	}
-
-	// Sign the log's head: a later "mandate audit verify" detects any
-	// edit of this run's entries.
-	checkpoint, err := alog.Checkpoint()
-	if err != nil {
-		e.errorf("audit checkpoint: %v", err)
+	if out.CheckpointErr != nil {
+		e.errorf("audit checkpoint: %v", out.CheckpointErr)
 	}
-	if o.receipt != "" {
-		abs, _ := filepath.Abs(o.manifest)
-		r := buildReceipt(runID, abs, digest, m.Principal, k.Graph(), t.ID(), checkpoint)
-		signed, err := alog.SignReceipt(r)
-		if err == nil {
-			err = writeFileAtomic(o.receipt, signed, 0o644)
-		}
-		if err != nil {
-			e.errorf("receipt: %v", err)
-			if exit == exitOK {
-				exit = exitUsage
-			}
-		} else {
-			logger.Info("receipt written", "path", o.receipt)
-		}
+	if out.ReceiptErr != nil {
+		e.errorf("receipt: %v", out.ReceiptErr)
 	}
-	runInfo.Ended, runInfo.Exit, runInfo.State = ended.UTC(), exit, string(state)
-	if taskErr != nil {
-		runInfo.Error = taskErr.Error()
+	if out.RecordErr != nil {
+		e.errorf("%v", out.RecordErr)
 	}
-	rec := Record{Version: runstore.RecordVersion, Run: runInfo, Graph: k.Graph(), Outputs: taskOutputs(k)}
-	auditor.mu.Lock()
-	rec.Denials, rec.Flows = auditor.denials, auditor.flows
-	rec.DenialsDropped, rec.FlowsDropped = auditor.dropped.denials, auditor.dropped.flows
-	auditor.mu.Unlock()
-	// Recorded even when the run was interrupted: ctx may be canceled.
-	if err := store.Finish(context.Background(), rec); err != nil {
-		e.errorf("%v", err)
-		if exit == exitOK {
-			exit = exitUsage
-		}
-		rec.Run.Exit = exit
-		e.report(o, rec, result)
-		return exit
-	}
-	logger.Info("run recorded", "run", runID, "store", store.Path())
-	e.report(o, rec, result)
-	return exit
-}
-
-// taskOutputs is what every task of k left: its result, when it set one,
-// and what was kept of its stdout and stderr, when there is any.
-func taskOutputs(k *kernel.Kernel) []runstore.Output {
-	var out []runstore.Output
-	for _, t := range k.Tasks() {
-		if res, ok := t.Result(); ok {
-			out = append(out, runstore.Output{Task: t.ID(), Stream: runstore.StreamResult, Data: res})
-		}
-		for _, s := range []struct {
-			name string
-			o    kernel.Output
-		}{{runstore.StreamStdout, t.Stdout()}, {runstore.StreamStderr, t.Stderr()}} {
-			if len(s.o.Data) > 0 || s.o.Truncated {
-				out = append(out, runstore.Output{Task: t.ID(), Stream: s.name, Data: s.o.Data,
-					Truncated: s.o.Truncated, Dropped: s.o.Dropped})
-			}
-		}
-	}
-	return out
+	e.report(o, out.Record, result)
+	return out.Exit
 }
 
 // runReport is what "mandate run --format json" prints.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/rogpeppe/go-internal/testscript"
@@ -91,7 +92,7 @@ func TestScript(t *testing.T) {
 		// [wasmtime]: this build has the wasmtime engine (the tag).
 		Condition: func(cond string) (bool, error) {
 			if cond == "wasmtime" {
-				_, ok := engines["wasmtime"]
+				ok := host.HasEngine("wasmtime")
 				return ok, nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)

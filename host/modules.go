@@ -1,13 +1,15 @@
-package cli
+package host
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/manifest"
 	"github.com/mandatevm/mandate/sandbox"
@@ -57,7 +59,7 @@ func (s *moduleSet) close(ctx context.Context) {
 // digest, so the kind sees digests only. An entry that is already a digest
 // must be the digest of a module named elsewhere in the manifest (the root
 // task's or another entry), since the run can run nothing else.
-func (e *env) resolveSpawnModules(ctx context.Context, m *manifest.Manifest, eng sandbox.Engine, cache string, set *moduleSet, rootDigest string) error {
+func resolveSpawnModules(ctx context.Context, m *manifest.Manifest, eng sandbox.Engine, cache string, set *moduleSet, rootDigest string) error {
 	for i := range m.Caps {
 		c := &m.Caps[i]
 		if c.Kind != "spawn" {
@@ -87,7 +89,7 @@ func (e *env) resolveSpawnModules(ctx context.Context, m *manifest.Manifest, eng
 			var wasm []byte
 			fi, err := os.Stat(path)
 			if err == nil && fi.IsDir() {
-				wasm, err = buildGuest(ctx, path, false, cache)
+				wasm, err = BuildGuest(ctx, path, false, cache)
 			} else if err == nil {
 				wasm, err = os.ReadFile(path)
 			}
@@ -116,4 +118,35 @@ func (e *env) resolveSpawnModules(ctx context.Context, m *manifest.Manifest, eng
 		c.Spec = b
 	}
 	return nil
+}
+
+// BuildGuest builds the Go guest in dir (a main package in a module),
+// its build cache under cache/guests.
+func BuildGuest(ctx context.Context, dir string, reactor bool, cache string) ([]byte, error) {
+	// Build where the guest really is, inside its module.
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	wasm, _, err := guestbuild.Build(ctx, dir, guestbuild.Options{
+		CacheDir: filepath.Join(cache, "guests"),
+		Reactor:  reactor,
+	})
+	if err != nil {
+		msg := strings.TrimPrefix(err.Error(), "guestbuild: ")
+		if strings.Contains(msg, "go.mod file not found") {
+			msg += "\nhint: a guest is a Go main package in a module; add a go.mod that requires " +
+				guestbuild.MandateModule + " (go mod init, then go get " + guestbuild.MandateModule + ")"
+		}
+		return nil, errors.New(msg)
+	}
+	return wasm, nil
+}
+
+// loadModule reads or builds a manifest's module: a .wasm file, or a Go
+// guest directory built into the cache.
+func loadModule(ctx context.Context, m *manifest.Manifest, cache string) ([]byte, error) {
+	if m.ModuleIsDir {
+		return BuildGuest(ctx, m.ModulePath, false, cache)
+	}
+	return os.ReadFile(m.ModulePath)
 }

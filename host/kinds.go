@@ -1,7 +1,8 @@
-package cli
+package host
 
 import (
 	"errors"
+	"path/filepath"
 
 	"github.com/mandatevm/mandate/caps/data"
 	"github.com/mandatevm/mandate/caps/declassify"
@@ -12,17 +13,17 @@ import (
 	"github.com/mandatevm/mandate/kernel"
 )
 
-// kindsFor returns the capability kinds a run's kernel registers: one line per
+// Kinds returns the capability kinds a run's kernel registers: one line per
 // kind. A manifest's cap "KIND" blocks must name one of these. state is
 // the state directory: the data kind opens STATE/data.db on its first use
 // (a run that uses no data capability creates no database). close
 // releases what the kinds opened; call it when the run ends.
-func kindsFor(state string) (ks []kernel.Kind, close func() error) {
+func Kinds(state string) (ks []kernel.Kind, close func() error) {
 	d := data.NewLazy(func() (*data.Store, error) {
 		if state == "" {
 			return nil, errors.New("data: no state directory, so no data store")
 		}
-		return data.Open(dataStorePath(state))
+		return data.Open(DataStorePath(state))
 	})
 	return []kernel.Kind{
 		net.New(),
@@ -34,8 +35,11 @@ func kindsFor(state string) (ks []kernel.Kind, close func() error) {
 	}, d.Close
 }
 
-// declassifiers names the kinds granted the privilege to lower labels:
+// Declassifiers names the kinds granted the privilege to lower labels:
 // declassify, and llm, whose extract drops the integrity taints of an
 // answer it validated against a closed schema (each such kind's calls are
 // all audited).
-var declassifiers = []string{declassify.KindName, llm.KindName}
+var Declassifiers = []string{declassify.KindName, llm.KindName}
+
+// DataStorePath is the data kind's store in the state directory state.
+func DataStorePath(state string) string { return filepath.Join(state, "data.db") }

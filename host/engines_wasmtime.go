@@ -1,6 +1,6 @@
 //go:build wasmtime
 
-package cli
+package host
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/mandatevm/mandate/sandbox/wasmtime"
 )
 
-// In a build with the tag "wasmtime", --engine wasmtime runs guests on
+// In a build with the tag "wasmtime", Options.Engine "wasmtime" runs guests on
 // sandbox/wasmtime.
 func init() {
 	engines[wasmtime.Name] = func(ctx context.Context, cacheDir string) (sandbox.Engine, error) {

@@ -1,0 +1,344 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/mandatevm/mandate/audit"
+	"github.com/mandatevm/mandate/constraint"
+	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/manifest"
+	"github.com/mandatevm/mandate/runstore"
+	"github.com/mandatevm/mandate/sandbox"
+)
+
+// Options configure a Host.
+type Options struct {
+	// StateDir holds the audit log (audit.db, audit.key), the run store
+	// (runs.db) and the data store (data.db); created 0700 when missing.
+	// Required.
+	StateDir string
+	// CacheDir holds built guests and compiled modules; default
+	// $MANDATE_CACHE_DIR, else the user cache directory + /mandate.
+	CacheDir string
+	// Engine runs the guests: "wazero" (the default) or, in a build with
+	// the tag wasmtime, "wasmtime".
+	Engine string
+	// Logger is the root logger of every run; default: none.
+	Logger hclog.Logger
+	// Approver answers the uses that need a person's yes, for runs that
+	// set none; default kernel.DenyAll.
+	Approver kernel.Approver
+}
+
+// Host runs tasks from manifests and records them: every decision in the
+// audit log before its effect, every run in the run store. It is safe for
+// concurrent use; runs started on it run at once, each with its own
+// engine and kernel.
+type Host struct {
+	opts  Options
+	log   *audit.Log
+	store *runstore.Store
+	subs  fanout
+	runs  sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// OpenError is a state directory that cannot hold runs: its audit log or
+// run store is damaged, read-only or full. Nothing was run or recorded.
+type OpenError struct {
+	// Log is true when the audit log is what failed (else the run store);
+	// Head, when it opened but its head cannot be trusted or written.
+	Log, Head bool
+	Err       error
+}
+
+func (e *OpenError) Error() string { return e.Err.Error() }
+func (e *OpenError) Unwrap() error { return e.Err }
+
+// Open opens the state directory for running tasks. No log, no run: the
+// audit log must be sound (its latest signed checkpoint matching the tree,
+// the entries since intact) and writable, and the run store able to
+// record, before anything runs; otherwise Open fails with an *OpenError.
+func Open(ctx context.Context, o Options) (*Host, error) {
+	if o.StateDir == "" {
+		return nil, errors.New("host: no state directory")
+	}
+	if o.Engine == "" {
+		o.Engine = DefaultEngine
+	}
+	if !HasEngine(o.Engine) {
+		return nil, errors.New(UnknownEngine(o.Engine))
+	}
+	if o.CacheDir == "" {
+		d, err := DefaultCacheDir()
+		if err != nil {
+			return nil, err
+		}
+		o.CacheDir = d
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	if o.Approver == nil {
+		o.Approver = kernel.DenyAll
+	}
+	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	alog, err := audit.Open(filepath.Join(o.StateDir, "audit.db"))
+	if err != nil {
+		return nil, &OpenError{Log: true, Err: err}
+	}
+	if err := alog.CheckHead(ctx); err != nil {
+		alog.Close()
+		return nil, &OpenError{Log: true, Head: true, Err: err}
+	}
+	store, err := runstore.Open(o.StateDir)
+	if err != nil {
+		alog.Close()
+		return nil, &OpenError{Err: err}
+	}
+	// A store that cannot record a run is found now, before a task runs,
+	// not at its end.
+	if err := store.Check(ctx); err != nil {
+		store.Close()
+		alog.Close()
+		return nil, &OpenError{Err: err}
+	}
+	for _, err := range store.ImportErrors {
+		o.Logger.Warn("run store", "error", err)
+	}
+	return &Host{opts: o, log: alog, store: store}, nil
+}
+
+// DefaultCacheDir is $MANDATE_CACHE_DIR, else the user cache directory +
+// /mandate.
+func DefaultCacheDir() (string, error) {
+	if d := os.Getenv("MANDATE_CACHE_DIR"); d != "" {
+		return d, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory: set MANDATE_CACHE_DIR (%v)", err)
+	}
+	return filepath.Join(d, "mandate"), nil
+}
+
+// Log is the host's audit log (to sign receipts and checkpoints).
+func (h *Host) Log() *audit.Log { return h.log }
+
+// Store is the host's run store.
+func (h *Host) Store() *runstore.Store { return h.store }
+
+// Subscribe streams the events of every run on the host from now on into a
+// channel of the given buffer. Events are never waited for: when the
+// channel is full they are dropped, and the next one delivered counts them
+// (Event.Dropped). Call stop to end the subscription; the channel is
+// closed then, and when the host closes.
+func (h *Host) Subscribe(buffer int) (events <-chan Event, stop func()) {
+	return h.subs.add(buffer)
+}
+
+// Close waits for the runs in progress to be recorded, then closes the
+// stores. Kill runs first to end them sooner.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	h.mu.Unlock()
+	h.runs.Wait()
+	h.subs.close()
+	return errors.Join(h.store.Close(), h.log.Close())
+}
+
+// RunSpec is a run to start: a manifest's task, with its input.
+type RunSpec struct {
+	// Manifest is the task: from manifest.Load, or manifest.Parse of a
+	// text built in code. The host does not change it; one manifest can
+	// serve many runs.
+	Manifest *manifest.Manifest
+	// Input is the task's input blob.
+	Input []byte
+	// Approver answers this run's approvals; default Options.Approver.
+	Approver kernel.Approver
+	// Logger is this run's logger; default Options.Logger.
+	Logger hclog.Logger
+	// Receipt, when set, is the file the run's signed receipt is written
+	// to as it ends (see Outcome.ReceiptErr).
+	Receipt string
+	// Begun, when set, is called with the run's id once the run is in the
+	// run store, before its task starts.
+	Begun func(id string)
+}
+
+// RefusedError is a run refused before its task ran: recorded in the run
+// store as refused, with why.
+type RefusedError struct {
+	Record runstore.Record
+	Err    error
+}
+
+func (e *RefusedError) Error() string { return e.Err.Error() }
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// Start starts a run of spec's task and returns at once; Wait for it.
+// Canceling ctx kills the task. A run is recorded from its start: one
+// refused before its task ran is recorded as refused and Start returns a
+// *RefusedError; an error before the run was begun (the module cannot be
+// read or built, its digest does not match the manifest's) records
+// nothing.
+func (h *Host) Start(ctx context.Context, spec RunSpec) (*Run, error) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, errors.New("host: closed")
+	}
+	h.runs.Add(1)
+	h.mu.Unlock()
+	r, err := h.start(ctx, spec)
+	if err != nil {
+		h.runs.Done()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (h *Host) start(ctx context.Context, spec RunSpec) (*Run, error) {
+	if spec.Manifest == nil {
+		return nil, errors.New("host: no manifest")
+	}
+	// The spawn modules are resolved into the run's copy of the caps.
+	m := *spec.Manifest
+	m.Caps = slices.Clone(spec.Manifest.Caps)
+	logger := spec.Logger
+	if logger == nil {
+		logger = h.opts.Logger
+	}
+	approver := spec.Approver
+	if approver == nil {
+		approver = h.opts.Approver
+	}
+	if m.ModuleIsDir {
+		logger.Debug("building guest", "dir", m.ModulePath)
+	}
+	wasm, err := loadModule(ctx, &m, h.opts.CacheDir)
+	if err != nil {
+		return nil, m.ModuleError(err)
+	}
+	digest := sandbox.Digest(wasm)
+	if err := m.CheckDigest(digest); err != nil {
+		return nil, err
+	}
+	started := time.Now()
+	abs, _ := filepath.Abs(m.Path)
+	r := &Run{h: h, logger: logger, ctx: ctx, receipt: spec.Receipt, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	r.info = runstore.Run{
+		ID: NewRunID(started), Manifest: abs, Task: m.Name, Module: m.ModulePath, Digest: digest,
+		Principal: m.Principal, Engine: h.opts.Engine, Started: started.UTC(),
+	}
+	// The run is in the store from its start: a run whose process dies
+	// shows as "running", next to its audit entries.
+	if err := h.store.Begin(ctx, r.info); err != nil {
+		return nil, err
+	}
+	if spec.Begun != nil {
+		spec.Begun(r.info.ID)
+	}
+	// From here on, a run refused before its task ran is recorded as
+	// refused, with why: never left "running".
+	refuse := func(err error) (*Run, error) {
+		r.info.Ended, r.info.Exit, r.info.State, r.info.Error = time.Now().UTC(), ExitUsage, runstore.StateRefused, err.Error()
+		rec := runstore.Record{Version: runstore.RecordVersion, Run: r.info,
+			Graph: kernel.Graph{Tasks: []kernel.GraphTask{}, Caps: []kernel.GraphCap{}}}
+		if r.k != nil {
+			rec.Graph = r.k.Graph()
+		}
+		if ferr := h.store.Finish(context.Background(), rec); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+		r.release()
+		h.subs.send(Event{Kind: EventDone, Run: r.info.ID, Time: time.Now(), State: kernel.TaskState(runstore.StateRefused), Reason: err.Error()})
+		return nil, &RefusedError{Record: rec, Err: err}
+	}
+	r.eng, err = NewEngine(ctx, h.opts.Engine, filepath.Join(h.opts.CacheDir, h.opts.Engine))
+	if err != nil {
+		return refuse(fmt.Errorf("engine %s: %v", h.opts.Engine, err))
+	}
+	r.modules = newModuleSet()
+	r.auditor = NewAuditor(h.log.ForRun(r.info.ID), logger.Named("audit"))
+	r.auditor.notify = r.notify
+	ks, closeKinds := Kinds(h.opts.StateDir)
+	r.closeKinds = closeKinds
+	r.k, err = kernel.New(kernel.Config{
+		Engine: r.eng, Kinds: ks, Logger: logger,
+		Approver: approver, Constraints: constraint.New(), Modules: r.modules,
+		Auditor: r.auditor, Declassifiers: Declassifiers, Observer: (*observer)(r),
+	})
+	if err != nil {
+		return refuse(err)
+	}
+	// Modules compile only once the kernel has registered its host calls.
+	if err := resolveSpawnModules(ctx, &m, r.eng, h.opts.CacheDir, r.modules, digest); err != nil {
+		return refuse(err)
+	}
+	if err := Seed(ctx, m.Seeds, h.opts.StateDir); err != nil {
+		return refuse(err)
+	}
+	grants, err := m.Grants(r.k)
+	if err != nil {
+		return refuse(err)
+	}
+	r.mod, err = r.eng.Compile(ctx, wasm)
+	if err != nil {
+		return refuse(m.ModuleError(err))
+	}
+	r.modules.setRoot(r.mod)
+	r.task, err = r.k.Start(ctx, kernel.TaskSpec{
+		Module:    r.mod,
+		Principal: m.Principal,
+		Name:      m.Name,
+		Entry:     m.Entry,
+		Clearance: m.Clearance,
+		Limits:    m.Limits(),
+		Grants:    grants,
+		Input:     spec.Input,
+	})
+	if err != nil {
+		return refuse(err)
+	}
+	h.subs.send(Event{Kind: EventStarted, Run: r.info.ID, Time: started, Task: r.task.ID()})
+	go r.record()
+	return r, nil
+}
+
+// NewRunID returns a time-sortable, unique run id, e.g.
+// 20261129T153000Z-ab12cd.
+func NewRunID(t time.Time) string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return t.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+}
+
+// The exit codes recorded with a run, as "mandate run" exits.
+const (
+	ExitOK          = 0   // the task finished normally
+	ExitTaskFailed  = 1   // the task exited non-zero, trapped, was killed or denied fatally
+	ExitUsage       = 2   // refused before its task ran: manifest, build or host errors
+	ExitLimit       = 3   // the task ran out of a limit: its deadline or its memory
+	ExitInterrupted = 130 // the run was interrupted and its task killed
+)
