@@ -87,6 +87,13 @@ var badDeps = map[string]map[string]string{
 		"github.com/mandatevm/mandate/audit":      "records are the kernel's and the CLI's",
 		"github.com/tetratelabs/wazero":           "no engine",
 	},
+	"github.com/mandatevm/mandate/host": {
+		"github.com/mandatevm/mandate/internal/cli":      "the CLI runs on the host API, not the reverse",
+		"github.com/mandatevm/mandate/cmd/":              "dependencies point inward",
+		"github.com/mandatevm/mandate/internal/fakellm":  "the fake model is for tests and demos",
+		"github.com/bytecodealliance/wasmtime-go":        "the default build is pure Go: wasmtime only with the tag",
+		"github.com/mandatevm/mandate/internal/graphviz": "running tasks draws no pictures",
+	},
 	"github.com/mandatevm/mandate/runstore": {
 		"github.com/mandatevm/mandate/sandbox/":     "records describe runs; they never run anything",
 		"github.com/mandatevm/mandate/caps/":        "records hold scopes as JSON, not kinds",

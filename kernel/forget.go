@@ -67,7 +67,9 @@ func (k *Kernel) Forget(t *Task) error {
 	}
 	if p := t.parent; p != nil {
 		p.mu.Lock()
-		p.kids = slices.DeleteFunc(p.kids, func(x *Task) bool { return x == t })
+		// A new slice: the parent, ending, may be reading the old one
+		// outside the lock.
+		p.kids = slices.DeleteFunc(slices.Clone(p.kids), func(x *Task) bool { return x == t })
 		p.mu.Unlock()
 	}
 	k.mu.Lock()

@@ -36,6 +36,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mandatevm/mandate/internal/sqlitedb"
@@ -201,6 +202,14 @@ type Store struct {
 	live liveLocks // the runs this process began and has not finished
 
 	readOnly bool // opened by OpenReadOnly
+
+	// ords is where the next task and capability of a run this process
+	// records go (their ord), once a write of it has read them: a run is
+	// written by the one process that began it, and reading the maximum
+	// again for every snapshot of a long run would cost a scan of all its
+	// rows.
+	ordsMu sync.Mutex
+	ords   map[string]nextOrd
 
 	// Imported are the legacy JSON records imported by Open; ImportErrors
 	// are those that could not be (the files stay where they are).
@@ -416,12 +425,13 @@ func (s *Store) Finish(ctx context.Context, rec Record) error {
 		return s.errorf("%v", err)
 	}
 	defer tx.Rollback()
-	if err := writeRecord(ctx, tx, rec); err != nil {
+	if _, err := s.writeRecord(ctx, tx, rec); err != nil {
 		return s.errorf("recording run %s: %v", r.ID, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return s.errorf("recording run %s: %v", r.ID, err)
 	}
+	s.remember(r.ID, nextOrd{}, true)
 	s.release(r.ID)
 	return nil
 }
@@ -440,16 +450,45 @@ func (s *Store) Snapshot(ctx context.Context, rec Record) error {
 		return s.errorf("%v", err)
 	}
 	defer tx.Rollback()
-	if err := writeRecord(ctx, tx, rec); err != nil {
+	next, err := s.writeRecord(ctx, tx, rec)
+	if err != nil {
 		return s.errorf("recording run %s so far: %v", rec.Run.ID, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return s.errorf("recording run %s so far: %v", rec.Run.ID, err)
 	}
+	s.remember(rec.Run.ID, next, false)
 	return nil
 }
 
-func writeRecord(ctx context.Context, tx *sql.Tx, rec Record) error {
+// nextOrd is where a run's next task and capability rows go.
+type nextOrd struct{ task, cap int }
+
+// writeRecord writes rec in tx, and returns where the run's next rows go.
+func (s *Store) writeRecord(ctx context.Context, tx *sql.Tx, rec Record) (nextOrd, error) {
+	s.ordsMu.Lock()
+	next, known := s.ords[rec.Run.ID]
+	s.ordsMu.Unlock()
+	err := writeRecord(ctx, tx, rec, &next, known)
+	return next, err
+}
+
+// remember records where a run's next rows go, once its write committed
+// (forget: once it finished).
+func (s *Store) remember(id string, next nextOrd, forget bool) {
+	s.ordsMu.Lock()
+	defer s.ordsMu.Unlock()
+	if forget {
+		delete(s.ords, id)
+		return
+	}
+	if s.ords == nil {
+		s.ords = map[string]nextOrd{}
+	}
+	s.ords[id] = next
+}
+
+func writeRecord(ctx context.Context, tx *sql.Tx, rec Record, next *nextOrd, known bool) error {
 	r := rec.Run
 	var ended any
 	if !r.Ended.IsZero() {
@@ -498,13 +537,15 @@ func writeRecord(ctx context.Context, tx *sql.Tx, rec Record) error {
 		return err
 	}
 	defer edge.Close()
-	var taskOrd, capOrd int
-	if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(ord) + 1, 0) FROM tasks WHERE run = ?", r.ID).Scan(&taskOrd); err != nil {
-		return err
+	if !known {
+		if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(ord) + 1, 0) FROM tasks WHERE run = ?", r.ID).Scan(&next.task); err != nil {
+			return err
+		}
+		if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(ord) + 1, 0) FROM caps WHERE run = ?", r.ID).Scan(&next.cap); err != nil {
+			return err
+		}
 	}
-	if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(ord) + 1, 0) FROM caps WHERE run = ?", r.ID).Scan(&capOrd); err != nil {
-		return err
-	}
+	taskOrd, capOrd := &next.task, &next.cap
 	for _, t := range rec.Tasks {
 		label, _ := json.Marshal(t.Label)
 		var clearance any
@@ -523,10 +564,10 @@ func writeRecord(ctx context.Context, tx *sql.Tx, rec Record) error {
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO tasks (run, ord, id, parent, principal, module, state, label, clearance, denials, error)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, taskOrd, t.ID, t.Parent, t.Principal, t.Module, string(t.State), string(label), clearance, t.Denials, t.Error); err != nil {
+			r.ID, *taskOrd, t.ID, t.Parent, t.Principal, t.Module, string(t.State), string(label), clearance, t.Denials, t.Error); err != nil {
 			return fmt.Errorf("task %s: %w", t.ID, err)
 		}
-		taskOrd++
+		*taskOrd++
 		if t.Parent != "" {
 			if _, err := edge.ExecContext(ctx, r.ID, "spawn", t.Parent, t.ID); err != nil {
 				return err
@@ -559,10 +600,10 @@ func writeRecord(ctx context.Context, tx *sql.Tx, rec Record) error {
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO caps (run, ord, id, kind, name, holder, parent, scope, revoked, dropped, audited, when_exprs, approve_when, rate, view)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, capOrd, c.ID, c.Kind, c.Name, c.Holder, c.Parent, scope, c.Revoked, c.Dropped, c.Audited, string(when), string(appr), c.Rate, string(view)); err != nil {
+			r.ID, *capOrd, c.ID, c.Kind, c.Name, c.Holder, c.Parent, scope, c.Revoked, c.Dropped, c.Audited, string(when), string(appr), c.Rate, string(view)); err != nil {
 			return fmt.Errorf("cap %s: %w", c.ID, err)
 		}
-		capOrd++
+		*capOrd++
 		if c.Parent != "" {
 			if _, err := edge.ExecContext(ctx, r.ID, "derive", c.Parent, c.ID); err != nil {
 				return err
