@@ -343,11 +343,30 @@ func (s *mcpServer) endSession(m *mcpSession) {
 }
 
 // snapshot records a running session so far, so "mandate graph" shows it
-// live.
+// live; then the kernel forgets the calls recorded that ended (their
+// tasks and capabilities): a session serving calls for days does not grow.
 func (s *mcpServer) snapshot(run RunInfo, k *kernel.Kernel, a *host.Auditor) {
+	var ended []*kernel.Task
+	for _, t := range k.Tasks() {
+		if t.Parent() != nil && t.Ended() {
+			ended = append(ended, t) // ended before the record is read: in it
+		}
+	}
 	rec := s.record(run, k, a)
 	if err := s.store.Snapshot(context.Background(), rec); err != nil {
 		s.logger.Warn("recording the session so far", "run", run.ID, "error", err)
+		return
+	}
+	forgot := 0
+	for _, t := range ended {
+		if err := k.Forget(t); err != nil {
+			s.logger.Warn("forget", "task", t.ID(), "error", err)
+			continue
+		}
+		forgot++
+	}
+	if forgot > 0 {
+		s.logger.Debug("calls recorded and forgotten", "run", run.ID, "calls", forgot, "kept", len(k.Tasks()))
 	}
 }
 

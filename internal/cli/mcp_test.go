@@ -282,3 +282,65 @@ func TestCheckPolicy(t *testing.T) {
 		t.Errorf("json: exit %d\n%s", code, &o)
 	}
 }
+
+// TestMCPSessionForgetsRecordedCalls: a session's kernel forgets the calls
+// that ended once they are recorded (a session serving calls for days does
+// not grow), and the record keeps every one of them, with its result.
+func TestMCPSessionForgetsRecordedCalls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds mandate and a guest")
+	}
+	web := kerneltest.NewRecorder(func(w http.ResponseWriter, _ *http.Request, _ kerneltest.Request) { fmt.Fprint(w, "results") })
+	defer web.Close()
+	dir, policy := mcpPolicy(t, web.URL)
+	state := filepath.Join(dir, "state")
+	cmd := exec.Command(buildMandate(t), "mcp", "serve", policy, "--state-dir", state, "--log-level", "debug")
+	cmd.Env = append(os.Environ(), "MANDATE_CACHE_DIR="+testCache())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, &stderr)
+	}
+	echo := func(text string) {
+		t.Helper()
+		r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"op": "echo", "text": text}})
+		if err != nil || r.IsError {
+			t.Fatalf("echo %s: %v %v", text, err, r)
+		}
+	}
+	echo("one")
+	echo("two")
+	// Past the snapshot's debounce (a second): recorded, then forgotten.
+	time.Sleep(1500 * time.Millisecond)
+	echo("three")
+	cs.Close() // waits for the server to exit
+	if !strings.Contains(stderr.String(), "calls recorded and forgotten") || !strings.Contains(stderr.String(), "kept=1") {
+		t.Errorf("the session's kernel did not forget the calls recorded:\n%s", &stderr)
+	}
+	s, err := runstore.OpenReadOnly(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rec, err := s.Get(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Tasks) != 4 || rec.Tasks[0].Parent != "" {
+		t.Fatalf("the session's record has %d tasks, want the session and its 3 calls: %+v", len(rec.Tasks), rec.Tasks)
+	}
+	outs, err := s.Outputs(context.Background(), rec.Run.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []string
+	for _, o := range outs {
+		if o.Stream == runstore.StreamResult {
+			results = append(results, string(o.Data))
+		}
+	}
+	if strings.Join(results, ",") != "one,two,three" {
+		t.Errorf("the calls' results recorded: %q, want one, two, three", results)
+	}
+}
