@@ -48,6 +48,18 @@ func Init(ctx context.Context, cacheDir string) error {
 	return wasm.Init(ctx, cacheDir)
 }
 
+// Reset replaces Graphviz's instance by a new one, freeing its memory:
+// see wasm.Reset. Every Graphviz and Graph made before is invalid after.
+func Reset(ctx context.Context) error {
+	return wasm.Reset(ctx)
+}
+
+// MemorySize is the size of Graphviz's memory in bytes, which each
+// drawing grows (see Reset).
+func MemorySize() uint64 {
+	return wasm.MemorySize()
+}
+
 func New(ctx context.Context) (*Graphviz, error) {
 	if err := wasm.Init(ctx, ""); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,4 +120,47 @@ func render(t *testing.T, dot string) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// TestManyContexts: New and Close, again and again, with graphs of many
+// sizes. (Without plugins, upstream passed Graphviz a plugin list with no
+// zero entry at its end: it read past it, and New failed now and then.)
+func TestManyContexts(t *testing.T) {
+	if err := graphviz.Init(context.Background(), ""); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 40; i++ {
+		dot := "digraph { a -> b"
+		for j := 0; j < (i*7)%23; j++ {
+			dot += fmt.Sprintf("; n%d -> n%d", j, j+1)
+		}
+		render(t, dot+" }")
+	}
+}
+
+// TestReset: a new instance frees the memory drawings left, and draws
+// again.
+func TestReset(t *testing.T) {
+	ctx := context.Background()
+	if err := graphviz.Init(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	big := "digraph { a"
+	for j := 0; j < 200; j++ {
+		big += fmt.Sprintf("; n%d -> n%d [label=%q]", j, j+1, strings.Repeat("x", j))
+	}
+	big += " }"
+	for i := 0; i < 5; i++ {
+		render(t, big)
+	}
+	before := graphviz.MemorySize()
+	if err := graphviz.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := graphviz.MemorySize(); after >= before {
+		t.Errorf("memory %d bytes after Reset, %d before", after, before)
+	}
+	if svg := render(t, sample); !strings.Contains(svg, `id="task&#45;t1"`) {
+		t.Errorf("after Reset:\n%s", svg)
+	}
 }

@@ -109,7 +109,13 @@ func newPlugins(ctx context.Context, plugins ...Plugin) ([]*wasm.SymList, error)
 		return nil, err
 	}
 	if len(plugins) == 0 {
-		return defaults, nil
+		// Graphviz reads the list up to a zero entry, which the default
+		// list lacks (upstream always passed plugins, with the zero).
+		symTerm, err := wasm.SymListZero(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return append(defaults, symTerm), nil
 	}
 	sym, err := wasm.NewSymList(ctx)
 	if err != nil {

@@ -2810,13 +2810,12 @@ func instantiate(ctx context.Context, cacheDir string) (e error) {
 	m, err := r.InstantiateModule(
 		ctx,
 		compiled,
-		wazero.NewModuleConfig().
-			WithFSConfig(wazero.NewFSConfig().WithFSMount(fs, "/")).
-			WithName("wasi"),
+		moduleConfig(fs),
 	)
 	if err != nil {
 		return err
 	}
+	wasmRuntime, compiledModule = r, compiled
 	mod = &WasmModule{
 		mod:           m,
 		fs:            fs,
