@@ -87,6 +87,7 @@ func init() {
 		{"runs", "list the recorded runs", runsHelp, runRuns},
 		{"logs", "show what a run's tasks left: results, stdout, stderr", logsHelp, runLogs},
 		{"audit", "show or verify the tamper-evident audit log", auditHelp, runAudit},
+		{"ui", "a local, read-only web view of the runs, live", uiHelp, runUI},
 		{"verify", "check a run's signed receipt and say what the run could do", verifyHelp, runVerify},
 		{"check", "report what a manifest's tasks could hold and where it could go", checkHelp, runCheck},
 		{"mcp", "serve a policy's tools over MCP, each call a task", mcpHelp, runMCP},

@@ -73,6 +73,16 @@
     return d.toLocaleString(undefined, { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit' });
   }
 
+  // clock is the time of day of s to the millisecond, with the whole
+  // time as its title: for the tables.
+  function clock(s) {
+    const d = new Date(s);
+    if (!s || isNaN(d)) return s || '—';
+    const p = (n, w) => String(n).padStart(w || 2, '0');
+    const t = p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds()) + '.' + p(d.getMilliseconds(), 3);
+    return el('span', { class: 'clock', title: s }, t);
+  }
+
   function fmtDuration(a, b) {
     const ms = new Date(b) - new Date(a);
     if (!(ms >= 0)) return '';
@@ -130,7 +140,7 @@
       el('thead', {}, el('tr', {}, cols.map((c) => el('th', { class: c.num ? 'num' : null }, c.title)))),
       el('tbody', {}, rows.map((r) => el('tr', { class: r.cls || null }, cols.map((c) => {
         const v = c.get(r.v);
-        return el('td', { class: (c.num ? 'num ' : '') + (c.mono ? 'mono' : '') || null }, v);
+        return el('td', { class: [c.num ? 'num' : '', c.mono ? 'mono' : '', c.cls || ''].join(' ').trim() || null }, v);
       })))));
   }
 
@@ -162,8 +172,12 @@
       return q;
     }
 
+    let last = null;
     const load = refresher(async () => {
       const d = await getJSON('/api/runs?' + query());
+      const key = JSON.stringify(Object.assign({}, d, { now: '', took_ns: 0 }));
+      if (key === last) return; // nothing changed: keep the page as it is
+      last = key;
       choices(fp, d.principals, params.get('principal'));
       choices(fs, d.states, params.get('state'));
       fill($('#count'), d.runs.length === d.total ? String(d.total) : d.runs.length + ' of ' + d.total);
@@ -253,12 +267,18 @@
     let selected = new URLSearchParams(location.hash.slice(1)).get('cap');
     const capsByID = new Map();
 
+    let last = null;
     const load = refresher(async () => {
-      data = await getJSON('/api/runs/' + encodeURIComponent(id));
+      const d = await getJSON('/api/runs/' + encodeURIComponent(id));
+      const key = JSON.stringify(Object.assign({}, d, { took_ns: 0,
+        audit: Object.assign({}, d.audit, { verify: Object.assign({}, d.audit.verify, { at: '', took_ns: 0 }) }) }));
+      if (d.audit.verify.stale) setTimeout(load, 1500);
+      if (key === last) return; // nothing changed: keep the page (and what is open in it) as it is
+      last = key;
+      data = d;
       capsByID.clear();
       for (const c of data.caps) capsByID.set(c.id, c);
       render();
-      if (data.audit.verify.stale) setTimeout(load, 1500);
     });
 
     function render() {
@@ -277,15 +297,14 @@
     }
 
     function renderHead(r) {
+      // In two columns: what ran and for whom on the left, from what on
+      // the right.
       const rows = [
-        ['Task', r.task], ['Principal', r.principal], ['State', badge(r.state)],
-        ['Exit', r.exit === null ? '—' : String(r.exit)],
-        ['Started', fmtTime(r.started)],
+        ['Task', r.task], ['Manifest', el('span', { class: 'mono' }, r.manifest)],
+        ['Principal', r.principal], ['Module', el('span', { class: 'mono' }, r.module)],
+        ['State', [badge(r.state), ' exit ', r.exit === null ? '—' : String(r.exit)]], ['Digest', el('span', { class: 'mono' }, r.digest)],
+        ['Started', fmtTime(r.started)], ['Engine', r.engine],
         ['Ended', r.ended ? fmtTime(r.ended) + ' (' + fmtDuration(r.started, r.ended) + ')' : '—'],
-        ['Manifest', el('span', { class: 'mono' }, r.manifest)],
-        ['Module', el('span', { class: 'mono' }, r.module)],
-        ['Digest', el('span', { class: 'mono' }, r.digest)],
-        ['Engine', r.engine],
       ];
       if (r.error) rows.push(['Error', el('span', { class: 'error-text' }, r.error)]);
       const counts = data.tasks.length + ' tasks, ' + data.caps.length + ' capabilities, ' +
@@ -358,11 +377,11 @@
     }
 
     const denialCols = [
-      { title: 'Time', get: (d) => fmtTime(d.time) },
-      { title: 'Task', get: (d) => d.task, mono: true },
+      { title: 'Time', get: (d) => clock(d.time), cls: 'nowrap' },
+      { title: 'Task', get: (d) => d.task, mono: true, cls: 'nowrap' },
       { title: 'Capability', get: (d) => capCell(d.cap) },
-      { title: 'Op', get: (d) => d.op, mono: true },
-      { title: 'Errno', get: (d) => d.errno, mono: true },
+      { title: 'Op', get: (d) => d.op, mono: true, cls: 'op' },
+      { title: 'Errno', get: (d) => d.errno, mono: true, cls: 'nowrap' },
       { title: 'Kernel\'s reason', get: (d) => d.reason },
     ];
 
@@ -376,12 +395,12 @@
     function renderFlows() {
       fill($('#flows-count'), String(data.flows.length + data.flows_dropped));
       fill($('#flows'), table([
-        { title: 'Time', get: (f) => fmtTime(f.time) },
-        { title: 'Task', get: (f) => f.task, mono: true },
+        { title: 'Time', get: (f) => clock(f.time), cls: 'nowrap' },
+        { title: 'Task', get: (f) => f.task, mono: true, cls: 'nowrap' },
         { title: 'Capability', get: (f) => capCell(f.cap) },
-        { title: 'Op', get: (f) => f.op, mono: true },
+        { title: 'Op', get: (f) => f.op, mono: true, cls: 'op' },
         { title: 'Decision', get: (f) => f.decision },
-        { title: 'Errno', get: (f) => f.errno, mono: true },
+        { title: 'Errno', get: (f) => f.errno, mono: true, cls: 'nowrap' },
         { title: 'Label', get: (f) => f.label, mono: true },
         { title: 'Kernel\'s reason', get: (f) => f.reason },
       ], data.flows.map((v) => ({ v, cls: v.decision === 'deny' ? 'denied' : null })), 'No labelled data met a sink.'),
@@ -398,12 +417,12 @@
 
     const entryCols = [
       { title: 'Seq', get: (e) => String(e.seq), num: true },
-      { title: 'Time', get: (e) => fmtTime(e.time) },
-      { title: 'Task', get: (e) => e.task, mono: true },
+      { title: 'Time', get: (e) => clock(e.time), cls: 'nowrap' },
+      { title: 'Task', get: (e) => e.task, mono: true, cls: 'nowrap' },
       { title: 'Capability', get: (e) => capCell(e.cap) },
-      { title: 'Op', get: (e) => e.op, mono: true },
+      { title: 'Op', get: (e) => e.op, mono: true, cls: 'op' },
       { title: 'Decision', get: (e) => e.decision },
-      { title: 'Errno', get: (e) => e.errno, mono: true },
+      { title: 'Errno', get: (e) => e.errno, mono: true, cls: 'nowrap' },
       { title: 'Reason', get: (e) => e.reason },
     ];
 
@@ -500,8 +519,11 @@
       if (c.rate) limits.push(el('li', {}, 'rate ', el('code', {}, c.rate)));
       for (const w of c.inherited) limits.push(el('li', { class: 'muted' }, 'from an ancestor: ', el('code', {}, w)));
       const use = [];
-      use.push(el('li', {}, 'uses: ' + c.uses + (c.max_uses ? ' of ' + c.max_uses : '')));
-      if (c.budget) use.push(el('li', {}, 'spent ' + c.spent + ' of ' + c.budget));
+      if (c.max_uses) use.push(el('li', {}, 'used ' + c.uses + ' of ' + c.max_uses + ' times (max_uses, this capability and those derived from it)'));
+      if (c.budget) use.push(el('li', {}, 'spent ' + c.spent + ' of ' + c.budget + ' (its budget)'));
+      const allowed = c.entries.map((i) => data.audit.entries[i]).filter((e) => e && e.decision === 'allow').length;
+      if (c.audited) use.push(el('li', {}, allowed + ' allowed ' + (allowed === 1 ? 'use' : 'uses') + ' in the audit log'));
+      if (!use.length) use.push(el('li', { class: 'muted' }, 'Not counted: it has no max_uses or budget, and is not audited.'));
       const denials = c.denials.map((i) => data.denials[i]).filter(Boolean);
       const entries = c.entries.map((i) => data.audit.entries[i]).filter(Boolean);
       fill(box,
@@ -522,10 +544,16 @@
         el('h3', {}, 'Derivation from the manifest\'s grant ', el('span', { class: 'muted' }, '"' + c.grant + '"')),
         path,
         el('h3', {}, 'Denials on it ', el('span', { class: 'count', id: 'detail-denials-count' }, String(denials.length))),
-        table(denialCols.filter((x) => x.title !== 'Capability'), denials.map((v) => ({ v })), 'None.'),
+        denials.length ? el('ul', { class: 'events', id: 'detail-denials' }, denials.map((d) => el('li', { class: 'denied' },
+          el('div', { class: 'small' }, clock(d.time), ' ', el('span', { class: 'mono' }, d.task), ' ', el('span', { class: 'mono' }, d.op), ' ',
+            el('strong', { class: 'mono' }, d.errno)),
+          el('div', {}, d.reason)))) : el('p', { class: 'muted' }, 'None.'),
         el('h3', {}, 'Its decisions in the audit log ', el('span', { class: 'count', id: 'detail-entries-count' }, String(entries.length))),
-        c.audited ? null : el('p', { class: 'muted small' }, 'Not an audited capability: the log holds only its denials.'),
-        table(entryCols.filter((x) => x.title !== 'Capability'), entries.map((v) => ({ v, cls: v.decision === 'deny' ? 'denied' : null })), 'None.'));
+        c.audited ? null : el('p', { class: 'muted small' }, 'Not an audited capability: the log holds its denials and the decisions where labelled data met it, not every use.'),
+        entries.length ? el('ul', { class: 'events' }, entries.map((e) => el('li', { class: e.decision === 'deny' ? 'denied' : 'allowed' },
+          el('div', { class: 'small' }, '#' + e.seq, ' ', clock(e.time), ' ', el('span', { class: 'mono' }, e.task), ' ', el('span', { class: 'mono' }, e.op), ' ',
+            el('strong', {}, e.decision), e.errno && e.errno !== 'ESUCCESS' ? [' ', el('span', { class: 'mono' }, e.errno)] : ''),
+          e.reason ? el('div', {}, e.reason) : null))) : el('p', { class: 'muted' }, 'None.'));
     }
 
     load();

@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/mandatevm/mandate/internal/webui"
+	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/runstore"
+)
+
+const uiHelp = `Usage: mandate ui [RUN | last] [--addr 127.0.0.1:0] [--state-dir DIR] [--cache-dir DIR]
+
+Serves a local, read-only web view of the recorded runs and prints its URL:
+the runs list (filter by principal, state, denials); a run's page with its
+task tree, each task's capabilities and their derivation from the
+manifest's grants, labels and clearances, every denial and flow with the
+kernel's reason, the tasks' outputs, the run's audit entries with the
+verdict of verifying the whole log (as "mandate audit verify"), and the
+capability graph; select a capability for its scope, constraints,
+derivation path and every use and denial made on it. A run in progress
+(or an MCP session) updates live. With RUN (an id, or "last"), the URL
+printed opens that run's page.
+
+Open the URL it prints: it carries a random token (256 bits), which the
+first request trades for a cookie (HttpOnly, SameSite=Strict) before
+redirecting to the same URL without it. Nothing is served without the
+token or the cookie. mandate ui stops on Ctrl-C.
+
+Security: it listens on loopback only (--addr must be, or resolve only to,
+a loopback address; to look from another machine, forward the port, e.g.
+ssh -L PORT:127.0.0.1:PORT, with the same port number); it answers only to
+requests whose Host is its own address or localhost:PORT (a DNS name
+rebound to 127.0.0.1 is refused); it serves GET and HEAD only and nothing
+it serves changes anything; every response carries a strict
+Content-Security-Policy (scripts and styles from itself only, nothing
+inline), nosniff, no referrer and no caching. It opens the run store and
+the audit log read-only and creates no file in the state directory: a
+state directory that cannot be written is shown whole. What guests wrote
+(capability names, scope values, reasons, results, output) is shown as
+text, control characters escaped.
+
+Flags:
+
+	--addr HOST:PORT  where to listen (default 127.0.0.1:0: a free port)
+	--state-dir DIR   where runs are recorded (default $MANDATE_STATE_DIR,
+	                  else $XDG_STATE_HOME/mandate, else ~/.local/state/mandate)
+	--cache-dir DIR   cache root, for the graph pictures' compiled Graphviz
+	                  (DIR/graphviz); default $MANDATE_CACHE_DIR, else the
+	                  user cache directory + /mandate
+
+Examples:
+
+	mandate ui
+	mandate ui last
+	mandate ui --addr 127.0.0.1:8765 --state-dir ./state
+`
+
+func runUI(e *env, args []string) int {
+	c := lookupCommand("ui")
+	fs := flagSet("ui")
+	addr := fs.String("addr", "127.0.0.1:0", "")
+	stateFlag := stateDirFlag(fs)
+	cacheFlag := fs.String("cache-dir", "", "")
+	pos, code, ok := e.parse(c, fs, args)
+	if !ok {
+		return code
+	}
+	run := ""
+	switch {
+	case len(pos) == 1:
+		run = pos[0]
+		if run != "last" && !runstore.ValidRunID(run) {
+			return e.usageError(c, "%q is not a run id (run ids look like 20261129T153000Z-ab12cd)", truncate(run, 64))
+		}
+	case len(pos) > 1:
+		return e.usageError(c, "unexpected argument %q", pos[1])
+	}
+	dir, err := e.stateDir(*stateFlag)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
+		return exitUsage
+	}
+	cache, err := e.cacheDir(*cacheFlag)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
+		return exitUsage
+	}
+	// The UI creates nothing: a state directory not made yet is shown
+	// empty until a run makes it.
+	if fi, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(e.stderr, "mandate ui: warning: %s does not exist yet; runs recorded there will show as they start\n", kernel.Printable(dir))
+	} else if err != nil || !fi.IsDir() {
+		fmt.Fprintf(e.stderr, "mandate ui: state directory %s: %s\n", kernel.Printable(dir), statProblem(err))
+		return exitUsage
+	}
+	ln, err := webui.Listen(*addr)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
+		return exitUsage
+	}
+	token, err := webui.NewToken()
+	if err != nil {
+		ln.Close()
+		fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
+		return exitUsage
+	}
+	logger := hclog.New(&hclog.LoggerOptions{Name: "mandate ui", Level: hclog.Warn, Output: e.stderr})
+	s, err := webui.New(webui.Options{StateDir: dir, Token: token, Addr: ln.Addr().String(), Logger: logger,
+		Graph: uiGraph(cache)})
+	if err != nil {
+		ln.Close()
+		fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
+		return exitUsage
+	}
+	page := "/"
+	if run != "" {
+		page = "/runs/" + url.PathEscape(run)
+	}
+	fmt.Fprintf(e.stderr, "mandate ui: the runs in %s, read-only; open (Ctrl-C stops):\n", kernel.Printable(dir))
+	fmt.Fprintf(e.stdout, "http://%s%s?token=%s\n", ln.Addr(), page, token)
+	ctx, stop := signal.NotifyContext(e.context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := s.Serve(ctx, ln); err != nil {
+		fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
+		return exitUsage
+	}
+	return exitOK
+}
+
+// uiGraph draws a run's graph picture for the UI, nil until a renderer is
+// wired in (package graphview).
+func uiGraph(cache string) func(context.Context, *runstore.Record) ([]byte, error) {
+	return nil
+}
+
+func statProblem(err error) string {
+	if err == nil {
+		return "not a directory"
+	}
+	return err.Error()
+}
