@@ -38,6 +38,7 @@ var badDeps = map[string]map[string]string{
 	"github.com/mandatevm/mandate/cmd/mandate": {
 		"github.com/bytecodealliance/wasmtime-go":       "the default build is pure Go: wasmtime only with the tag",
 		"github.com/mandatevm/mandate/internal/fakellm": "the fake model is for tests and demos, never in the CLI",
+		"github.com/goccy/go-graphviz":                  "its init compiles Graphviz at every start: internal/graphviz is the lazy copy",
 	},
 	"github.com/mandatevm/mandate/caps/pay": {
 		"github.com/mandatevm/mandate/kernel$":  "a kind imports the kind contract (kernel/kindapi), not the kernel",
@@ -93,6 +94,25 @@ var badDeps = map[string]map[string]string{
 		"github.com/mandatevm/mandate/internal/fakellm":  "the fake model is for tests and demos",
 		"github.com/bytecodealliance/wasmtime-go":        "the default build is pure Go: wasmtime only with the tag",
 		"github.com/mandatevm/mandate/internal/graphviz": "running tasks draws no pictures",
+	},
+	// The copy of go-graphviz (internal/graphviz/README.md): SVG only, and
+	// the lazy copy rather than the module, whose init functions compile
+	// Graphviz in every binary that links it.
+	"github.com/mandatevm/mandate/internal/graphviz": {
+		"github.com/fogleman/gg":              "SVG only: the PNG/JPG renderer and its libraries were removed",
+		"github.com/golang/freetype":          "SVG only: the PNG/JPG renderer and its libraries were removed",
+		"github.com/disintegration/imaging":   "SVG only: the PNG/JPG renderer and its libraries were removed",
+		"github.com/flopp/go-findfont":        "SVG only: the PNG/JPG renderer and its libraries were removed",
+		"golang.org/x/image":                  "SVG only: the PNG/JPG renderer and its libraries were removed",
+		"github.com/goccy/go-graphviz":        "the lazy copy, never the module: its init compiles Graphviz at every start",
+		"github.com/mandatevm/mandate/kernel": "a copy of upstream knows nothing of Mandate",
+	},
+	"github.com/mandatevm/mandate/internal/graphview": {
+		"github.com/mandatevm/mandate/sandbox/":     "drawing a record runs no guest",
+		"github.com/mandatevm/mandate/caps/":        "records hold scopes as the kinds described them, not kinds",
+		"github.com/mandatevm/mandate/internal/cli": "the CLI and the UI use graphview, not the reverse",
+		"github.com/mandatevm/mandate/host":         "a picture of a record needs no host",
+		"github.com/goccy/go-graphviz":              "the lazy copy (internal/graphviz), never the module",
 	},
 	"github.com/mandatevm/mandate/runstore": {
 		"github.com/mandatevm/mandate/sandbox/":     "records describe runs; they never run anything",
