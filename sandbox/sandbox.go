@@ -81,6 +81,10 @@ type Config struct {
 	// CacheDir is where compiled modules are kept between processes. Empty
 	// means compile in memory only.
 	CacheDir string
+	// NoSnapshots starts every task of a reactor with its _initialize,
+	// rather than from the module's pre-initialised snapshot (wazero; see
+	// its package documentation).
+	NoSnapshots bool
 }
 
 // ModuleKind tells how a module is entered.

@@ -18,7 +18,7 @@ import (
 // "engine-" prefix of their directories.
 var GuestNames = []string{
 	"hello", "exit", "ambient", "reactor", "spin", "sleep",
-	"membomb", "flood", "compute", "badimport",
+	"membomb", "flood", "compute", "badimport", "initcall",
 }
 
 var (

@@ -19,9 +19,10 @@ func BenchmarkWarmSpawn(b *testing.B) {
 		opt   options
 		limit uint64
 	}{
-		{"coalesced", options{}, 64 << 20},
-		{"coalesced-nolimit", options{}, 0},
-		{"original", options{noCoalesce: true}, 64 << 20},
+		{"snapshot", options{}, 64 << 20},
+		{"coalesced", options{noSnapshot: true}, 64 << 20},
+		{"coalesced-nolimit", options{noSnapshot: true}, 0},
+		{"original", options{noCoalesce: true, noSnapshot: true}, 64 << 20},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			sandboxtest.BenchSpawn(b, benchEngine(b, sandbox.Config{}, bc.opt), bc.limit)
@@ -34,15 +35,17 @@ func BenchmarkCompileCold(b *testing.B) { sandboxtest.BenchCompileCold(b, newDef
 func BenchmarkCompileCached(b *testing.B) { sandboxtest.BenchCompileCached(b, newDefault) }
 
 // BenchmarkComputeDeadline runs a compute-bound guest (32 SHA-256 passes
-// over 1 MiB) with and without CloseOnContextDone, the mechanism that stops
-// a spinning guest at its deadline.
+// over 1 MiB) with each way of stopping a guest at its deadline: the
+// module rewrite (the default), wazero's CloseOnContextDone (used before),
+// and none (for comparison: a spinning guest can not be stopped).
 func BenchmarkComputeDeadline(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		opt  options
 	}{
 		{"stoppable", options{}},
-		{"unstoppable", options{noCloseOnDone: true}},
+		{"closeondone", options{preempt: preemptCloseOnDone}},
+		{"unstoppable", options{preempt: preemptNone}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			sandboxtest.BenchCompute(b, benchEngine(b, sandbox.Config{CacheDir: testCacheDir}, bc.opt))

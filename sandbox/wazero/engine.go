@@ -37,12 +37,16 @@
 //
 // # Stopping
 //
-// The runtime is created with CloseOnContextDone, so compiled code checks for
-// cancellation at every loop header: a guest spinning in "for {}" stops at the
-// deadline. A guest blocked in time.Sleep is woken at the deadline too: each
-// instance's nanosleep returns when the run's context is done. The check is not free: wazero emits an indirect
-// call per loop iteration, and BenchmarkComputeDeadline measured a tight
-// compute loop (SHA-256) about 3.5x slower with it than without.
+// Every module is rewritten at compile time (wasmbin.Preempt) so that each
+// loop header and function entry tests a stop flag that Run sets when the
+// run's context is done, and calls into Go every wasmbin.PreemptBudget
+// units of work so the Go runtime can preempt a spinning guest: a guest in
+// "for {}" stops at the deadline, and a garbage collection never waits for
+// it (preempt.go). A guest blocked in time.Sleep is woken at the deadline
+// too: each instance's nanosleep returns when the run's context is done.
+// wazero's own WithCloseOnContextDone, used before, called into Go at every
+// loop header and made a compute-bound guest 4.6-4.9x slower; the rewrite
+// costs it a few percent (BENCHMARKS.md).
 //
 // # Modules
 //
@@ -95,9 +99,10 @@ var (
 // Engine is a wazero runtime with the WASI preview1 module and the host
 // modules registered through Host. It is safe for concurrent use.
 type Engine struct {
-	rt    wazero.Runtime
-	cache wazero.CompilationCache // nil without Config.CacheDir
-	opt   options
+	rt       wazero.Runtime
+	cache    wazero.CompilationCache // nil without Config.CacheDir
+	cacheDir string                  // Config.CacheDir: snapshots go under it
+	opt      options
 
 	seq atomic.Uint64 // names instances uniquely
 
@@ -138,22 +143,25 @@ func (s funcSig) String() string {
 
 // options are settings not exposed through sandbox.Config.
 type options struct {
-	// noCloseOnDone turns off CloseOnContextDone (benchmarks only: without
-	// it a spinning guest can not be stopped).
-	noCloseOnDone bool
+	// preempt is how running guests are stopped (preempt.go), and
+	// preemptBudget the rewrite's budget (0: wasmbin.PreemptBudget).
+	preempt       preemption
+	preemptBudget uint32
 	// noCoalesce compiles the original bytes without merging data segments.
 	noCoalesce bool
+	// noSnapshot starts every task with _initialize (Config.NoSnapshots).
+	noSnapshot bool
 }
 
 // New returns an engine with the WASI preview1 module instantiated. With
 // cfg.CacheDir set, compiled code is kept there between processes.
 func New(ctx context.Context, cfg sandbox.Config) (*Engine, error) {
-	return newEngine(ctx, cfg, options{})
+	return newEngine(ctx, cfg, options{noSnapshot: cfg.NoSnapshots})
 }
 
 func newEngine(ctx context.Context, cfg sandbox.Config, opt options) (*Engine, error) {
 	rc := wazero.NewRuntimeConfig(). // the compiler where supported
-						WithCloseOnContextDone(!opt.noCloseOnDone)
+						WithCloseOnContextDone(opt.preempt == preemptCloseOnDone)
 	var cache wazero.CompilationCache
 	if cfg.CacheDir != "" {
 		var err error
@@ -164,6 +172,13 @@ func newEngine(ctx context.Context, cfg sandbox.Config, opt options) (*Engine, e
 		rc = rc.WithCompilationCache(cache)
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	if err := instantiateYield(ctx, rt); err != nil {
+		rt.Close(ctx)
+		if cache != nil {
+			cache.Close(ctx)
+		}
+		return nil, fmt.Errorf("sandbox/wazero: instantiating %s: %w", wasmbin.PreemptModule, err)
+	}
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 		rt.Close(ctx)
 		if cache != nil {
@@ -176,11 +191,12 @@ func newEngine(ctx context.Context, cfg sandbox.Config, opt options) (*Engine, e
 		sigs[name] = sigOf(def)
 	}
 	return &Engine{
-		rt:      rt,
-		cache:   cache,
-		opt:     opt,
-		imports: map[string]map[string]funcSig{wasiModule: sigs},
-		modules: map[string]*compiled{},
+		rt:       rt,
+		cache:    cache,
+		cacheDir: cfg.CacheDir,
+		opt:      opt,
+		imports:  map[string]map[string]funcSig{wasiModule: sigs},
+		modules:  map[string]*compiled{},
 	}, nil
 }
 
@@ -199,6 +215,8 @@ func (e *Engine) Host(module string, funcs []sandbox.HostFunc) error {
 		return errors.New("sandbox/wazero: engine closed")
 	case e.compiling:
 		return fmt.Errorf("sandbox/wazero: Host(%q) after Compile", module)
+	case module == wasmbin.PreemptModule:
+		return fmt.Errorf("sandbox/wazero: host module name %q is reserved for the engine", module)
 	case e.imports[module] != nil:
 		return fmt.Errorf("sandbox/wazero: host module %q already registered", module)
 	}
@@ -321,6 +339,28 @@ func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte) error {
 	// wazero has no limit of its own on table.grow: cap every table.
 	if src, err = wasmbin.CapTables(src, wasmbin.MaxTableElements); err != nil {
 		return fmt.Errorf("sandbox/wazero: invalid module: %w", err)
+	}
+	// A reactor starts from its snapshot when it has one (snapshot.go).
+	_, init := bin.Exports["_initialize"]
+	_, start := bin.Exports["_start"]
+	if init && !start && !e.opt.noSnapshot {
+		snap, err := e.snapshotOf(ctx, c.digest, src)
+		switch {
+		case err == nil:
+			src = snap
+			if sb, err := wasmbin.Parse(snap); err == nil {
+				c.memMin = sb.MemMin << 16
+			}
+			c.snapshot = true
+		case ctx.Err() != nil:
+			return ctx.Err()
+		default:
+			c.noSnapshot = err.Error()
+		}
+	}
+	// Last, so that what is compiled is what runs (preempt.go).
+	if src, err = e.preempt(src); err != nil {
+		return fmt.Errorf("sandbox/wazero: %w", err)
 	}
 	cm, err := e.rt.CompileModule(ctx, src)
 	if err != nil {

@@ -16,6 +16,10 @@ import (
 // defined memory, and a Go guest defines exactly one.
 type memoryLimiter struct {
 	limit uint64
+	// startup is what the module's start-up needs, in bytes, when it is
+	// known (a snapshot's memory: measured once, when it was taken); the
+	// first allocation is then exactly that, with no headroom.
+	startup uint64
 	// refused is set when a growth (or the initial allocation) was refused.
 	refused atomic.Bool
 }
@@ -29,16 +33,27 @@ func (l *memoryLimiter) Allocate(capacity, max uint64) experimental.LinearMemory
 	if capacity > limit {
 		capacity = limit
 	}
-	return &limitedMemory{l: l, limit: limit, initialCap: capacity}
+	m := &limitedMemory{l: l, limit: limit, initialCap: capacity, headroom: initialHeadroom}
+	if l.startup > 0 {
+		m.headroom = 0
+	}
+	return m
 }
 
-// initialHeadroom is the capacity reserved past a memory's initial size.
+// initialHeadroom is the capacity reserved past a memory's initial size
+// when what the module's start-up needs is not known: the Go runtime grows
+// its memory by a few hundred KiB while it starts.
 const initialHeadroom = 512 << 10
+
+// growthStep is the least a memory grows by once it must move: growing a
+// memory copies it whole, so small steps would copy it again and again.
+const growthStep = 1 << 20
 
 type limitedMemory struct {
 	l          *memoryLimiter
 	limit      uint64
 	initialCap uint64
+	headroom   uint64
 	buf        []byte
 }
 
@@ -54,13 +69,15 @@ func (m *limitedMemory) Reallocate(size uint64) []byte {
 		m.buf = m.buf[:size]
 		return m.buf
 	}
-	// Grow geometrically like append, but never reserve past the limit.
-	// The first allocation leaves headroom: the Go runtime grows its
-	// memory by a few hundred KiB while it starts, and every reallocation
-	// costs a clear and a copy of the whole buffer.
+	// Grow geometrically like append, by at least growthStep, but never
+	// reserve past the limit. The first allocation leaves headroom unless
+	// the start-up's need is known: every reallocation costs a clear and a
+	// copy of the whole buffer.
 	newCap := max(size, uint64(cap(m.buf))*2, m.initialCap)
 	if m.buf == nil {
-		newCap = max(newCap, size+initialHeadroom)
+		newCap = max(newCap, size+m.headroom)
+	} else {
+		newCap = max(newCap, uint64(cap(m.buf))+growthStep)
 	}
 	if newCap > m.limit {
 		newCap = m.limit

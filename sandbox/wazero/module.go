@@ -40,6 +40,10 @@ type compiled struct {
 	hasInit bool
 	exports map[string]api.FunctionDefinition
 	memMin  uint64 // initial memory in bytes
+	// snapshot: tasks start from the module's pre-initialised snapshot;
+	// noSnapshot says why they do not, for a reactor.
+	snapshot   bool
+	noSnapshot string
 	// allExports is every export's kind, to explain a wrong entry.
 	allExports map[string]byte
 
@@ -136,6 +140,9 @@ func (m *Module) Run(ctx context.Context, cfg sandbox.RunConfig) error {
 	var lim *memoryLimiter
 	if limit < defaultMemoryLimit {
 		lim = &memoryLimiter{limit: limit}
+		if c.snapshot {
+			lim.startup = c.memMin
+		}
 		runCtx = experimental.WithMemoryAllocator(runCtx, lim)
 	}
 
@@ -163,6 +170,7 @@ func (m *Module) Run(ctx context.Context, cfg sandbox.RunConfig) error {
 		return outcome(runCtx, err, lim)
 	}
 	defer inst.Close(context.Background())
+	defer armStop(runCtx, inst)()
 
 	if c.kind == sandbox.Command {
 		_, err = inst.ExportedFunction("_start").Call(runCtx)

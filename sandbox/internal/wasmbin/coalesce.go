@@ -2,10 +2,7 @@ package wasmbin
 
 import (
 	"cmp"
-	"encoding/binary"
 	"slices"
-
-	"github.com/mandatevm/mandate/internal/wasmasm"
 )
 
 // Why coalesce data segments?
@@ -77,26 +74,11 @@ func Coalesce(wasm []byte, bin *Module) ([]byte, bool) {
 		return nil, false
 	}
 
-	// Encode the new section body.
-	body := binary.AppendUvarint(nil, uint64(len(merged)))
-	for _, s := range merged {
-		body = append(body, 0x00, 0x41) // active on memory 0; i32.const
-		body = append(body, wasmasm.Sleb(int64(int32(s.off)))...)
-		body = append(body, 0x0b) // end
-		body = binary.AppendUvarint(body, uint64(len(s.init)))
-		body = append(body, s.init...)
-	}
+	body := encodeData(merged)
 	if uint64(len(body)) > 1<<32-1 {
 		return nil, false
 	}
-	hdr := data.Hdr
-	out := make([]byte, 0, len(wasm)-(data.End-hdr)+len(body)+6)
-	out = append(out, wasm[:hdr]...)
-	out = append(out, SecData)
-	out = binary.AppendUvarint(out, uint64(len(body)))
-	out = append(out, body...)
-	out = append(out, wasm[data.End:]...)
-	return out, true
+	return replaceSection(wasm, data, SecData, body), true
 }
 
 // parseActiveData decodes a data section body whose segments are all active
