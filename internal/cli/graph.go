@@ -2,21 +2,20 @@ package cli
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"sort"
-	"strconv"
+	"path/filepath"
 	"strings"
-	"unicode"
 
+	"github.com/mandatevm/mandate/host"
+	"github.com/mandatevm/mandate/internal/graphview"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/runstore"
 )
 
-const graphHelp = `Usage: mandate graph [RUN | --run ID] [--format text|json|dot] [--state-dir DIR]
+const graphHelp = `Usage: mandate graph [RUN | --run ID] [--format text|json|dot|svg]
+                     [--output FILE] [--state-dir DIR] [--cache-dir DIR]
 
 Shows the capability graph of the last recorded run, or of run ID: every
 task (who it acted for, its module, how it ended) and every capability (its
@@ -38,18 +37,36 @@ Flags:
 	                        dropped, audited, when, approve_when, rate; a
 	                        denial has time, task, principal, cap, kind, op,
 	                        errno, reason, label
-	                  dot:  a Graphviz digraph: tasks are boxes, capabilities
-	                        ellipses; dashed edges go from a task to what it
-	                        holds, solid edges from a capability to those
-	                        derived from it; revoked capabilities are red
+	                  svg:  the picture, drawn by Graphviz built into mandate
+	                        (nothing to install): each task a box in a frame
+	                        with the capabilities it held, spawn edges
+	                        between tasks, derivation edges between
+	                        capabilities (dashed: a task to what it got from
+	                        outside); each capability's scope as its kind
+	                        describes it, with when, approve_when, uses and
+	                        budget; revoked ones struck through; denials and
+	                        flows in red with their counts, the first denials
+	                        on each capability with their reasons. Node ids:
+	                        task-ID and cap-ID (bytes but letters, digits,
+	                        "." and "-" as _XX). The first picture compiles
+	                        Graphviz (about a second), kept in CACHE/graphviz
+	                  dot:  the svg picture's Graphviz source
+	--output FILE     write the graph to FILE instead of stdout
 	--state-dir DIR   where runs are recorded (default $MANDATE_STATE_DIR,
 	                  else $XDG_STATE_HOME/mandate, else ~/.local/state/mandate)
+	--cache-dir DIR   the cache root (default $MANDATE_CACHE_DIR, else the
+	                  user cache directory + /mandate): svg keeps Graphviz's
+	                  compiled code in DIR/graphviz
+
+Everything a guest or a manifest chose is escaped in every format; the
+picture holds text and shapes only (no script, no link).
 
 Examples:
 
 	mandate graph
 	mandate graph --format json | jq '.caps[] | select(.revoked)'
-	mandate graph --run 20261129T153000Z-ab12cd --format dot | dot -Tsvg > graph.svg
+	mandate graph --format svg --output graph.svg
+	mandate graph --run 20261129T153000Z-ab12cd --format dot | dot -Tpng
 `
 
 func runGraph(e *env, args []string) int {
@@ -57,7 +74,9 @@ func runGraph(e *env, args []string) int {
 	fs := flagSet("graph")
 	runID := fs.String("run", "", "")
 	format := fs.String("format", "text", "")
+	output := fs.String("output", "", "")
 	stateFlag := stateDirFlag(fs)
+	cacheFlag := fs.String("cache-dir", "", "")
 	pos, code, ok := e.parse(c, fs, args)
 	if !ok {
 		return code
@@ -69,15 +88,16 @@ func runGraph(e *env, args []string) int {
 		return e.usageError(c, "unexpected argument %q", pos[0])
 	}
 	render, ok := renderers[*format]
-	if !ok {
-		return e.usageError(c, "unknown format %q (formats: text, json, dot)", *format)
+	if !ok && *format != "svg" {
+		return e.usageError(c, "unknown format %q (formats: text, json, dot, svg)", *format)
 	}
 	dir, err := e.stateDir(*stateFlag)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "mandate graph: %v\n", err)
 		return exitUsage
 	}
-	r, err := readRecord(context.Background(), dir, *runID)
+	ctx := e.context()
+	r, err := readRecord(ctx, dir, *runID)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "mandate graph: %v\n", err)
 		if errors.Is(err, runstore.ErrNoRuns) {
@@ -85,23 +105,59 @@ func runGraph(e *env, args []string) int {
 		}
 		return exitUsage
 	}
-	var buf bytes.Buffer
-	if err := render(&buf, r); err != nil {
+	var out []byte
+	if *format == "svg" {
+		out, err = graphview.SVG(ctx, r, graphview.Options{CacheDir: e.graphvizCache(*cacheFlag)})
+	} else {
+		var buf bytes.Buffer
+		err = render(&buf, r)
+		out = buf.Bytes()
+	}
+	if err != nil {
 		fmt.Fprintf(e.stderr, "mandate graph: %v\n", err)
 		return exitUsage
 	}
-	if _, err := e.stdout.Write(buf.Bytes()); err != nil {
+	// Every format escapes what guests chose: printed on a terminal as
+	// it is written to a file.
+	if *output != "" {
+		err = host.WriteFileAtomic(*output, out, 0o644)
+	} else {
+		_, err = e.stdout.Write(out)
+	}
+	if err != nil {
 		fmt.Fprintf(e.stderr, "mandate graph: %v\n", err)
 		return exitUsage
 	}
 	return exitOK
 }
 
+// graphvizCache is where SVG keeps Graphviz's compiled code: the cache
+// root's graphviz directory, none when there is no cache root (a home
+// without a cache directory).
+func (e *env) graphvizCache(flagValue string) string {
+	root, err := e.cacheDir(flagValue)
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(root, "graphviz")
+}
+
+// renderers are the formats drawn from the record alone (svg needs a
+// cache and a context).
 var renderers = map[string]func(io.Writer, *Record) error{
 	"text": renderText,
 	"json": renderJSON,
-	"dot":  renderDOT,
+	"dot":  graphview.DOT,
 }
+
+// Names the rest of the package uses for graphview's helpers (one
+// implementation, shared with the DOT and SVG forms).
+var (
+	renderDOT    = graphview.DOT
+	scopeSummary = graphview.ScopeSummary
+	viewSummary  = graphview.ViewSummary
+	oneLine      = graphview.OneLine
+)
 
 func renderJSON(w io.Writer, r *Record) error { return writeJSON(w, r) }
 
@@ -169,7 +225,7 @@ func renderText(w io.Writer, r *Record) error {
 			return
 		}
 		seen["t:"+x.ID] = true
-		fmt.Fprintf(&b, "%s%s  principal=%s  state=%s  module=%s", indent(depth), x.ID, kernel.Printable(x.Principal), x.State, kernel.Printable(shortDigest(x.Module)))
+		fmt.Fprintf(&b, "%s%s  principal=%s  state=%s  module=%s", indent(depth), x.ID, kernel.Printable(x.Principal), x.State, kernel.Printable(graphview.ShortDigest(x.Module)))
 		if x.Denials > 0 {
 			fmt.Fprintf(&b, "  denials=%d", x.Denials)
 		}
@@ -267,252 +323,13 @@ func orNone(s string) string {
 	return s
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-// shortDigest abbreviates "sha256:<64 hex>" to 12 hex digits.
-func shortDigest(d string) string {
-	if strings.HasPrefix(d, "sha256:") && len(d) > len("sha256:")+12 {
-		return d[:len("sha256:")+12]
-	}
-	if d == "" {
-		return "(none)"
-	}
-	return d
-}
-
-// scopeSummary renders a scope's JSON object as key=value pairs in key
-// order, leaving out empty and zero values; anything else is shown as is.
-// viewSummary is a capability's scope as its kind describes it, one
-// name=value per field, escaped.
-func viewSummary(v kernel.CapView) string {
-	parts := make([]string, 0, len(v.Fields))
-	for _, f := range v.Fields {
-		parts = append(parts, kernel.Printable(f.Name)+"="+quoteIfNeeded(kernel.Printable(f.Value)))
-	}
-	return strings.Join(parts, " ")
-}
-
 // limitsSummary shows what the kernel itself bounds a capability by: its
 // constraints, rate, uses and budget, and whether it was passed to a
 // child, each in brackets.
 func limitsSummary(x kernel.GraphCap) string {
 	var b strings.Builder
-	for _, p := range limitsParts(x) {
+	for _, p := range graphview.LimitsParts(x) {
 		b.WriteString(" [" + p + "]")
 	}
 	return b.String()
-}
-
-// limitsParts are limitsSummary's items, escaped.
-func limitsParts(x kernel.GraphCap) []string {
-	var parts []string
-	if len(x.When) > 0 {
-		parts = append(parts, "when "+kernel.Printable(strings.Join(x.When, " && ")))
-	}
-	if len(x.ApproveWhen) > 0 {
-		parts = append(parts, "approve_when "+kernel.Printable(strings.Join(x.ApproveWhen, " || ")))
-	}
-	if x.Rate != "" {
-		parts = append(parts, "rate "+kernel.Printable(x.Rate))
-	}
-	if x.View.MaxUses > 0 {
-		parts = append(parts, fmt.Sprintf("uses %d of %d", x.View.Uses, x.View.MaxUses))
-	}
-	if x.View.Budget != "" {
-		parts = append(parts, "spent "+kernel.Printable(x.View.Spent)+" of "+kernel.Printable(x.View.Budget))
-	}
-	if x.View.Passed {
-		parts = append(parts, "passed")
-	}
-	return parts
-}
-
-func scopeSummary(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var m map[string]any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&m); err != nil {
-		return oneLine(string(raw))
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var parts []string
-	for _, k := range keys {
-		var s string
-		switch v := m[k].(type) {
-		case nil:
-			continue
-		case bool:
-			if !v {
-				continue
-			}
-			s = "true"
-		case json.Number:
-			if v == "0" {
-				continue
-			}
-			s = v.String()
-		case string:
-			if v == "" {
-				continue
-			}
-			s = quoteIfNeeded(v)
-		case []any:
-			if len(v) == 0 {
-				continue
-			}
-			items := make([]string, len(v))
-			for i, it := range v {
-				if str, ok := it.(string); ok {
-					items[i] = quoteIfNeeded(str)
-				} else {
-					b, _ := json.Marshal(it)
-					items[i] = string(b)
-				}
-			}
-			s = strings.Join(items, ",")
-		default:
-			b, _ := json.Marshal(v)
-			s = string(b)
-		}
-		parts = append(parts, quoteIfNeeded(k)+"="+s)
-	}
-	return strings.Join(parts, " ")
-}
-
-// quoteIfNeeded returns s as is when every rune prints and none is a space, and
-// quoted otherwise, so a value from a record can neither split a line of
-// the text graph nor pass for another field.
-func quoteIfNeeded(s string) string {
-	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) || r == '"' }) < 0 {
-		return s
-	}
-	return strconv.Quote(s)
-}
-
-// dotQuote returns s as a DOT quoted string. Backslashes and quotes are
-// escaped, newlines become \n; other control characters are dropped.
-func dotQuote(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch {
-		case r == '"':
-			b.WriteString(`\"`)
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r < 0x20 || r == 0x7f:
-			// dropped
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
-}
-
-// dotLabel joins lines into one quoted label; each line is escaped.
-func dotLabel(lines ...string) string {
-	return dotQuote(strings.Join(lines, "\n"))
-}
-
-func renderDOT(w io.Writer, r *Record) error {
-	var b strings.Builder
-	b.WriteString("digraph mandate {\n")
-	b.WriteString("  rankdir=LR;\n")
-	b.WriteString("  node [fontname=\"Helvetica\", fontsize=10];\n")
-	b.WriteString("  edge [fontname=\"Helvetica\", fontsize=9];\n")
-	if r.Run.ID != "" {
-		fmt.Fprintf(&b, "  label=%s;\n  labelloc=t;\n", dotLabel("run "+r.Run.ID, r.Run.Manifest))
-	}
-	taskNode := func(id string) string { return dotQuote("task:" + id) }
-	capNode := func(id string) string { return dotQuote("cap:" + id) }
-	tasks := map[string]bool{}
-	caps := map[string]bool{}
-	denied := map[string]int{} // denials by capability
-	for _, d := range r.Denials {
-		denied[d.Cap]++
-	}
-	for _, t := range r.Tasks {
-		tasks[t.ID] = true
-		lines := []string{t.ID + " (" + t.Principal + ")", string(t.State), shortDigest(t.Module)}
-		if t.Denials > 0 {
-			lines = append(lines, fmt.Sprintf("%d denials", t.Denials))
-		}
-		if !t.Label.IsZero() {
-			lines = append(lines, "label "+t.Label.String())
-		}
-		if t.Clearance != nil {
-			lines = append(lines, "clearance {"+strings.Join(t.Clearance.Conf(), ",")+"}")
-		}
-		fmt.Fprintf(&b, "  %s [shape=box, label=%s];\n", taskNode(t.ID), dotLabel(lines...))
-	}
-	for _, c := range r.Caps {
-		caps[c.ID] = true
-		head := c.ID + " " + c.Kind
-		if c.Name != "" {
-			head += " " + strconvQuote(c.Name)
-		}
-		lines := []string{head}
-		// The scope as the kind describes it (defaults left out, readable
-		// units), then what the kernel bounds it by: the person's intent
-		// (when, approve_when), rate, uses, budget. A record of an older
-		// Mandate has no description: its raw scope, then.
-		if len(c.View.Fields) > 0 {
-			for _, f := range c.View.Fields {
-				lines = append(lines, kernel.Printable(f.Name)+"="+kernel.Printable(f.Value))
-			}
-		} else if s := scopeSummary(c.Scope); s != "" {
-			lines = append(lines, strings.Fields(s)...)
-		}
-		lines = append(lines, limitsParts(c)...)
-		attrs := "shape=ellipse"
-		if n := denied[c.ID]; n > 0 {
-			lines = append(lines, fmt.Sprintf("%d denied", n))
-			attrs += ", penwidth=2"
-		}
-		if c.Revoked {
-			lines = append(lines, "[revoked]")
-			attrs += ", color=red, fontcolor=red"
-		} else if c.Dropped {
-			attrs += ", style=dotted"
-		}
-		fmt.Fprintf(&b, "  %s [%s, label=%s];\n", capNode(c.ID), attrs, dotLabel(lines...))
-	}
-	for _, t := range r.Tasks {
-		if t.Parent != "" && tasks[t.Parent] {
-			fmt.Fprintf(&b, "  %s -> %s [style=bold, label=\"spawned\"];\n", taskNode(t.Parent), taskNode(t.ID))
-		}
-	}
-	for _, c := range r.Caps {
-		if c.Holder != "" && tasks[c.Holder] {
-			fmt.Fprintf(&b, "  %s -> %s [style=dashed, arrowhead=none];\n", taskNode(c.Holder), capNode(c.ID))
-		}
-		if c.Parent != "" && caps[c.Parent] {
-			color := ""
-			if c.Revoked {
-				color = ", color=red"
-			}
-			if c.View.Passed {
-				color += `, label="passed"`
-			}
-			fmt.Fprintf(&b, "  %s -> %s [style=solid%s];\n", capNode(c.Parent), capNode(c.ID), color)
-		}
-	}
-	b.WriteString("}\n")
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func strconvQuote(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
 }

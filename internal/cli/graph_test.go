@@ -78,70 +78,6 @@ func TestRenderTextCorruptTree(t *testing.T) {
 	}
 }
 
-func TestRenderDOT(t *testing.T) {
-	var b bytes.Buffer
-	if err := renderDOT(&b, sampleRecord()); err != nil {
-		t.Fatal(err)
-	}
-	got := b.String()
-	for _, want := range []string{
-		"digraph mandate {\n",
-		`label="run 20261129T153000Z-ab12cd\n/m/trip \"planner\".hcl";`,
-		`"task:t1" [shape=box, label="t1 (alice)\nfailed\nsha256:0123456789ab\n2 denials"];`,
-		`"cap:c1" [shape=ellipse, label="c1 net \"fli\\\"ghts\\\\\\n\"\nmax_redirects=5`,
-		`"cap:c2" [shape=ellipse, color=red, fontcolor=red, label="c2 net\nmethods=GET\norigin=https://flights.example\n[revoked]"];`,
-		`"task:t1" -> "task:t2" [style=bold, label="spawned"];`,
-		`"task:t1" -> "cap:c1" [style=dashed, arrowhead=none];`,
-		`"cap:c1" -> "cap:c2" [style=solid, color=red];`,
-		"}\n",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("missing %s in:\n%s", want, got)
-		}
-	}
-	checkDOTQuoting(t, got)
-}
-
-// checkDOTQuoting checks that every quoted string in a DOT document is
-// closed on its line and holds no raw control characters.
-func checkDOTQuoting(t *testing.T, doc string) {
-	t.Helper()
-	for i, line := range strings.Split(doc, "\n") {
-		in := false
-		for j := 0; j < len(line); j++ {
-			switch c := line[j]; {
-			case in && c == '\\':
-				j++
-			case c == '"':
-				in = !in
-			case c < 0x20 && c != '\t':
-				t.Errorf("line %d: control character %q", i+1, c)
-			}
-		}
-		if in {
-			t.Errorf("line %d has an unterminated string: %s", i+1, line)
-		}
-	}
-}
-
-func TestDOTQuote(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{``, `""`},
-		{`plain`, `"plain"`},
-		{`a"b`, `"a\"b"`},
-		{`a\b`, `"a\\b"`},
-		{"a\nb", `"a\nb"`},
-		{"a\rb\x00c\x7f", `"abc"`},
-		{`\"`, `"\\\""`},
-		{"ünïcode", `"ünïcode"`},
-	}
-	for _, tt := range tests {
-		if got := dotQuote(tt.in); got != tt.want {
-			t.Errorf("dotQuote(%q) = %s, want %s", tt.in, got, tt.want)
-		}
-	}
-}
-
 func TestRenderJSONRoundTrip(t *testing.T) {
 	r := sampleRecord()
 	var b bytes.Buffer
@@ -169,22 +105,6 @@ func TestRenderJSONRoundTrip(t *testing.T) {
 	_ = json.Unmarshal(c, &y)
 	if !reflect.DeepEqual(x, y) {
 		t.Errorf("round trip:\n got %s\nwant %s", c, a)
-	}
-}
-
-func TestScopeSummary(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{``, ``},
-		{`{}`, ``},
-		{`{"b":1048576,"a":"x","c":[],"d":false,"e":0,"f":null,"g":{"k":1}}`, `a=x b=1048576 g={"k":1}`},
-		{`{"l":[1,"two",true]}`, `l=1,two,true`},
-		{`"not an object"`, `"not an object"`},
-		{"[1,\n2]", `[1, 2]`},
-	}
-	for _, tt := range tests {
-		if got := scopeSummary(json.RawMessage(tt.in)); got != tt.want {
-			t.Errorf("scopeSummary(%s) = %q, want %q", tt.in, got, tt.want)
-		}
 	}
 }
 
@@ -256,34 +176,4 @@ func TestNewRunID(t *testing.T) {
 	if later := newRunID(at.Add(time.Second)); later <= a {
 		t.Errorf("ids do not sort by time: %q <= %q", later, a)
 	}
-}
-
-// TestRenderDOTShowsIntent: the picture shows each capability the way its
-// kind describes it (no raw defaults) with the person's intent (when,
-// approve_when, uses, budget) and the denials made on it.
-func TestRenderDOTShowsIntent(t *testing.T) {
-	r := sampleRecord()
-	c := &r.Caps[0]
-	c.View = kernel.CapView{Fields: []kernel.Detail{{Name: "origin", Value: "https://flights.example"}, {Name: "methods", Value: "GET"}},
-		MaxUses: 3, Uses: 1, Budget: "800.00 USD", Spent: "612.00 USD"}
-	c.When = []string{"request.query.to != 'PYY'"}
-	c.ApproveWhen = []string{"request.method == 'POST'"}
-	r.Denials = append(r.Denials, runstore.Denial{Cap: c.ID, Op: "call:fetch", Errno: "EDENIED"}, runstore.Denial{Cap: c.ID, Op: "call:fetch", Errno: "EFLOW"})
-	var b bytes.Buffer
-	if err := renderDOT(&b, r); err != nil {
-		t.Fatal(err)
-	}
-	got := b.String()
-	for _, want := range []string{
-		`origin=https://flights.example\nmethods=GET\nwhen request.query.to != 'PYY'\napprove_when request.method == 'POST'\nuses 1 of 3\nspent 612.00 USD of 800.00 USD\n`,
-		`denied"`,
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("missing %s in:\n%s", want, got)
-		}
-	}
-	if strings.Contains(got, "max_redirects=5") {
-		t.Errorf("a described capability shows its raw default scope:\n%s", got)
-	}
-	checkDOTQuoting(t, got)
 }
