@@ -87,6 +87,13 @@ type Config struct {
 	NoSnapshots bool
 }
 
+// Snapshotter is a Module an engine may start from a pre-initialised
+// snapshot (a reactor's _initialize run once for every task): Snapshot
+// says whether its tasks do, and when not, why.
+type Snapshotter interface {
+	Snapshot() (used bool, why string)
+}
+
 // ModuleKind tells how a module is entered.
 type ModuleKind int
 

@@ -17,6 +17,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
+	"github.com/mandatevm/mandate/sandbox"
 	"github.com/mandatevm/mandate/sandbox/internal/wasmbin"
 )
 
@@ -35,6 +36,11 @@ import (
 // original module's digest and the format version, with a SHA-256 of the
 // contents checked on every read; a module that cannot be snapshotted is
 // remembered there too, with why, so it is not tried again.
+
+var _ sandbox.Snapshotter = (*Module)(nil)
+
+// Snapshot implements sandbox.Snapshotter.
+func (m *Module) Snapshot() (used bool, why string) { return m.c.snapshot, m.c.noSnapshot }
 
 // snapshotVersion changes whenever what a snapshot contains changes.
 const snapshotVersion = 1
