@@ -26,7 +26,9 @@ Shows the caches mandate keeps, and prunes them. The cache root is
 	                 (NAME-KEY.wasm; the key covers everything the build
 	                 read), so a guest is rebuilt only when something changed
 	wazero/, wasmtime/
-	                 each engine's compiled modules
+	                 each engine's compiled modules, and under snapshots/
+	                 the reactors' pre-initialised snapshots (one file per
+	                 module, checked by its SHA-256 on every read)
 	*-test/          the same, for the test suites (go test)
 
 "mandate cache" lists each with its size and files, and how many guest
