@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,8 +179,9 @@ func runExample(t *testing.T, name, state string) {
 
 // graphJSON is what the test reads of "mandate graph --format json".
 type graphJSON struct {
-	Run  struct{ ID, Task string }
-	Caps []struct {
+	Run   struct{ ID, Task string }
+	Tasks []struct{ ID string }
+	Caps  []struct {
 		ID, Kind, Name, Holder, Parent string
 	}
 	Denials []struct{ Cap string }
@@ -257,6 +259,19 @@ func TestUIBrowser(t *testing.T) {
 	if v := eval[string](t, ctx, `document.querySelector('#verdict').textContent`); !strings.Contains(v, "verifies") || strings.Contains(v, "not") {
 		t.Errorf("the audit verdict: %q", v)
 	}
+	// The picture: a node for every task and capability of the record.
+	step(t, ctx, "the graph picture", chromedp.WaitVisible(chromedp.CSS(`#graph svg g.cap`)))
+	ids := eval[[]string](t, ctx, `[...document.querySelectorAll('#graph svg g[id]')].map(g => g.id)`)
+	for _, c := range trip.Caps {
+		if !slices.Contains(ids, "cap-"+c.ID) {
+			t.Errorf("the picture has no node cap-%s (it has %q)", c.ID, ids)
+		}
+	}
+	for _, tk := range trip.Tasks {
+		if !slices.Contains(ids, "task-"+tk.ID) {
+			t.Errorf("the picture has no node task-%s", tk.ID)
+		}
+	}
 	shot(t, ctx, out, "trip-run.png")
 
 	// The payment capability: its denials and its derivation (a grant).
@@ -298,6 +313,17 @@ func TestUIBrowser(t *testing.T) {
 	}
 	shot(t, ctx, out, "trip-card.png")
 
+	// A click on a capability in the picture selects it too.
+	step(t, ctx, "click the card in the picture", chromedp.Click(chromedp.CSS(`#tasks button.cap[data-cap="`+search+`"]`)),
+		waitJS(`!document.querySelector('#detail h2').textContent.includes('"card"')`),
+		chromedp.ScrollIntoView(chromedp.CSS(`#graph svg g[id="cap-`+card+`"]`)),
+		chromedp.Click(chromedp.CSS(`#graph svg g[id="cap-`+card+`"]`)),
+		waitJS(`document.querySelector('#detail h2').textContent.includes('"card"')`))
+	if sel := eval[[]string](t, ctx, `[...document.querySelectorAll('#graph svg g.selected')].map(g => g.id)`); len(sel) != 1 || sel[0] != "cap-"+card {
+		t.Errorf("selected in the picture: %q, want cap-%s", sel, card)
+	}
+	shot(t, ctx, out, "trip-graph-click.png")
+
 	// The finder's search capability: passed from the planner's flights
 	// grant; the path shown is the record's, grant first.
 	var want []string
@@ -334,7 +360,10 @@ func TestUIBrowser(t *testing.T) {
 
 	// The XSS guest's run: every string is text.
 	step(t, ctx, "the XSS run", chromedp.Navigate(p.base+"/runs/"+xss), chromedp.WaitVisible(chromedp.CSS(`#tasks li.task`)),
-		chromedp.WaitVisible(chromedp.CSS(`#outputs pre`)))
+		chromedp.WaitVisible(chromedp.CSS(`#outputs pre`)), chromedp.WaitVisible(chromedp.CSS(`#graph svg g.cap`)))
+	if g := eval[string](t, ctx, `document.querySelector('#graph svg').textContent`); !strings.Contains(g, "onerror=alert(1)") {
+		t.Errorf("the picture does not show the hostile capability name as text: %q", g)
+	}
 	text := eval[string](t, ctx, `document.body.innerText`)
 	for _, want := range []string{`<img src=x onerror=alert(1)>`, `<script>alert(1)</script>`, `fetch<script>alert(1)</script>`,
 		`\x1b[31mRED`, `\x1b]8;;http://evil.example\alink`, `\u009b2J`} {
@@ -358,6 +387,17 @@ func TestUIBrowser(t *testing.T) {
 		t.Errorf("Content-Security-Policy violations: %q", v)
 	}
 	shot(t, ctx, out, "xss.png")
+
+	// Live: a run recorded while the list is open shows up without a reload.
+	step(t, ctx, "the runs list again", chromedp.Navigate(p.base+"/"), chromedp.WaitVisible(chromedp.CSS(`#runs tbody tr[data-run]`)),
+		waitJS(`document.querySelector('#live').textContent === 'live'`))
+	another := xssRun(t, bin, state)
+	start := time.Now()
+	step(t, ctx, "the new run, live", waitJS(`!!document.querySelector('#runs tbody tr[data-run="`+another+`"]')`))
+	t.Logf("a new run appeared in the open list %v after mandate run returned", time.Since(start).Round(time.Millisecond))
+	if n := eval[int](t, ctx, `document.querySelectorAll('#runs tbody tr[data-run]').length`); n != 3 {
+		t.Errorf("the live list has %d runs, want 3", n)
+	}
 	t.Logf("screenshots in %s", out)
 }
 
@@ -376,7 +416,7 @@ func TestUIScreenshot(t *testing.T) {
 	p := startUIProc(t, bin, state, "last")
 	ctx := browser(t, chrome)
 	step(t, ctx, "the quickstart's run", chromedp.Navigate(p.url), chromedp.WaitVisible(chromedp.CSS(`#tasks li.task`)),
-		chromedp.WaitVisible(chromedp.CSS(`#verdict`)))
+		chromedp.WaitVisible(chromedp.CSS(`#verdict`)), chromedp.WaitVisible(chromedp.CSS(`#graph svg g.cap`)))
 	sel := ""
 	for _, c := range g.Caps {
 		if c.Parent != "" {
@@ -387,6 +427,7 @@ func TestUIScreenshot(t *testing.T) {
 		step(t, ctx, "select a capability", chromedp.Click(chromedp.CSS(`#tasks button.cap[data-cap="`+sel+`"]`)),
 			chromedp.WaitVisible(chromedp.CSS(`#detail-path`)), chromedp.Sleep(300*time.Millisecond))
 	}
+	step(t, ctx, "to the top", waitJS(`(window.scrollTo(0, 0), window.scrollY === 0)`), chromedp.Sleep(200*time.Millisecond))
 	b := shot(t, ctx, t.TempDir(), "ui.png")
 	if !bytes.HasPrefix(b, []byte("\x89PNG")) {
 		t.Fatal("not a PNG")

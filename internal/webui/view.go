@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/audit"
+	"github.com/mandatevm/mandate/internal/graphview"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/runstore"
 )
@@ -149,6 +150,7 @@ type taskView struct {
 	Clearance *labelView `json:"clearance"` // null: unbounded
 	Denials   int        `json:"denials"`
 	Error     string     `json:"error,omitempty"`
+	Element   string     `json:"element"`  // its node's id in the graph picture
 	Depth     int        `json:"depth"`    // 0 for a root
 	Children  []string   `json:"children"` // spawned tasks, in record order
 	Caps      []string   `json:"caps"`     // what it held, in record order
@@ -170,6 +172,7 @@ type linkView struct {
 
 type capView struct {
 	ID          string      `json:"id"`
+	Element     string      `json:"element"` // its node's id in the graph picture
 	Kind        string      `json:"kind"`
 	Name        string      `json:"name,omitempty"`
 	Holder      string      `json:"holder"`
@@ -346,7 +349,7 @@ func newRunView(rec *runstore.Record, outs []runstore.Output, entries []audit.En
 		}
 		seen[i] = true
 		t := rec.Tasks[i]
-		tv := taskView{ID: esc(t.ID), Parent: esc(t.Parent), Principal: esc(t.Principal), Module: esc(t.Module),
+		tv := taskView{ID: esc(t.ID), Element: graphview.TaskElementID(t.ID), Parent: esc(t.Parent), Principal: esc(t.Principal), Module: esc(t.Module),
 			State: esc(string(t.State)), Label: newLabel(t.Label), Denials: t.Denials, Error: esc(t.Error), Depth: depth,
 			Children: []string{}, Caps: nonNil(held[t.ID])}
 		if t.Clearance != nil {
@@ -401,7 +404,7 @@ func newRunView(rec *runstore.Record, outs []runstore.Output, entries []audit.En
 		deniedOn[d.Cap] = append(deniedOn[d.Cap], i)
 	}
 	for _, c := range rec.Caps {
-		cv := capView{ID: esc(c.ID), Kind: esc(c.Kind), Name: esc(c.Name), Holder: esc(c.Holder), Parent: esc(c.Parent),
+		cv := capView{ID: esc(c.ID), Element: graphview.CapElementID(c.ID), Kind: esc(c.Kind), Name: esc(c.Name), Holder: esc(c.Holder), Parent: esc(c.Parent),
 			Revoked: c.Revoked, Dropped: c.Dropped, Audited: c.Audited, Passed: c.View.Passed,
 			Fields: []fieldView{}, Scope: esc(indentJSON(c.Scope)), When: escAll(c.When), ApproveWhen: escAll(c.ApproveWhen),
 			Rate: esc(c.Rate), MaxUses: c.View.MaxUses, Uses: c.View.Uses, Budget: esc(c.View.Budget), Spent: esc(c.View.Spent),

@@ -266,6 +266,7 @@
     let graphKey = null;
     let selected = new URLSearchParams(location.hash.slice(1)).get('cap');
     const capsByID = new Map();
+    const byElement = new Map(); // a node's id in the picture -> ['cap' or 'task', id]
 
     let last = null;
     const load = refresher(async () => {
@@ -277,7 +278,9 @@
       last = key;
       data = d;
       capsByID.clear();
-      for (const c of data.caps) capsByID.set(c.id, c);
+      byElement.clear();
+      for (const c of data.caps) { capsByID.set(c.id, c); byElement.set(c.element, ['cap', c.id]); }
+      for (const t of data.tasks) byElement.set(t.element, ['task', t.id]);
       render();
     });
 
@@ -475,22 +478,29 @@
     }
 
     function markGraph() {
-      for (const g of document.querySelectorAll('#graph g')) {
-        const gid = g.getAttribute('id') || '';
-        g.classList.toggle('selected', gid === 'cap-' + selected);
+      const c = selected && capsByID.get(selected);
+      for (const g of document.querySelectorAll('#graph g[id]')) {
+        g.classList.toggle('selected', !!c && g.getAttribute('id') === c.element);
       }
     }
 
+    // The picture fits the column, or shows at its own size (scrolling).
+    $('#graph-size').addEventListener('click', () => {
+      const full = $('#graph').classList.toggle('full');
+      fill($('#graph-size'), full ? 'fit width' : 'actual size');
+    });
+
+    // A click in the picture selects the capability whose node it is in,
+    // or shows the task whose node it is in in the tree.
     $('#graph').addEventListener('click', (e) => {
-      const g = e.target.closest('g');
-      for (let n = g; n; n = n.parentElement && n.parentElement.closest('g')) {
-        const gid = n.getAttribute('id') || '';
-        if (gid.startsWith('cap-') && capsByID.has(gid.slice(4))) { select(gid.slice(4)); return; }
-        if (gid.startsWith('task-')) {
-          const li = document.querySelector('li.task[data-task="' + CSS.escape(gid.slice(5)) + '"]');
-          if (li) li.scrollIntoView({ behavior: 'smooth', block: 'center' });
-          return;
+      for (let n = e.target.closest('g[id]'); n; n = n.parentElement && n.parentElement.closest('g[id]')) {
+        const hit = byElement.get(n.getAttribute('id'));
+        if (!hit) continue;
+        if (hit[0] === 'cap') { select(hit[1]); return; }
+        for (const li of document.querySelectorAll('li.task')) {
+          if (li.dataset.task === hit[1]) { li.scrollIntoView({ behavior: 'smooth', block: 'center' }); break; }
         }
+        return;
       }
     });
 
