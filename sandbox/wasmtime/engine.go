@@ -193,8 +193,10 @@ func newEngine(_ context.Context, cfg sandbox.Config, opt options) (*Engine, err
 	switch {
 	case !layoutOK:
 		return nil, errors.New("sandbox/wasmtime: this wasmtime-go's Store or Config does not start with its C pointer; update interrupt.go")
-	case !linked:
-		return nil, errors.New("sandbox/wasmtime: the wasmtime C API functions interrupt.go declares are not linked in")
+	case !viewLayoutOK:
+		return nil, errors.New("sandbox/wasmtime: this wasmtime-go's Caller or Memory is not laid out as view.go assumes; update view.go")
+	case !linked || !viewLinked:
+		return nil, errors.New("sandbox/wasmtime: the wasmtime C API functions interrupt.go and view.go declare are not linked in")
 	}
 	wc := wt.NewConfig()
 	switch opt.preempt {
@@ -294,25 +296,14 @@ func hostAdapter(module string, f sandbox.HostFunc) func(*wt.Caller, []wt.Val) (
 		if len(args) == 0 {
 			stack[0] = 0
 		}
-		r.mem.b = callerMemory(c)
+		r.mem.b = r.memoryView(c)
 		fn(r.ctx, &r.mem, stack)
 		r.mem.b = nil
-		return []wt.Val{wt.ValI32(int32(uint32(stack[0])))}, nil
+		// No allocation for an errno: Go boxes values below 256 without
+		// allocating (a larger result costs 4 bytes).
+		r.res[0] = wt.ValI32(int32(uint32(stack[0])))
+		return r.res[:], nil
 	}
-}
-
-// callerMemory is the calling instance's exported memory "memory", or nil.
-// The slice is valid until the guest runs again.
-func callerMemory(c *wt.Caller) []byte {
-	ext := c.GetExport("memory")
-	if ext == nil {
-		return nil
-	}
-	mem := ext.Memory()
-	if mem == nil {
-		return nil
-	}
-	return mem.UnsafeData(c)
 }
 
 // Compile implements sandbox.Engine. Compiling bytes that are already

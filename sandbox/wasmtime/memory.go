@@ -6,10 +6,49 @@ import (
 	"encoding/binary"
 	"math"
 
+	wt "github.com/bytecodealliance/wasmtime-go/v39"
+
 	"github.com/mandatevm/mandate/sandbox"
 )
 
 var _ sandbox.Memory = (*memory)(nil)
+
+// lookUpMemory finds the instance's exported memory once, for every host
+// call of the run.
+func (r *run) lookUpMemory(store *wt.Store, inst *wt.Instance) {
+	if ext := inst.GetExport(store, "memory"); ext != nil {
+		r.guestMem = ext.Memory()
+	}
+	r.memLooked = true
+}
+
+// memoryView is the bytes of the calling instance's memory "memory" (nil
+// when it has none), valid until the guest runs again: a memory.grow may
+// move them, so a view is never kept past the host call it was taken for.
+func (r *run) memoryView(c *wt.Caller) []byte {
+	if !r.memLooked {
+		return callerMemory(c)
+	}
+	if r.guestMem == nil {
+		return nil
+	}
+	return callerView(c, r.guestMem)
+}
+
+// callerMemory is the calling instance's exported memory "memory", or nil,
+// looked up by name: only for a host call made during instantiation, before
+// lookUpMemory (each lookup allocates wasmtime-go objects with finalizers).
+func callerMemory(c *wt.Caller) []byte {
+	ext := c.GetExport("memory")
+	if ext == nil {
+		return nil
+	}
+	mem := ext.Memory()
+	if mem == nil {
+		return nil
+	}
+	return mem.UnsafeData(c)
+}
 
 // memory is a guest's linear memory as a host function sees it: a view of
 // the bytes wasmtime reports for the calling instance's memory, valid until

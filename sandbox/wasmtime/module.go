@@ -109,8 +109,21 @@ type run struct {
 	pending *wt.Trap
 	start   time.Time // the origin of the monotonic clock
 
+	// guestMem is the instance's exported memory "memory", looked up once
+	// when instantiation returns (memLooked) and valid for the store's life;
+	// nil when the module exports none. Host calls made before (from a start
+	// function) look it up themselves. Only the handle is kept: the bytes
+	// are re-read at every host call (memoryView), since memory.grow may
+	// move them.
+	guestMem  *wt.Memory
+	memLooked bool
+
+	// mem, stack and res are the host-call adapters' scratch, reused by
+	// every call of the run (calls of one run never overlap), so that a
+	// call allocates nothing of its own.
 	mem   memory
 	stack [sandbox.MaxHostParams]uint64
+	res   [1]wt.Val
 }
 
 // trap records msg as the reason the run traps and returns the trap that
@@ -214,6 +227,7 @@ func (m *Module) Run(ctx context.Context, cfg sandbox.RunConfig) (err error) {
 	if err != nil {
 		return r.outcome(err, store, nil, limit)
 	}
+	r.lookUpMemory(store, inst)
 	call := func(fn string) (any, error) {
 		f := inst.GetFunc(store, fn)
 		if f == nil {

@@ -161,14 +161,16 @@ func wasiAdapter(f wasiFunc) func(*wt.Caller, []wt.Val) ([]wt.Val, *wt.Trap) {
 				res, trap = nil, r.trap(fmt.Sprintf("%s.%s panicked: %v", wasiModule, name, v))
 			}
 		}()
-		m := memory{b: callerMemory(c)}
-		errno := fn(r, &m, a)
+		r.mem.b = r.memoryView(c)
+		errno := fn(r, &r.mem, a)
+		r.mem.b = nil
 		if r.pending != nil {
 			t := r.pending
 			r.pending = nil
 			return nil, t
 		}
-		return []wt.Val{wt.ValI32(errno)}, nil
+		r.res[0] = wt.ValI32(errno)
+		return r.res[:], nil
 	}
 }
 

@@ -1,0 +1,91 @@
+//go:build wasmtime
+
+package wasmtime
+
+// A host call's view of the caller's memory, in one crossing into C.
+//
+// Through wasmtime-go, Memory.UnsafeData makes four calls into C (the
+// caller's context twice, the base, the length) and looking the memory up
+// by name (Caller.GetExport) allocates objects with finalizers. The
+// memory's handle is looked up once per run (run.lookUpMemory), and
+// callerView reads its base and length at each host call with one call
+// into C: a memory.grow may move the bytes, so they are never kept past
+// the call. As in interrupt.go, the C API functions are declared by hand
+// and weak, and the C values are read from the first fields of
+// wasmtime-go's Caller and Memory (viewLayoutOK checks that, and New
+// refuses to start if it is not so).
+
+/*
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct wasmtime_caller wasmtime_caller_t;
+typedef struct wasmtime_context wasmtime_context_t;
+
+// wasmtime_memory_t as wasmtime/extern.h (v39) defines it.
+typedef struct mandate_memory {
+	struct {
+		uint64_t store_id;
+		uint32_t private1;
+	};
+	uint32_t private2;
+} mandate_memory_t;
+
+extern wasmtime_context_t *wasmtime_caller_context(wasmtime_caller_t *) __attribute__((weak));
+extern uint8_t *wasmtime_memory_data(const wasmtime_context_t *, const mandate_memory_t *) __attribute__((weak));
+extern size_t wasmtime_memory_data_size(const wasmtime_context_t *, const mandate_memory_t *) __attribute__((weak));
+
+typedef struct mandate_view {
+	uint8_t *base; // the memory's first byte
+	size_t len;    // the memory's length in bytes
+} mandate_view_t;
+
+// mandate_caller_view is mem's bytes as the host call from caller sees
+// them. Returned by value: a Go variable passed to C by address would
+// escape to the heap.
+static mandate_view_t mandate_caller_view(void *caller, mandate_memory_t mem) {
+	wasmtime_context_t *ctx = wasmtime_caller_context((wasmtime_caller_t *)caller);
+	mandate_view_t v = {wasmtime_memory_data(ctx, &mem), wasmtime_memory_data_size(ctx, &mem)};
+	return v;
+}
+
+static int mandate_view_linked(void) {
+	return wasmtime_caller_context != NULL && wasmtime_memory_data != NULL &&
+		wasmtime_memory_data_size != NULL;
+}
+*/
+import "C"
+
+import (
+	"reflect"
+	"unsafe"
+
+	wt "github.com/bytecodealliance/wasmtime-go/v39"
+)
+
+// viewLayoutOK reports whether wasmtime.Caller starts with its C pointer
+// and wasmtime.Memory is exactly a wasmtime_memory_t, as callerView
+// assumes.
+var viewLayoutOK = func() bool {
+	c, ok := reflect.TypeFor[wt.Caller]().FieldByName("ptr")
+	if !ok || c.Offset != 0 || c.Type.Kind() != reflect.Pointer {
+		return false
+	}
+	m := reflect.TypeFor[wt.Memory]()
+	v, ok := m.FieldByName("val")
+	return ok && v.Offset == 0 && m.Size() == C.sizeof_mandate_memory_t && v.Type.Size() == C.sizeof_mandate_memory_t
+}()
+
+// viewLinked reports whether the C API functions this file declares were
+// linked in.
+var viewLinked = C.mandate_view_linked() != 0
+
+// callerView is the bytes of mem as the host call c sees them, valid
+// until the guest runs again.
+func callerView(c *wt.Caller, mem *wt.Memory) []byte {
+	v := C.mandate_caller_view(*(*unsafe.Pointer)(unsafe.Pointer(c)), *(*C.mandate_memory_t)(unsafe.Pointer(mem)))
+	if v.base == nil {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(v.base)), int(v.len))
+}
