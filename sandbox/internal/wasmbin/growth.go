@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/mandatevm/mandate/internal/wasmasm"
@@ -133,30 +134,11 @@ func TrackGrowth(wasm []byte) ([]byte, int, error) {
 	if err := ReservedExport(m); err != nil {
 		return nil, 0, err
 	}
-	// Index of each known section; a known section appears at most once.
-	var at [14]int
-	for i := range at {
-		at[i] = -1
+	at, err := indexSections(m)
+	if err != nil {
+		return nil, 0, err
 	}
-	for i, s := range m.Sections {
-		if s.ID == SecCustom {
-			continue
-		}
-		if int(s.ID) >= len(at) || sectionRank(s.ID) == 0 {
-			return nil, 0, fmt.Errorf("%w: unknown section %d", ErrMalformed, s.ID)
-		}
-		if at[s.ID] >= 0 {
-			return nil, 0, fmt.Errorf("%w: two sections with id %d", ErrMalformed, s.ID)
-		}
-		at[s.ID] = i
-	}
-	payload := func(id byte) []byte {
-		if at[id] < 0 {
-			return nil
-		}
-		s := m.Sections[at[id]]
-		return wasm[s.Start:s.End]
-	}
+	payload := func(id byte) []byte { return at.payload(wasm, m, id) }
 
 	imp, err := scanImports(payload(SecImport))
 	if err != nil {
@@ -185,7 +167,7 @@ func TrackGrowth(wasm []byte) ([]byte, int, error) {
 		return wasm, 0, nil
 	}
 
-	types, growTypeIdx, err := scanTypes(payload(secType))
+	types, growTypeIdx, err := scanTypes(payload(secType), growSig)
 	if err != nil {
 		return nil, 0, fmt.Errorf("type section: %w", err)
 	}
@@ -208,7 +190,7 @@ func TrackGrowth(wasm []byte) ([]byte, int, error) {
 	if err := gs.globalSection(); err != nil {
 		return nil, 0, fmt.Errorf("global section: %w", err)
 	}
-	if err := checkExportIndices(payload(SecExport), nFuncs, nGlobals); err != nil {
+	if _, err := exportFuncRefs(payload(SecExport), nFuncs, nGlobals); err != nil {
 		return nil, 0, fmt.Errorf("export section: %w", err)
 	}
 
@@ -259,7 +241,55 @@ func TrackGrowth(wasm []byte) ([]byte, int, error) {
 		}
 	}
 
-	out := make([]byte, 0, len(wasm)+len(wasm)/64+256)
+	return rebuild(wasm, m, at, replaced, nil), sites, nil
+}
+
+// sections maps each known section id to its index in Module.Sections,
+// -1 for a section the module does not have.
+type sections [14]int
+
+// indexSections indexes m's sections, refusing an unknown section id and a
+// known section that appears twice.
+func indexSections(m *Module) (sections, error) {
+	var at sections
+	for i := range at {
+		at[i] = -1
+	}
+	for i, s := range m.Sections {
+		if s.ID == SecCustom {
+			continue
+		}
+		if int(s.ID) >= len(at) || sectionRank(s.ID) == 0 {
+			return at, fmt.Errorf("%w: unknown section %d", ErrMalformed, s.ID)
+		}
+		if at[s.ID] >= 0 {
+			return at, fmt.Errorf("%w: two sections with id %d", ErrMalformed, s.ID)
+		}
+		at[s.ID] = i
+	}
+	return at, nil
+}
+
+// payload is the payload of section id in wasm, nil when m has none.
+func (at *sections) payload(wasm []byte, m *Module, id byte) []byte {
+	if at[id] < 0 {
+		return nil
+	}
+	s := m.Sections[at[id]]
+	return wasm[s.Start:s.End]
+}
+
+// rebuild writes wasm with the payload of each section in replaced
+// substituted, or inserted in rank order when the module lacks that
+// section. DWARF custom sections (".debug_*") are dropped: their code
+// offsets would be stale. custom, when not nil, is given every other custom
+// section's payload and returns the payload to write, or false to drop it.
+func rebuild(wasm []byte, m *Module, at sections, replaced map[byte][]byte, custom func(p []byte) ([]byte, bool)) []byte {
+	size := len(wasm) + 256
+	for _, p := range replaced {
+		size += len(p)
+	}
+	out := make([]byte, 0, size)
 	out = append(out, wasm[:8]...)
 	emit := func(id byte, p []byte) []byte {
 		out = append(out, id)
@@ -269,17 +299,23 @@ func TrackGrowth(wasm []byte) ([]byte, int, error) {
 	// pending are the replaced sections the module does not have yet, in
 	// rank order: each is written before the first section ranked after it.
 	var pending []byte
-	for _, id := range []byte{secType, secFunction, secGlobal, SecExport, secCode} {
+	for id := range replaced {
 		if at[id] < 0 {
 			pending = append(pending, id)
 		}
 	}
+	slices.SortFunc(pending, func(a, b byte) int { return sectionRank(a) - sectionRank(b) })
 	for _, s := range m.Sections {
 		if s.ID == SecCustom {
-			if name, err := (&reader{b: wasm[s.Start:s.End]}).name(); err == nil && strings.HasPrefix(name, ".debug_") {
+			p := wasm[s.Start:s.End]
+			if name, err := (&reader{b: p}).name(); err == nil && strings.HasPrefix(name, ".debug_") {
 				continue // DWARF: its code offsets would be stale
 			}
-			out = append(out, wasm[s.Hdr:s.End]...)
+			if custom == nil {
+				out = append(out, wasm[s.Hdr:s.End]...)
+			} else if p, ok := custom(p); ok {
+				out = emit(SecCustom, p)
+			}
 			continue
 		}
 		for len(pending) > 0 && sectionRank(pending[0]) < sectionRank(s.ID) {
@@ -295,7 +331,7 @@ func TrackGrowth(wasm []byte) ([]byte, int, error) {
 	for _, id := range pending {
 		out = emit(id, replaced[id])
 	}
-	return out, sites, nil
+	return out
 }
 
 // growBody is the body of $grow (see above), with global refused.
@@ -416,45 +452,51 @@ func scanImports(p []byte) (imports, error) {
 	return imp, nil
 }
 
-// checkExportIndices refuses an export of a function or global past the
-// original index spaces: it would name $grow or $refused after the rewrite.
-func checkExportIndices(p []byte, funcs, globals uint64) error {
+// exportFuncRefs refuses an export of a function or global past the
+// original index spaces (it would name a function or global a rewrite
+// appends), and returns where the index of each exported function is in p.
+func exportFuncRefs(p []byte, funcs, globals uint64) ([]growSite, error) {
 	if p == nil {
-		return nil
+		return nil, nil
 	}
 	r := &reader{b: p}
 	n, err := r.u32()
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var refs []growSite
 	for i := uint32(0); i < n; i++ {
 		if _, err := r.name(); err != nil {
-			return err
+			return nil, err
 		}
 		kind, err := r.byte()
 		if err != nil {
-			return err
+			return nil, err
 		}
+		start := r.off
 		idx, err := r.u32()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if kind == ExternFunc && uint64(idx) >= funcs || kind == ExternGlobal && uint64(idx) >= globals {
-			return fmt.Errorf("%w: export of %s %d, past the index space", ErrMalformed, ExternName(kind), idx)
+			return nil, fmt.Errorf("%w: export of %s %d, past the index space", ErrMalformed, ExternName(kind), idx)
+		}
+		if kind == ExternFunc {
+			refs = append(refs, growSite{start, r.off})
 		}
 	}
 	if r.off != len(p) {
-		return fmt.Errorf("%w: trailing bytes", ErrMalformed)
+		return nil, fmt.Errorf("%w: trailing bytes", ErrMalformed)
 	}
-	return nil
+	return refs, nil
 }
 
 // growSig is the type of $grow: (i32) -> (i32).
 var growSig = []byte{0x60, 0x01, 0x7f, 0x01, 0x7f}
 
 // scanTypes decodes the type section payload p (nil: absent) and returns
-// the number of types and the index of the first (i32) -> (i32), or -1.
-func scanTypes(p []byte) (uint32, int, error) {
+// the number of types and the index of the first type encoded as sig, or -1.
+func scanTypes(p []byte, sig []byte) (uint32, int, error) {
 	if p == nil {
 		return 0, -1, nil
 	}
@@ -491,7 +533,7 @@ func scanTypes(p []byte) (uint32, int, error) {
 				}
 			}
 		}
-		if found < 0 && string(p[start:r.off]) == string(growSig) {
+		if found < 0 && string(p[start:r.off]) == string(sig) {
 			found = int(i)
 		}
 	}
@@ -564,10 +606,18 @@ func isValType(t byte) bool {
 }
 
 // body is one function body in the code section: p[hdr:end] with its size,
-// p[start:end] without; sites are offsets in p.
+// p[start:end] without; sites are offsets in p. The fields after sites are
+// set only by a scanner with preempt set (preempt.go).
 type body struct {
 	hdr, start, end int
 	sites           []growSite
+	// entry is where the first instruction starts (after the locals), and
+	// entryWeight the number of instructions outside any loop; merged says
+	// that the first loop's check can serve as the entry's (see count).
+	entry, entryWeight int
+	merged             bool
+	loops              []loopSite
+	funcRefs           []growSite // every function index immediate
 }
 
 // codeScanner decodes function bodies, instruction by instruction.
@@ -578,6 +628,28 @@ type codeScanner struct {
 	// spaces; an instruction naming an index past them is refused.
 	types, funcs, globals uint64
 	sites                 []growSite
+
+	// preempt makes the scanner also record, for Preempt, where every
+	// function index immediate is (funcRefs) and, in a body, its loops
+	// and how many instructions each runs (see count).
+	preempt     bool
+	funcRefs    []growSite
+	loops       []loopSite
+	entryWeight int
+	// cur is the loop (an index in loops) whose body the next instruction
+	// is in, -1 for none; frames are the enclosing open blocks.
+	cur    int
+	frames []frame
+	// straight says that no instruction so far may branch, call or return
+	// and no open block is an if: until the first loop, the body runs
+	// straight to it.
+	straight, merged bool
+}
+
+// frame is an open block, loop or if: the cur to return to at its end.
+type frame struct {
+	cur int
+	op  byte
 }
 
 // scanCode decodes the code section payload p, which must hold n bodies.
@@ -611,12 +683,18 @@ func (s *codeScanner) scanCode(p []byte, n uint32) ([]body, error) {
 			return nil, fmt.Errorf("%w: function body %d overruns the code section", ErrMalformed, i)
 		}
 		s.b, s.off, s.sites = p[:r.off], start, s.sites[:0]
-		if err := s.scanBody(); err != nil {
+		entry, err := s.scanBody()
+		if err != nil {
 			return nil, fmt.Errorf("function body %d (offset %d in the code section): %w", i, s.off, err)
 		}
 		b := body{hdr: hdr, start: start, end: r.off}
 		if len(s.sites) > 0 {
 			b.sites = append([]growSite(nil), s.sites...)
+		}
+		if s.preempt {
+			b.entry, b.entryWeight, b.merged = entry, s.entryWeight, s.merged
+			b.loops = append([]loopSite(nil), s.loops...)
+			b.funcRefs = append([]growSite(nil), s.funcRefs...)
 		}
 		bodies = append(bodies, b)
 	}
@@ -729,9 +807,13 @@ func (s *codeScanner) blockType() error {
 }
 
 func (s *codeScanner) funcIndex() error {
+	start := s.off
 	f, err := s.u32()
 	if err == nil && uint64(f) >= s.funcs {
 		err = fmt.Errorf("%w: function %d of %d", ErrMalformed, f, s.funcs)
+	}
+	if err == nil && s.preempt {
+		s.funcRefs = append(s.funcRefs, growSite{start, s.off})
 	}
 	return err
 }
@@ -758,19 +840,8 @@ func (s *codeScanner) globalSection() error {
 		} else if mut > 1 {
 			return fmt.Errorf("%w: global mutability %#x", ErrUnsupported, mut)
 		}
-		// A constant expression: instructions up to the first end (it has
-		// no blocks).
-		for {
-			if s.off >= len(s.b) {
-				return errTruncated
-			}
-			op := s.b[s.off]
-			if err := s.instr(); err != nil {
-				return err
-			}
-			if op == 0x0b {
-				break
-			}
+		if err := s.constExpr(); err != nil {
+			return err
 		}
 	}
 	if s.off != len(s.b) {
@@ -779,31 +850,64 @@ func (s *codeScanner) globalSection() error {
 	return nil
 }
 
-// scanBody decodes s.b[s.off:] as one function body: its locals, then
-// every instruction, recording each memory.grow of memory 0 in s.sites.
-func (s *codeScanner) scanBody() error {
-	groups, err := s.u32()
-	if err != nil {
-		return err
-	}
-	for i := uint32(0); i < groups; i++ {
-		if _, err := s.u32(); err != nil {
-			return err
+// constExpr decodes a constant expression: instructions up to the first
+// end (it has no blocks).
+func (s *codeScanner) constExpr() error {
+	for {
+		if s.off >= len(s.b) {
+			return errTruncated
 		}
-		t, err := s.byte()
-		if err != nil {
-			return err
-		}
-		if !isValType(t) {
-			return fmt.Errorf("%w: local of type %#x", ErrUnsupported, t)
-		}
-	}
-	for s.off < len(s.b) {
+		op := s.b[s.off]
 		if err := s.instr(); err != nil {
 			return err
 		}
+		if op == 0x0b {
+			return nil
+		}
 	}
-	return nil
+}
+
+// scanBody decodes s.b[s.off:] as one function body: its locals, then
+// every instruction, recording each memory.grow of memory 0 in s.sites. It
+// returns the offset of the first instruction.
+func (s *codeScanner) scanBody() (int, error) {
+	groups, err := s.u32()
+	if err != nil {
+		return 0, err
+	}
+	for i := uint32(0); i < groups; i++ {
+		if _, err := s.u32(); err != nil {
+			return 0, err
+		}
+		t, err := s.byte()
+		if err != nil {
+			return 0, err
+		}
+		if !isValType(t) {
+			return 0, fmt.Errorf("%w: local of type %#x", ErrUnsupported, t)
+		}
+	}
+	entry := s.off
+	if !s.preempt {
+		for s.off < len(s.b) {
+			if err := s.instr(); err != nil {
+				return 0, err
+			}
+		}
+		return entry, nil
+	}
+	s.funcRefs, s.loops, s.entryWeight, s.cur, s.frames = s.funcRefs[:0], s.loops[:0], 0, -1, s.frames[:0]
+	s.straight, s.merged = true, false
+	for s.off < len(s.b) {
+		op := s.b[s.off]
+		if err := s.instr(); err != nil {
+			return 0, err
+		}
+		if err := s.count(op); err != nil {
+			return 0, err
+		}
+	}
+	return entry, nil
 }
 
 // instr decodes one instruction.
