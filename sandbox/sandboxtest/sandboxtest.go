@@ -65,6 +65,8 @@ func Run(t *testing.T, newEngine NewEngine) {
 		{"CorruptCache", s.testCorruptCache},
 		{"DeepRecursion", s.testDeepRecursion},
 		{"TableGrowth", s.testTableGrowth},
+		{"GCWhileSpinning", s.testGCWhileSpinning},
+		{"RunawayShapes", s.testRunawayShapes},
 	} {
 		t.Run(tc.name, tc.fn)
 	}

@@ -1,0 +1,183 @@
+package wazero
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mandatevm/mandate/internal/wasmasm"
+	"github.com/mandatevm/mandate/sandbox"
+	"github.com/mandatevm/mandate/sandbox/internal/wasmbin"
+	"github.com/mandatevm/mandate/sandbox/sandboxtest"
+)
+
+// TestPreemptReserved: the rewrite's names are the engine's. A guest can
+// not import its host module, export (or run) its stop flag, nor can a
+// host module take the name.
+func TestPreemptReserved(t *testing.T) {
+	ctx := context.Background()
+	e := newTestEngine(t, sandbox.Config{})
+	if err := e.Host(wasmbin.PreemptModule, []sandbox.HostFunc{{Name: wasmbin.PreemptYield, Fn: func(context.Context, sandbox.Memory, []uint64) {}}}); err == nil || !strings.Contains(err.Error(), "reserved") {
+		t.Errorf("Host(%s) = %v, want it refused as reserved", wasmbin.PreemptModule, err)
+	}
+
+	mem := wasmasm.Section(5, []byte{0x01, 0x00, 0x01})
+	imports := wasmasm.Module(
+		wasmasm.Section(1, wasmasm.Vec([]byte{0x60, 0x00, 0x00})),
+		wasmasm.Section(2, wasmasm.Vec(wasmasm.Cat(wasmasm.Name(wasmbin.PreemptModule), wasmasm.Name(wasmbin.PreemptYield), []byte{0x00, 0x00}))),
+		mem,
+	)
+	if _, err := e.Compile(ctx, imports); err == nil || !strings.Contains(err.Error(), wasmbin.PreemptModule) {
+		t.Errorf("Compile of a module importing %s = %v, want an error naming it", wasmbin.PreemptModule, err)
+	}
+	exports := wasmasm.Module(
+		wasmasm.Section(1, wasmasm.Vec([]byte{0x60, 0x00, 0x00})),
+		wasmasm.Section(3, wasmasm.Vec([]byte{0x00})),
+		mem,
+		wasmasm.Section(6, wasmasm.Vec([]byte{0x7f, 0x01, 0x41, 0x00, 0x0b})),
+		wasmasm.Section(7, wasmasm.Vec(wasmasm.Cat(wasmasm.Name(wasmbin.StopExport), []byte{0x03, 0x00}))),
+		wasmasm.Section(10, wasmasm.Vec([]byte{0x02, 0x00, 0x0b})),
+	)
+	if _, err := e.Compile(ctx, exports); err == nil || !strings.Contains(err.Error(), "reserved") {
+		t.Errorf("Compile of a module exporting %s = %v, want it refused as reserved", wasmbin.StopExport, err)
+	}
+
+	// The flag the rewrite exports is not the guest's: an entry of that
+	// name does not exist.
+	m, err := e.Compile(ctx, sandboxtest.SpinModule())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(ctx)
+	if _, ok := m.(*Module).c.allExports[wasmbin.StopExport]; ok {
+		t.Errorf("the module's exports list %s", wasmbin.StopExport)
+	}
+	err = m.Run(ctx, sandbox.RunConfig{Entry: wasmbin.StopExport, Timeout: time.Second})
+	if err == nil || !strings.Contains(err.Error(), "does not export") {
+		t.Errorf("Run with entry %s = %v, want 'does not export'", wasmbin.StopExport, err)
+	}
+}
+
+// TestCacheKeyChanged: code compiled with WithCloseOnContextDone (what
+// engines did before the rewrite) is not what an engine loads now. The
+// compilation cache is keyed by the bytes compiled and that flag.
+func TestCacheKeyChanged(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	files := func() int {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, d := range entries {
+			if d.IsDir() {
+				sub, _ := os.ReadDir(dir + "/" + d.Name())
+				n += len(sub)
+			}
+		}
+		return n
+	}
+	counts := map[preemption]int{}
+	for _, p := range []preemption{preemptCloseOnDone, preemptRewrite} {
+		e, err := newEngine(ctx, sandbox.Config{CacheDir: dir}, options{preempt: p, noSnapshot: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := e.Compile(ctx, sandboxtest.SpinModule())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Close(ctx)
+		e.Close(ctx)
+		counts[p] = files()
+	}
+	if counts[preemptRewrite] <= counts[preemptCloseOnDone] {
+		t.Errorf("cache files: %d after compiling with CloseOnContextDone, %d after the rewrite; want a new one", counts[preemptCloseOnDone], counts[preemptRewrite])
+	}
+}
+
+// TestGCDeadlockWithoutPreemption is the control of the conformance
+// suite's GCWhileSpinning: with no preemption at all, a collection during
+// a spinning guest never finishes. It runs in a child process, killed
+// after a few seconds (the deadlock takes the whole process).
+func TestGCDeadlockWithoutPreemption(t *testing.T) {
+	if os.Getenv("MANDATE_TEST_GC_DEADLOCK") == "child" {
+		gcDeadlockChild()
+		return
+	}
+	if testing.Short() {
+		t.Skip("runs a child process for seconds")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestGCDeadlockWithoutPreemption$")
+	cmd.Env = append(os.Environ(), "MANDATE_TEST_GC_DEADLOCK=child")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if !strings.Contains(out.String(), "spinning") {
+		t.Fatalf("the child did not start its guest (%v):\n%s", err, out.String())
+	}
+	if strings.Contains(out.String(), "collected") || ctx.Err() == nil {
+		t.Fatalf("the child's collection finished (%v); the reproduction reproduces nothing:\n%s", err, out.String())
+	}
+}
+
+func gcDeadlockChild() {
+	ctx := context.Background()
+	e, err := newEngine(ctx, sandbox.Config{}, options{preempt: preemptNone})
+	if err != nil {
+		panic(err)
+	}
+	m, err := e.Compile(ctx, sandboxtest.SpinModule())
+	if err != nil {
+		panic(err)
+	}
+	go m.Run(ctx, sandbox.RunConfig{Entry: "run"})
+	time.Sleep(200 * time.Millisecond)
+	fmt.Println("spinning")
+	runtime.GC()
+	fmt.Println("collected")
+	os.Exit(0)
+}
+
+// TestStopOutcome: the rewrite stops a run with the errors
+// WithCloseOnContextDone gave, on both paths (the flag, and yield finding
+// the context done when the budget is spent).
+func TestStopOutcome(t *testing.T) {
+	ctx := context.Background()
+	for name, opt := range map[string]options{
+		"rewrite":          {},
+		"rewrite-budget-1": {preemptBudget: 1}, // yield at every check
+		"closeondone":      {preempt: preemptCloseOnDone},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e, err := newEngine(ctx, sandbox.Config{CacheDir: testCacheDir}, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close(ctx)
+			m, err := e.Compile(ctx, sandboxtest.SpinModule())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close(ctx)
+			if err := m.Run(ctx, sandbox.RunConfig{Entry: "run", Timeout: 50 * time.Millisecond}); !errors.Is(err, sandbox.ErrTimeout) {
+				t.Errorf("Run = %v, want ErrTimeout", err)
+			}
+			cctx, cancel := context.WithCancel(ctx)
+			time.AfterFunc(50*time.Millisecond, cancel)
+			if err := m.Run(cctx, sandbox.RunConfig{Entry: "run"}); !errors.Is(err, sandbox.ErrCanceled) {
+				t.Errorf("Run = %v, want ErrCanceled", err)
+			}
+		})
+	}
+}
