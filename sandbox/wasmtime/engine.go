@@ -6,8 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/cgo"
 	"sync"
 	"time"
+	"unsafe"
 
 	wt "github.com/bytecodealliance/wasmtime-go/v39"
 
@@ -60,6 +62,9 @@ type Engine struct {
 	// modules caches compiled modules by digest (protected by mu).
 	modules map[string]*compiled
 	closed  bool // protected by mu
+	// handles are the host functions' cgo handles (define), deleted by
+	// Close (protected by mu).
+	handles []cgo.Handle
 }
 
 // preemption is how a running guest is stopped.
@@ -193,10 +198,10 @@ func newEngine(_ context.Context, cfg sandbox.Config, opt options) (*Engine, err
 	switch {
 	case !layoutOK:
 		return nil, errors.New("sandbox/wasmtime: this wasmtime-go's Store or Config does not start with its C pointer; update interrupt.go")
-	case !viewLayoutOK:
-		return nil, errors.New("sandbox/wasmtime: this wasmtime-go's Caller or Memory is not laid out as view.go assumes; update view.go")
-	case !linked || !viewLinked:
-		return nil, errors.New("sandbox/wasmtime: the wasmtime C API functions interrupt.go and view.go declare are not linked in")
+	case !viewLayoutOK || !hostcallLayoutOK:
+		return nil, errors.New("sandbox/wasmtime: this wasmtime-go's Caller, Memory, Linker or FuncType is not laid out as view.go and hostcall_c.go assume; update them")
+	case !linked || !viewLinked || !hostcallLinked:
+		return nil, errors.New("sandbox/wasmtime: the wasmtime C API functions interrupt.go, view.go and hostcall_c.go declare are not linked in")
 	}
 	wc := wt.NewConfig()
 	switch opt.preempt {
@@ -223,19 +228,28 @@ func newEngine(_ context.Context, cfg sandbox.Config, opt options) (*Engine, err
 	e.closeCtx, e.closeStop = context.WithCancel(context.Background())
 	sigs, err := e.defineWASI()
 	if err != nil {
-		e.linker.Close()
-		eng.Close()
+		e.release()
 		return nil, fmt.Errorf("sandbox/wasmtime: defining WASI: %w", err)
 	}
 	e.imports[wasiModule] = sigs
 	if cfg.CacheDir != "" {
 		if e.cache, err = openCache(cfg.CacheDir, e.configDesc); err != nil {
-			e.linker.Close()
-			eng.Close()
+			e.release()
 			return nil, fmt.Errorf("sandbox/wasmtime: compilation cache: %w", err)
 		}
 	}
 	return e, nil
+}
+
+// release frees the linker, the wasmtime engine and the host functions'
+// handles, once nothing runs.
+func (e *Engine) release() {
+	e.linker.Close()
+	e.wt.Close()
+	for _, h := range e.handles {
+		h.Delete()
+	}
+	e.handles = nil
 }
 
 // Name implements sandbox.Engine.
@@ -269,7 +283,7 @@ func (e *Engine) Host(module string, funcs []sandbox.HostFunc) error {
 		}
 		sig := funcSig{params: string(params), results: "i"}
 		sigs[f.Name] = sig
-		if err := e.linker.FuncNew(module, f.Name, sig.funcType(), hostAdapter(module, f)); err != nil {
+		if err := e.define(module, f.Name, sig, hostCall(module, f)); err != nil {
 			return fmt.Errorf("sandbox/wasmtime: host function %s.%s: %w", module, f.Name, err)
 		}
 	}
@@ -277,33 +291,25 @@ func (e *Engine) Host(module string, funcs []sandbox.HostFunc) error {
 	return nil
 }
 
-// hostAdapter wraps f as a wasmtime function. A panic in f is recovered
-// here (wasmtime-go would otherwise re-raise it in the goroutine that called
-// into wasm) and becomes a trap of the calling task.
-func hostAdapter(module string, f sandbox.HostFunc) func(*wt.Caller, []wt.Val) ([]wt.Val, *wt.Trap) {
-	fn, qualified := f.Fn, module+"."+f.Name
-	return func(c *wt.Caller, args []wt.Val) (res []wt.Val, trap *wt.Trap) {
-		r := c.Data().(*run)
-		defer func() {
-			if v := recover(); v != nil {
-				res, trap = nil, r.trap(fmt.Sprintf("host function %s panicked: %v", qualified, v))
-			}
-		}()
-		stack := r.stack[:max(len(args), 1)]
-		for i, a := range args {
-			stack[i] = uint64(uint32(a.I32()))
+// hostCall is f as a host function: its i32 parameters on the run's stack,
+// the run's view of the guest memory, its result as the i32 it returns. A
+// panic in f becomes a trap of the calling task.
+func hostCall(module string, f sandbox.HostFunc) *hostFunc {
+	fn, params := f.Fn, f.Params
+	return &hostFunc{what: "host function " + module + "." + f.Name, call: func(r *run, caller unsafe.Pointer, vals []rawVal) unsafe.Pointer {
+		stack := r.stack[:max(params, 1)]
+		for i := range params {
+			stack[i] = uint64(vals[i].u32())
 		}
-		if len(args) == 0 {
+		if params == 0 {
 			stack[0] = 0
 		}
-		r.mem.b = r.memoryView(c)
+		r.mem.b = r.memoryView(caller)
 		fn(r.ctx, &r.mem, stack)
 		r.mem.b = nil
-		// No allocation for an errno: Go boxes values below 256 without
-		// allocating (a larger result costs 4 bytes).
-		r.res[0] = wt.ValI32(int32(uint32(stack[0])))
-		return r.res[:], nil
-	}
+		vals[0].setI32(uint32(stack[0]))
+		return nil
+	}}
 }
 
 // Compile implements sandbox.Engine. Compiling bytes that are already
@@ -464,7 +470,8 @@ func (e *Engine) Close(context.Context) error {
 	for _, c := range mods {
 		c.closeModule()
 	}
-	e.linker.Close()
-	e.wt.Close()
+	e.mu.Lock()
+	e.release()
+	e.mu.Unlock()
 	return nil
 }

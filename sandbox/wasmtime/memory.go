@@ -5,6 +5,7 @@ package wasmtime
 import (
 	"encoding/binary"
 	"math"
+	"unsafe"
 
 	wt "github.com/bytecodealliance/wasmtime-go/v39"
 
@@ -23,22 +24,24 @@ func (r *run) lookUpMemory(store *wt.Store, inst *wt.Instance) {
 }
 
 // memoryView is the bytes of the calling instance's memory "memory" (nil
-// when it has none), valid until the guest runs again: a memory.grow may
-// move them, so a view is never kept past the host call it was taken for.
-func (r *run) memoryView(c *wt.Caller) []byte {
+// when it has none) for the host call from caller (a wasmtime_caller_t),
+// valid until the guest runs again: a memory.grow may move them, so a view
+// is never kept past the host call it was taken for.
+func (r *run) memoryView(caller unsafe.Pointer) []byte {
 	if !r.memLooked {
-		return callerMemory(c)
+		return callerMemory(caller)
 	}
 	if r.guestMem == nil {
 		return nil
 	}
-	return callerView(c, r.guestMem)
+	return callerView(caller, r.guestMem)
 }
 
 // callerMemory is the calling instance's exported memory "memory", or nil,
 // looked up by name: only for a host call made during instantiation, before
 // lookUpMemory (each lookup allocates wasmtime-go objects with finalizers).
-func callerMemory(c *wt.Caller) []byte {
+func callerMemory(caller unsafe.Pointer) []byte {
+	c := asCaller(&caller)
 	ext := c.GetExport("memory")
 	if ext == nil {
 		return nil

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	wt "github.com/bytecodealliance/wasmtime-go/v39"
 
@@ -105,8 +106,9 @@ type run struct {
 	exitCode uint32
 	trapMsg  string
 
-	// pending is a trap a WASI function raised instead of returning.
-	pending *wt.Trap
+	// pending is a trap (newTrap) a WASI function raised instead of
+	// returning.
+	pending unsafe.Pointer
 	start   time.Time // the origin of the monotonic clock
 
 	// guestMem is the instance's exported memory "memory", looked up once
@@ -118,21 +120,20 @@ type run struct {
 	guestMem  *wt.Memory
 	memLooked bool
 
-	// mem, stack and res are the host-call adapters' scratch, reused by
-	// every call of the run (calls of one run never overlap), so that a
-	// call allocates nothing of its own.
+	// mem and stack are the host calls' scratch, reused by every call of
+	// the run (calls of one run never overlap), so that a call allocates
+	// nothing.
 	mem   memory
 	stack [sandbox.MaxHostParams]uint64
-	res   [1]wt.Val
 }
 
 // trap records msg as the reason the run traps and returns the trap that
 // unwinds the guest.
-func (r *run) trap(msg string) *wt.Trap {
+func (r *run) trap(msg string) unsafe.Pointer {
 	if r.trapMsg == "" {
 		r.trapMsg = msg
 	}
-	return wt.NewTrap(msg)
+	return newTrap(msg)
 }
 
 // Run implements sandbox.Module. See the package documentation for what the
@@ -207,8 +208,10 @@ func (m *Module) Run(ctx context.Context, cfg sandbox.RunConfig) (err error) {
 		r.stderr = io.Discard
 	}
 
-	store := wt.NewStoreWithData(e.wt, r)
+	store := wt.NewStore(e.wt)
 	defer store.Close()
+	unregister := register(store, r)
+	defer unregister()
 	// One instance, its own tables and one memory; no table past its
 	// limit, no memory past the run's.
 	store.Limiter(int64(limit), int64(min(c.tableLimit, math.MaxInt32)), 1, int64(max(c.tables, 1)), 1)

@@ -63,12 +63,13 @@ import (
 	wt "github.com/bytecodealliance/wasmtime-go/v39"
 )
 
-// viewLayoutOK reports whether wasmtime.Caller starts with its C pointer
-// and wasmtime.Memory is exactly a wasmtime_memory_t, as callerView
+// viewLayoutOK reports whether wasmtime.Caller is its C pointer alone and
+// wasmtime.Memory is exactly a wasmtime_memory_t, as callerView
 // assumes.
 var viewLayoutOK = func() bool {
-	c, ok := reflect.TypeFor[wt.Caller]().FieldByName("ptr")
-	if !ok || c.Offset != 0 || c.Type.Kind() != reflect.Pointer {
+	ct := reflect.TypeFor[wt.Caller]()
+	c, ok := ct.FieldByName("ptr")
+	if !ok || c.Offset != 0 || c.Type.Kind() != reflect.Pointer || ct.Size() != unsafe.Sizeof(uintptr(0)) {
 		return false
 	}
 	m := reflect.TypeFor[wt.Memory]()
@@ -80,12 +81,16 @@ var viewLayoutOK = func() bool {
 // linked in.
 var viewLinked = C.mandate_view_linked() != 0
 
-// callerView is the bytes of mem as the host call c sees them, valid
-// until the guest runs again.
-func callerView(c *wt.Caller, mem *wt.Memory) []byte {
-	v := C.mandate_caller_view(*(*unsafe.Pointer)(unsafe.Pointer(c)), *(*C.mandate_memory_t)(unsafe.Pointer(mem)))
+// callerView is the bytes of mem as the host call from caller (a
+// wasmtime_caller_t) sees them, valid until the guest runs again.
+func callerView(caller unsafe.Pointer, mem *wt.Memory) []byte {
+	v := C.mandate_caller_view(caller, *(*C.mandate_memory_t)(unsafe.Pointer(mem)))
 	if v.base == nil {
 		return nil
 	}
 	return unsafe.Slice((*byte)(unsafe.Pointer(v.base)), int(v.len))
 }
+
+// asCaller is the wasmtime-go Caller whose C pointer *p is: a Caller is
+// that pointer alone (viewLayoutOK).
+func asCaller(p *unsafe.Pointer) *wt.Caller { return (*wt.Caller)(unsafe.Pointer(p)) }

@@ -86,8 +86,8 @@ func TestHostCallMemoryView(t *testing.T) {
 }
 
 // TestHostCallAllocs: a host call that reads guest memory and returns an
-// errno allocates nothing more than wasmtime-go's own crossing does (its
-// Caller and the []Val of the arguments).
+// errno allocates nothing (wasmtime-go's Linker.FuncNew crossing allocates
+// at least 2 per call, logged for comparison).
 func TestHostCallAllocs(t *testing.T) {
 	ctx := context.Background()
 	e := newTestEngine(t, sandbox.Config{}, options{})
@@ -111,8 +111,8 @@ func TestHostCallAllocs(t *testing.T) {
 	const calls = 10_000
 	got := (engine(calls) - engine(0)) / calls
 	bare := testing.AllocsPerRun(3, bareHostCalls(t, calls)) / calls
-	if got > bare+0.01 {
-		t.Errorf("allocations per host call = %.2f, wasmtime-go's bare crossing = %.2f; want no more", got, bare)
+	if got > 0.01 {
+		t.Errorf("allocations per host call = %.2f, want 0", got)
 	}
 	t.Logf("allocations per host call: %.2f (bare wasmtime-go: %.2f)", got, bare)
 }

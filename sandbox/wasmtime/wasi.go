@@ -8,8 +8,7 @@ import (
 	"io"
 	"runtime"
 	"time"
-
-	wt "github.com/bytecodealliance/wasmtime-go/v39"
+	"unsafe"
 )
 
 // Why our own WASI?
@@ -59,10 +58,10 @@ const (
 type wasiFunc struct {
 	name   string
 	params string // 'i' i32, 'I' i64, as funcSig
-	fn     func(r *run, m *memory, a []wt.Val) int32
+	fn     func(r *run, m *memory, a []uint64) int32
 }
 
-func u32(v wt.Val) uint32 { return uint32(v.I32()) }
+func u32(v uint64) uint32 { return uint32(v) }
 
 // stdio reports whether fd is a standard descriptor the guest has not
 // closed.
@@ -70,8 +69,8 @@ func (r *run) stdio(fd uint32) bool { return fd <= 2 && !r.closedFDs[fd] }
 
 // fdErr is the errno of an operation stdio does not support: onStdio for
 // an open standard descriptor, EBADF for any other.
-func fdErr(onStdio int32) func(r *run, m *memory, a []wt.Val) int32 {
-	return func(r *run, _ *memory, a []wt.Val) int32 {
+func fdErr(onStdio int32) func(r *run, m *memory, a []uint64) int32 {
+	return func(r *run, _ *memory, a []uint64) int32 {
 		if r.stdio(u32(a[0])) {
 			return onStdio
 		}
@@ -84,7 +83,7 @@ var wasiFuncs = []wasiFunc{
 	{"args_sizes_get", "ii", argsSizesGet},
 	{"clock_res_get", "ii", clockResGet},
 	{"clock_time_get", "iIi", clockTimeGet},
-	{"environ_get", "ii", func(*run, *memory, []wt.Val) int32 { return errnoSuccess }},
+	{"environ_get", "ii", func(*run, *memory, []uint64) int32 { return errnoSuccess }},
 	{"environ_sizes_get", "ii", environSizesGet},
 	{"fd_advise", "iIIi", fdErr(errnoNotsup)},
 	{"fd_allocate", "iII", fdErr(errnoNotsup)},
@@ -115,7 +114,7 @@ var wasiFuncs = []wasiFunc{
 	{"path_readlink", "iiiiii", fdErr(errnoNotdir)},
 	{"path_remove_directory", "iii", fdErr(errnoNotdir)},
 	{"path_rename", "iiiiii", fdErr(errnoNotdir)},
-	{"path_symlink", "iiiii", func(r *run, _ *memory, a []wt.Val) int32 { // the descriptor is the third parameter
+	{"path_symlink", "iiiii", func(r *run, _ *memory, a []uint64) int32 { // the descriptor is the third parameter
 		if r.stdio(u32(a[2])) {
 			return errnoNotdir
 		}
@@ -124,9 +123,9 @@ var wasiFuncs = []wasiFunc{
 	{"path_unlink_file", "iii", fdErr(errnoNotdir)},
 	{"poll_oneoff", "iiii", pollOneoff},
 	{"proc_exit", "i", nil}, // defined apart: it returns nothing
-	{"proc_raise", "i", func(*run, *memory, []wt.Val) int32 { return errnoNosys }},
+	{"proc_raise", "i", func(*run, *memory, []uint64) int32 { return errnoNosys }},
 	{"random_get", "ii", randomGet},
-	{"sched_yield", "", func(*run, *memory, []wt.Val) int32 { runtime.Gosched(); return errnoSuccess }},
+	{"sched_yield", "", func(*run, *memory, []uint64) int32 { runtime.Gosched(); return errnoSuccess }},
 	{"sock_accept", "iii", fdErr(errnoNotsock)},
 	{"sock_recv", "iiiiii", fdErr(errnoNotsock)},
 	{"sock_send", "iiiii", fdErr(errnoNotsock)},
@@ -138,52 +137,53 @@ func (e *Engine) defineWASI() (map[string]funcSig, error) {
 	sigs := make(map[string]funcSig, len(wasiFuncs))
 	for _, f := range wasiFuncs {
 		sig := funcSig{params: f.params, results: "i"}
-		cb := wasiAdapter(f)
+		hf := wasiCall(f)
 		if f.name == "proc_exit" {
 			sig.results = ""
-			cb = procExit
+			hf = &hostFunc{what: wasiModule + ".proc_exit", call: procExit}
 		}
 		sigs[f.name] = sig
-		if err := e.linker.FuncNew(wasiModule, f.name, sig.funcType(), cb); err != nil {
+		if err := e.define(wasiModule, f.name, sig, hf); err != nil {
 			return nil, fmt.Errorf("%s: %w", f.name, err)
 		}
 	}
 	return sigs, nil
 }
 
-// wasiAdapter wraps f as a wasmtime function; a panic traps the guest.
-func wasiAdapter(f wasiFunc) func(*wt.Caller, []wt.Val) ([]wt.Val, *wt.Trap) {
-	fn, name := f.fn, f.name
-	return func(c *wt.Caller, a []wt.Val) (res []wt.Val, trap *wt.Trap) {
-		r := c.Data().(*run)
-		defer func() {
-			if v := recover(); v != nil {
-				res, trap = nil, r.trap(fmt.Sprintf("%s.%s panicked: %v", wasiModule, name, v))
+// wasiCall is f as a host function: its parameters (i32s zero-extended,
+// i64s whole) on the run's stack, the errno as its i32 result, or the
+// trap f left in r.pending; a panic traps the guest.
+func wasiCall(f wasiFunc) *hostFunc {
+	fn, params := f.fn, len(f.params)
+	return &hostFunc{what: wasiModule + "." + f.name, call: func(r *run, caller unsafe.Pointer, vals []rawVal) unsafe.Pointer {
+		a := r.stack[:params]
+		for i := range a {
+			a[i] = vals[i].u64()
+			if f.params[i] == 'i' {
+				a[i] = uint64(vals[i].u32())
 			}
-		}()
-		r.mem.b = r.memoryView(c)
+		}
+		r.mem.b = r.memoryView(caller)
 		errno := fn(r, &r.mem, a)
 		r.mem.b = nil
-		if r.pending != nil {
-			t := r.pending
+		if t := r.pending; t != nil {
 			r.pending = nil
-			return nil, t
+			return t
 		}
-		r.res[0] = wt.ValI32(errno)
-		return r.res[:], nil
-	}
+		vals[0].setI32(uint32(errno))
+		return nil
+	}}
 }
 
 // procExit ends the run with the guest's exit code.
-func procExit(c *wt.Caller, a []wt.Val) ([]wt.Val, *wt.Trap) {
-	r := c.Data().(*run)
-	r.exited, r.exitCode = true, u32(a[0])
-	return nil, wt.NewTrap(fmt.Sprintf("exit status %d", r.exitCode))
+func procExit(r *run, _ unsafe.Pointer, vals []rawVal) unsafe.Pointer {
+	r.exited, r.exitCode = true, vals[0].u32()
+	return newTrap(fmt.Sprintf("exit status %d", r.exitCode))
 }
 
 // argsSizesGet: args_sizes_get(argc *u32, argv_buf_size *u32). argv is
 // just the run's name.
-func argsSizesGet(r *run, m *memory, a []wt.Val) int32 {
+func argsSizesGet(r *run, m *memory, a []uint64) int32 {
 	if !m.WriteUint32Le(u32(a[0]), 1) || !m.WriteUint32Le(u32(a[1]), uint32(len(r.name)+1)) {
 		return errnoFault
 	}
@@ -191,7 +191,7 @@ func argsSizesGet(r *run, m *memory, a []wt.Val) int32 {
 }
 
 // argsGet: args_get(argv **u8, argv_buf *u8).
-func argsGet(r *run, m *memory, a []wt.Val) int32 {
+func argsGet(r *run, m *memory, a []uint64) int32 {
 	argv, buf := u32(a[0]), u32(a[1])
 	if !m.Write(buf, append([]byte(r.name), 0)) || !m.WriteUint32Le(argv, buf) {
 		return errnoFault
@@ -200,7 +200,7 @@ func argsGet(r *run, m *memory, a []wt.Val) int32 {
 }
 
 // environSizesGet: environ_sizes_get(count *u32, buf_size *u32): empty.
-func environSizesGet(_ *run, m *memory, a []wt.Val) int32 {
+func environSizesGet(_ *run, m *memory, a []uint64) int32 {
 	if !m.WriteUint32Le(u32(a[0]), 0) || !m.WriteUint32Le(u32(a[1]), 0) {
 		return errnoFault
 	}
@@ -208,7 +208,7 @@ func environSizesGet(_ *run, m *memory, a []wt.Val) int32 {
 }
 
 // clockResGet: clock_res_get(id, resolution *u64).
-func clockResGet(_ *run, m *memory, a []wt.Val) int32 {
+func clockResGet(_ *run, m *memory, a []uint64) int32 {
 	var res uint64
 	switch u32(a[0]) {
 	case clockRealtime:
@@ -237,7 +237,7 @@ func (r *run) now(id uint32) (uint64, bool) {
 }
 
 // clockTimeGet: clock_time_get(id, precision u64, time *u64).
-func clockTimeGet(r *run, m *memory, a []wt.Val) int32 {
+func clockTimeGet(r *run, m *memory, a []uint64) int32 {
 	t, ok := r.now(u32(a[0]))
 	if !ok {
 		return errnoInval
@@ -250,7 +250,7 @@ func clockTimeGet(r *run, m *memory, a []wt.Val) int32 {
 
 // fdClose: fd_close(fd). Closing a standard descriptor only makes it
 // EBADF for the guest.
-func fdClose(r *run, _ *memory, a []wt.Val) int32 {
+func fdClose(r *run, _ *memory, a []uint64) int32 {
 	fd := u32(a[0])
 	if !r.stdio(fd) {
 		return errnoBadf
@@ -261,7 +261,7 @@ func fdClose(r *run, _ *memory, a []wt.Val) int32 {
 
 // fdFdstatGet: fd_fdstat_get(fd, stat *fdstat): stdio is a character
 // device, readable (stdin) or writable (stdout, stderr).
-func fdFdstatGet(r *run, m *memory, a []wt.Val) int32 {
+func fdFdstatGet(r *run, m *memory, a []uint64) int32 {
 	fd, buf := u32(a[0]), u32(a[1])
 	if !r.stdio(fd) {
 		return errnoBadf
@@ -280,7 +280,7 @@ func fdFdstatGet(r *run, m *memory, a []wt.Val) int32 {
 }
 
 // fdFilestatGet: fd_filestat_get(fd, stat *filestat).
-func fdFilestatGet(r *run, m *memory, a []wt.Val) int32 {
+func fdFilestatGet(r *run, m *memory, a []uint64) int32 {
 	fd, buf := u32(a[0]), u32(a[1])
 	if !r.stdio(fd) {
 		return errnoBadf
@@ -315,7 +315,7 @@ func iovecs(m *memory, iovs, n uint32) ([][]byte, bool) {
 
 // fdWrite: fd_write(fd, iovs *iovec, iovs_len, nwritten *u32): stdout and
 // stderr go to the run's writers; a writer's error is EIO.
-func fdWrite(r *run, m *memory, a []wt.Val) int32 {
+func fdWrite(r *run, m *memory, a []uint64) int32 {
 	fd, iovs, n, res := u32(a[0]), u32(a[1]), u32(a[2]), u32(a[3])
 	var w io.Writer
 	switch {
@@ -348,7 +348,7 @@ func fdWrite(r *run, m *memory, a []wt.Val) int32 {
 }
 
 // fdRead: fd_read(fd, iovs *iovec, iovs_len, nread *u32): stdin is empty.
-func fdRead(r *run, m *memory, a []wt.Val) int32 {
+func fdRead(r *run, m *memory, a []uint64) int32 {
 	fd, iovs, n, res := u32(a[0]), u32(a[1]), u32(a[2]), u32(a[3])
 	if fd != 0 || !r.stdio(fd) {
 		if r.stdio(fd) {
@@ -367,7 +367,7 @@ func fdRead(r *run, m *memory, a []wt.Val) int32 {
 
 // randomGet: random_get(buf *u8, len): crypto/rand, so a guest's
 // crypto/rand is as good as the host's.
-func randomGet(_ *run, m *memory, a []wt.Val) int32 {
+func randomGet(_ *run, m *memory, a []uint64) int32 {
 	b, ok := m.Read(u32(a[0]), u32(a[1]))
 	if !ok {
 		return errnoFault
@@ -383,7 +383,7 @@ func randomGet(_ *run, m *memory, a []wt.Val) int32 {
 // of file, stdout and stderr writable) or fail with EBADF; when none is,
 // it sleeps until the earliest clock subscription, and a run stopped
 // meanwhile ends there.
-func pollOneoff(r *run, m *memory, a []wt.Val) int32 {
+func pollOneoff(r *run, m *memory, a []uint64) int32 {
 	in, out, n, resPtr := u32(a[0]), u32(a[1]), u32(a[2]), u32(a[3])
 	if n == 0 {
 		return errnoInval

@@ -1,0 +1,99 @@
+//go:build wasmtime
+
+package wasmtime
+
+// Host calls: every host function (WASI's and those registered through
+// Host) is a wasmtime "unchecked" function, reaching Go through
+// mandateHostCall.
+//
+// Why not wasmtime-go's Linker.FuncNew? Its trampoline makes a call into C
+// per argument and per result, allocates a Caller and a []Val (and boxes
+// every argument of 256 or more: a guest pointer always is), and finds the
+// store's data behind a process-wide lock; a host function then needs more
+// calls into C for the guest's memory. On a capability call that was most
+// of the cost (BENCHMARKS.md, "Task lifecycle"). Here a call is one
+// crossing from C into Go, with the arguments read from wasmtime's raw
+// array in place, the run found in a lock-free map (runs), the guest memory
+// read with one call into C (view.go), and nothing allocated.
+
+/*
+#include <stddef.h>
+#include <stdint.h>
+*/
+import "C"
+
+import (
+	"encoding/binary"
+	"fmt"
+	"runtime/cgo"
+	"sync"
+	"unsafe"
+
+	wt "github.com/bytecodealliance/wasmtime-go/v39"
+)
+
+// rawVal is a wasmtime_val_raw_t: a value stored little-endian from its
+// first byte, whatever the host's byte order.
+type rawVal [16]byte
+
+func (v *rawVal) u64() uint64     { return binary.LittleEndian.Uint64(v[:8]) }
+func (v *rawVal) setI32(x uint32) { binary.LittleEndian.PutUint64(v[:8], uint64(x)) }
+func (v *rawVal) u32() uint32     { return binary.LittleEndian.Uint32(v[:4]) }
+
+// hostFunc is one host function as mandateHostCall finds it (through a
+// cgo.Handle, the env wasmtime passes back).
+type hostFunc struct {
+	// what names the function in the trap of a panic.
+	what string
+	// call runs the function for r: vals holds its arguments (as many as
+	// its type has) and receives its results in place; caller is the
+	// wasmtime_caller_t, valid during the call. A non-nil result is a
+	// trap (newTrap) that ends the run.
+	call func(r *run, caller unsafe.Pointer, vals []rawVal) (trap unsafe.Pointer)
+}
+
+// runs maps the data of each store running a guest (storeData) to its
+// run, for host calls. wasmtime-go's own map, behind Caller.Data, takes a
+// process-wide lock and two calls into C.
+var runs sync.Map
+
+// register makes r the run of store's host calls until the returned
+// function is called, which must be before the store is closed:
+// wasmtime-go gives a closed store's data to a later store.
+func register(store *wt.Store, r *run) (unregister func()) {
+	key := storeData(store)
+	runs.Store(key, r)
+	return func() { runs.Delete(key) }
+}
+
+//export mandateHostCall
+func mandateHostCall(env C.uintptr_t, caller, data, vals unsafe.Pointer, n C.size_t) unsafe.Pointer {
+	f := cgo.Handle(env).Value().(*hostFunc)
+	v, ok := runs.Load(uintptr(data))
+	if !ok {
+		// Every store is registered before it instantiates anything.
+		return newTrap("sandbox/wasmtime: host call " + f.what + " from a store with no run")
+	}
+	return f.invoke(v.(*run), caller, unsafe.Slice((*rawVal)(vals), int(n)))
+}
+
+// invoke calls f for r; a panic becomes a trap of r alone (it must not
+// unwind through wasmtime's frames).
+func (f *hostFunc) invoke(r *run, caller unsafe.Pointer, vals []rawVal) (trap unsafe.Pointer) {
+	defer func() {
+		if v := recover(); v != nil {
+			trap = r.trap(fmt.Sprintf("%s panicked: %v", f.what, v))
+		}
+	}()
+	return f.call(r, caller, vals)
+}
+
+// define defines module.name, of type sig, in e's linker as f. The handle
+// lives as long as the engine (Close deletes it).
+//
+// Preconditions: e.mu is held, or e is not yet shared.
+func (e *Engine) define(module, name string, sig funcSig, f *hostFunc) error {
+	h := cgo.NewHandle(f)
+	e.handles = append(e.handles, h)
+	return defineUnchecked(e.linker, module, name, sig.funcType(), uintptr(h))
+}
