@@ -38,8 +38,10 @@ var mu sync.Mutex
 // SVG draws rec's capability graph (the picture DOT describes) as an SVG
 // document, with Graphviz compiled to WebAssembly: nothing to install. The
 // first call in a process compiles Graphviz (about a second; tens of
-// milliseconds with a warm opts.CacheDir); later calls take about a
-// millisecond for a small run. Safe for concurrent use (calls are
+// milliseconds with a warm opts.CacheDir); later calls take a few
+// milliseconds for a small run, one to two seconds for 200 tasks (the
+// layout grows faster than the graph; BENCHMARKS.md). ctx is looked at
+// before the drawing, not during it. Safe for concurrent use (calls are
 // serialized).
 //
 // Each task's node is a group with id TaskElementID(task) and a class
