@@ -29,6 +29,8 @@ Shows the caches mandate keeps, and prunes them. The cache root is
 	                 each engine's compiled modules, and under snapshots/
 	                 the reactors' pre-initialised snapshots (one file per
 	                 module, checked by its SHA-256 on every read)
+	graphviz/        the compiled Graphviz that draws "mandate graph
+	                 --format svg" and the pictures of "mandate ui"
 	*-test/          the same, for the test suites (go test)
 
 "mandate cache" lists each with its size and files, and how many guest
@@ -49,7 +51,7 @@ Examples:
 
 // cacheDirRE is a directory of the cache root mandate knows: prune
 // touches nothing else.
-var cacheDirRE = regexp.MustCompile(`^(guests|wazero|wasmtime)(-test)?$`)
+var cacheDirRE = regexp.MustCompile(`^(guests|wazero|wasmtime|graphviz)(-test)?$`)
 
 // guestBuildRE is a built guest in guests/: NAME-KEY.wasm.
 var guestBuildRE = regexp.MustCompile(`^(.+)-[0-9a-f]{32}\.wasm$`)
