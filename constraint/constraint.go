@@ -67,6 +67,7 @@ func (c *Compiler) env(vars []string) (*cel.Env, error) {
 		return e, nil
 	}
 	opts := []cel.EnvOption{cel.CrossTypeNumericComparisons(true)}
+	opts = append(opts, provenanceOptions()...)
 	for _, v := range vars {
 		opts = append(opts, cel.Variable(v, cel.DynType))
 	}

@@ -108,12 +108,20 @@ func checkConstraints(ctx context.Context, c *Cap, call *Call, op *Op) (needAppr
 }
 
 func activation(call *Call, op *Op) (map[string]any, error) {
+	var act map[string]any
 	if op.Vars != nil {
-		return op.Vars()
+		vars, err := op.Vars()
+		if err != nil {
+			return nil, err
+		}
+		act = vars
+	} else {
+		v, err := DecodeJSONValue(call.Args)
+		if err != nil {
+			return nil, err
+		}
+		act = map[string]any{"args": v}
 	}
-	v, err := DecodeJSONValue(call.Args)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]any{"args": v}, nil
+	act[ProvenanceVar] = provenance(op)
+	return act, nil
 }

@@ -135,14 +135,27 @@ func (t *Task) resultBlob(c *Cap, call *Call, res *Result, prep *Op) (entry, err
 	if len(res.Data) > abi.MaxBlobLen {
 		return entry{}, Errorf(abi.ELIMIT, "result of %d bytes exceeds %d", len(res.Data), abi.MaxBlobLen)
 	}
-	label := res.Label
+	// What the call carried in (the task's label, the blobs spliced)
+	// labels every part of the result too.
+	in := Label{}
 	if !c.reg.lowers {
-		label = label.Join(t.Label())
+		in = t.Label()
 		for i := range call.NumSpliced() {
-			label = label.Join(call.SplicedAt(i).Label())
+			in = in.Join(call.SplicedAt(i).Label())
 		}
 	}
-	return entry{blob: kindapi.NewBlobOwned(res.Data, label)}, nil
+	if len(res.Parts) == 0 {
+		return entry{blob: kindapi.NewBlobOwned(res.Data, res.Label.Join(in))}, nil
+	}
+	parts := make([]kindapi.PartLabel, len(res.Parts))
+	for i, p := range res.Parts {
+		parts[i] = kindapi.PartLabel{Pattern: p.Pattern, Label: p.Label.Join(in)}
+	}
+	b, err := kindapi.NewBlobParts(res.Data, res.Label.Join(in), parts)
+	if err != nil {
+		return entry{}, Errorf(abi.EINTERNAL, "kind %s labelled its result's parts wrongly: %v", c.kind.Name(), err)
+	}
+	return entry{blob: b}, nil
 }
 
 // newCall takes a Call from the pool for a call on c.

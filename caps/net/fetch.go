@@ -29,7 +29,7 @@ func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 	if err != nil {
 		return kindapi.Op{}, err
 	}
-	r, method, u, hdr, err := s.prepare(call)
+	r, method, u, hdr, prov, err := s.prepare(call)
 	if err != nil {
 		return kindapi.Op{}, err
 	}
@@ -44,9 +44,10 @@ func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 	f := &fetch{k: k, s: s, r: r, method: method, u: u, hdr: hdr, body: body, log: log}
 	return kindapi.Op{
 		Sink:   &kindapi.Sink{Clearance: s.clearance, RefusesTainted: s.refuseTaint},
-		Vars:   f.vars,
-		Show:   f.show,
-		Effect: f.run,
+		Vars:       f.vars,
+		Show:       f.show,
+		Effect:     f.run,
+		Provenance: prov,
 	}, nil
 }
 
@@ -96,30 +97,34 @@ func (f *fetch) show() kindapi.Effect {
 
 // prepare decodes a fetch's request, splices its blobs in and checks the
 // method, URL and headers against the scope.
-func (s *Scope) prepare(call *kindapi.Call) (abi.HTTPRequest, string, *url.URL, http.Header, error) {
+func (s *Scope) prepare(call *kindapi.Call) (abi.HTTPRequest, string, *url.URL, http.Header, map[string]kindapi.Source, error) {
 	r, err := abi.DecodeHTTPRequest(call.Args)
 	if err != nil {
 		if errors.Is(err, abi.ErrTooLarge) {
-			return r, "", nil, nil, kindapi.Errorf(abi.ELIMIT, "net: fetch: %v", err)
+			return r, "", nil, nil, nil, kindapi.Errorf(abi.ELIMIT, "net: fetch: %v", err)
 		}
-		return r, "", nil, nil, kindapi.Errorf(abi.EINVAL, "net: fetch: %v", err)
+		return r, "", nil, nil, nil, kindapi.Errorf(abi.EINVAL, "net: fetch: %v", err)
 	}
 	if err := spliceRequest(call, &r, s.maxRequest); err != nil {
-		return r, "", nil, nil, err
+		return r, "", nil, nil, nil, err
+	}
+	prov, err := spliceParts(call, &r)
+	if err != nil {
+		return r, "", nil, nil, nil, err
 	}
 	method, err := s.checkMethod(r.Method)
 	if err != nil {
-		return r, "", nil, nil, err
+		return r, "", nil, nil, nil, err
 	}
 	u, err := s.target(r.URL)
 	if err != nil {
-		return r, "", nil, nil, err
+		return r, "", nil, nil, nil, err
 	}
 	hdr, err := s.guestHeader(r.Header)
 	if err != nil {
-		return r, "", nil, nil, err
+		return r, "", nil, nil, nil, err
 	}
-	return r, method, u, hdr, nil
+	return r, method, u, hdr, prov, nil
 }
 
 // checkMethod validates the guest's method and checks it is allowed.

@@ -45,7 +45,32 @@ type HTTPRequest struct {
 	Body     []byte              `json:"body,omitempty"`
 	BodyBlob Handle              `json:"body_blob,omitempty"`
 	Splice   []Handle            `json:"splice,omitempty"`
+	// SpliceParts names parts of blobs, each a JSON path into a blob's
+	// JSON document (the blob, or the JSON body of a fetched response), to
+	// put into a JSON Body where a string value is exactly
+	// PartPlaceholder(i): the kernel extracts the value, never the guest,
+	// and it replaces the whole string as a JSON value (so it cannot break
+	// out of its field). What flows, and what the result carries, is the
+	// part's own label (a kind may label a response's fields apart), and
+	// constraints can ask where the value came from: spliced(...), from(...).
+	// A body splicing parts splices no whole blob.
+	SpliceParts []SplicePart `json:"splice_parts,omitempty"`
 }
+
+// SplicePart is one part of a blob spliced by reference: Blob is a handle
+// in the caller's table, Path a JSON path into its document, such as
+// "$.transactions[0].sender" (members as .name or ["name"], indexes [N]).
+type SplicePart struct {
+	Blob Handle `json:"blob"`
+	Path string `json:"path"`
+}
+
+// PartPlaceholder is the placeholder for the i-th spliced part:
+// "{{mandate:part:i}}".
+func PartPlaceholder(i int) string { return PartPrefix + itoa(uint32(i)) + "}}" }
+
+// PartPrefix begins every part placeholder.
+const PartPrefix = "{{mandate:part:"
 
 // MaxSplice bounds the blobs one request splices.
 const MaxSplice = 16
@@ -101,6 +126,9 @@ func DecodeHTTPRequest(b []byte) (HTTPRequest, error) {
 	}
 	if len(r.Splice) > MaxSplice {
 		return HTTPRequest{}, fmt.Errorf("%w: %d spliced blobs (max %d)", ErrTooLarge, len(r.Splice), MaxSplice)
+	}
+	if len(r.SpliceParts) > MaxSplice {
+		return HTTPRequest{}, fmt.Errorf("%w: %d spliced parts (max %d)", ErrTooLarge, len(r.SpliceParts), MaxSplice)
 	}
 	return r, nil
 }

@@ -15,6 +15,10 @@ type Blob struct {
 	id    uint64
 	data  []byte
 	label Label
+	// base and parts label the parts of its JSON document (NewBlobParts);
+	// nil parts: the whole blob is label.
+	base  Label
+	parts []partLabel
 }
 
 var blobIDs atomic.Uint64

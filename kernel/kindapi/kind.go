@@ -147,6 +147,11 @@ type Op struct {
 	Reserve func() (release func(), free bool, err error)
 	// Effect performs the call. nil is an effect that does nothing.
 	Effect func(ctx context.Context) (*Result, error)
+	// Provenance says, for the values of the call that were spliced from
+	// a part of a blob (Call.BlobPart), where each came from, keyed by its
+	// place among the kind's variables ("request.body.recipient"):
+	// constraints read it with spliced() and from().
+	Provenance map[string]Source
 }
 
 // Sink is a destination of data and what it is cleared for.
@@ -411,6 +416,10 @@ type Result struct {
 	// reporting more than it could have used) counts as Op.Amount: the
 	// reservation is the most a call can ever take.
 	Spent *int64
+	// Parts label parts of Data's JSON document differently from Label,
+	// which then labels the rest (see NewBlobParts): a task reading the
+	// blob carries them all, one splicing a part carries that part's.
+	Parts []PartLabel
 }
 
 // FormatBytes shows a size for a person: "64 MiB", "1.5 KiB", "300 B".
