@@ -43,7 +43,7 @@ func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 	}
 	f := &fetch{k: k, s: s, r: r, method: method, u: u, hdr: hdr, body: body, log: log}
 	return kindapi.Op{
-		Sink:   &kindapi.Sink{Clearance: s.clearance, RefusesTainted: s.refuseTaint},
+		Sink:       &kindapi.Sink{Clearance: s.clearance, RefusesTainted: s.refuseTaint},
 		Vars:       f.vars,
 		Show:       f.show,
 		Effect:     f.run,

@@ -36,7 +36,7 @@ func partsCall(t *testing.T) *kindapi.Call {
 func TestSpliceParts(t *testing.T) {
 	c := partsCall(t)
 	r := abi.HTTPRequest{Method: "POST", URL: "/pay",
-		Body: []byte(`{"recipient":"{{mandate:part:0}}","note":"{{mandate:part:1}}","amount":10}`),
+		Body:        []byte(`{"recipient":"{{mandate:part:0}}","note":"{{mandate:part:1}}","amount":10}`),
 		SpliceParts: []abi.SplicePart{{Blob: 1, Path: "$.transactions[0].sender"}, {Blob: 1, Path: "$.transactions[0].subject"}}}
 	prov, err := spliceParts(c, &r)
 	if err != nil {
