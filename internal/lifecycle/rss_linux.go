@@ -1,0 +1,25 @@
+package lifecycle
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+)
+
+// RSS is the process's resident set in bytes, from /proc/self/statm; zero
+// when it can not be read.
+func RSS() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := bytes.Fields(b)
+	if len(f) < 2 {
+		return 0
+	}
+	pages, err := strconv.ParseInt(string(f[1]), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return pages * int64(os.Getpagesize())
+}
