@@ -167,7 +167,7 @@ func TrackGrowth(wasm []byte) ([]byte, int, error) {
 		return wasm, 0, nil
 	}
 
-	types, growTypeIdx, err := scanTypes(payload(secType), growSig)
+	types, growTypeIdx, _, err := scanTypes(payload(secType), growSig)
 	if err != nil {
 		return nil, 0, fmt.Errorf("type section: %w", err)
 	}
@@ -495,41 +495,46 @@ func exportFuncRefs(p []byte, funcs, globals uint64) ([]growSite, error) {
 var growSig = []byte{0x60, 0x01, 0x7f, 0x01, 0x7f}
 
 // scanTypes decodes the type section payload p (nil: absent) and returns
-// the number of types and the index of the first type encoded as sig, or -1.
-func scanTypes(p []byte, sig []byte) (uint32, int, error) {
+// the number of types, the index of the first type encoded as sig (or -1)
+// and each type's number of parameters.
+func scanTypes(p []byte, sig []byte) (uint32, int, []uint32, error) {
 	if p == nil {
-		return 0, -1, nil
+		return 0, -1, nil, nil
 	}
 	r := &reader{b: p}
 	n, err := r.u32()
 	if err != nil {
-		return 0, -1, err
+		return 0, -1, nil, err
 	}
 	if uint64(n) > uint64(len(p)) {
-		return 0, -1, fmt.Errorf("%w: %d types in %d bytes", ErrMalformed, n, len(p))
+		return 0, -1, nil, fmt.Errorf("%w: %d types in %d bytes", ErrMalformed, n, len(p))
 	}
 	found := -1
+	params := make([]uint32, n)
 	for i := uint32(0); i < n; i++ {
 		start := r.off
 		form, err := r.byte()
 		if err != nil {
-			return 0, -1, err
+			return 0, -1, nil, err
 		}
 		if form != 0x60 { // a GC type (rec, sub, struct, array)
-			return 0, -1, fmt.Errorf("%w: type form %#x", ErrUnsupported, form)
+			return 0, -1, nil, fmt.Errorf("%w: type form %#x", ErrUnsupported, form)
 		}
-		for range 2 { // params, results
+		for res := range 2 { // params, results
 			k, err := r.u32()
 			if err != nil {
-				return 0, -1, err
+				return 0, -1, nil, err
+			}
+			if res == 0 {
+				params[i] = k
 			}
 			for j := uint32(0); j < k; j++ {
 				t, err := r.byte()
 				if err != nil {
-					return 0, -1, err
+					return 0, -1, nil, err
 				}
 				if !isValType(t) {
-					return 0, -1, fmt.Errorf("%w: value type %#x", ErrUnsupported, t)
+					return 0, -1, nil, fmt.Errorf("%w: value type %#x", ErrUnsupported, t)
 				}
 			}
 		}
@@ -538,9 +543,9 @@ func scanTypes(p []byte, sig []byte) (uint32, int, error) {
 		}
 	}
 	if r.off != len(p) {
-		return 0, -1, fmt.Errorf("%w: trailing bytes", ErrMalformed)
+		return 0, -1, nil, fmt.Errorf("%w: trailing bytes", ErrMalformed)
 	}
-	return n, found, nil
+	return n, found, params, nil
 }
 
 // checkFunctions decodes the function section payload p (nil: absent) and
@@ -618,6 +623,8 @@ type body struct {
 	merged             bool
 	loops              []loopSite
 	funcRefs           []growSite // every function index immediate
+	bulk               []bulkSite
+	locals             uint64 // declared locals
 }
 
 // codeScanner decodes function bodies, instruction by instruction.
@@ -635,6 +642,8 @@ type codeScanner struct {
 	preempt     bool
 	funcRefs    []growSite
 	loops       []loopSite
+	bulk        []bulkSite
+	locals      uint64
 	entryWeight int
 	// cur is the loop (an index in loops) whose body the next instruction
 	// is in, -1 for none; frames are the enclosing open blocks.
@@ -695,6 +704,8 @@ func (s *codeScanner) scanCode(p []byte, n uint32) ([]body, error) {
 			b.entry, b.entryWeight, b.merged = entry, s.entryWeight, s.merged
 			b.loops = append([]loopSite(nil), s.loops...)
 			b.funcRefs = append([]growSite(nil), s.funcRefs...)
+			b.bulk = append([]bulkSite(nil), s.bulk...)
+			b.locals = s.locals
 		}
 		bodies = append(bodies, b)
 	}
@@ -875,9 +886,14 @@ func (s *codeScanner) scanBody() (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	s.locals = 0
 	for i := uint32(0); i < groups; i++ {
-		if _, err := s.u32(); err != nil {
+		n, err := s.u32()
+		if err != nil {
 			return 0, err
+		}
+		if s.locals += uint64(n); s.preempt && s.locals > MaxLocals {
+			return 0, fmt.Errorf("%w: more than %d locals in a function", ErrTooLarge, MaxLocals)
 		}
 		t, err := s.byte()
 		if err != nil {
@@ -896,7 +912,7 @@ func (s *codeScanner) scanBody() (int, error) {
 		}
 		return entry, nil
 	}
-	s.funcRefs, s.loops, s.entryWeight, s.cur, s.frames = s.funcRefs[:0], s.loops[:0], 0, -1, s.frames[:0]
+	s.funcRefs, s.loops, s.bulk, s.entryWeight, s.cur, s.frames = s.funcRefs[:0], s.loops[:0], s.bulk[:0], 0, -1, s.frames[:0]
 	s.straight, s.merged = true, false
 	for s.off < len(s.b) {
 		op := s.b[s.off]
@@ -997,7 +1013,7 @@ func (s *codeScanner) instr() error {
 		}
 		return err
 	case 0xfc:
-		return s.prefixFC()
+		return s.prefixFC(start)
 	case 0xfd:
 		return s.prefixFD()
 	case 0xfe:
@@ -1010,11 +1026,14 @@ func (s *codeScanner) instr() error {
 }
 
 // prefixFC decodes the saturating truncations, bulk memory and table
-// instructions.
-func (s *codeScanner) prefixFC() error {
+// instructions; start is where the instruction starts.
+func (s *codeScanner) prefixFC(start int) error {
 	sub, err := s.u32()
 	if err != nil {
 		return err
+	}
+	if s.preempt {
+		s.bulkSite(start, sub)
 	}
 	var imm int // u32 immediates
 	switch {

@@ -1,8 +1,10 @@
 package wasmbin
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/mandatevm/mandate/internal/wasmasm"
 )
@@ -51,9 +53,17 @@ import (
 // that loop's header serves, with the function's weight added to the
 // loop's (count says when that holds).
 //
-// What this does not bound: one instruction can take long by itself
-// (memory.fill or memory.copy of the whole memory, table.fill of a large
-// table); their length is bounded by the memory and table limits.
+// One instruction can take long by itself: memory.fill, memory.copy and
+// memory.init of up to the whole memory, and table.fill, table.copy and
+// table.init of a whole table. Each is charged its length too, before it
+// runs, by a check of its own: one unit per 16 bytes of memory (about what
+// a plain instruction costs) and one per table element. A loop of such
+// operations then returns to Go every budget's worth of bytes, but one
+// operation is never interrupted (at worst a memory.fill of the whole
+// memory, bounded by the task's memory limit: tens of milliseconds per
+// gigabyte). Such a check needs the length twice, so the function gets one
+// more local (an i32, after its own): a function may declare at most
+// MaxLocals locals.
 //
 // The globals and $yield are new entries of the index spaces. The globals
 // are appended (no global index shifts), but an import always comes before
@@ -99,17 +109,25 @@ const PreemptBudget = 50_000
 // (at most maxWeight, less at most maxWeight) never overflows an i32.
 const maxWeight = 1 << 24
 
+// MaxLocals is the most locals a function may declare (wasmtime's limit
+// too). wazero would allocate as many before reading a single instruction.
+const MaxLocals = 50_000
+
+// bulkShift is the charge of a memory operation: its length in bytes,
+// shifted right this much (one unit per 16 bytes). A table operation is
+// charged its length in elements.
+const bulkShift = 4
+
 // voidSig is the type of $yield: () -> ().
 var voidSig = []byte{0x60, 0x00, 0x00}
 
 // Preempt returns wasm rewritten so that it calls into the host every
 // budget units of work and stops when the host sets its stop flag (see
-// above). A module without functions is returned as it is (it has nothing
-// that could run long). It returns an error, and the caller refuses the
-// module, when the module can not be decoded, uses an instruction the
-// decoder does not know, names an index past the original function or
-// global index spaces, has a loop body or function of more than 2^24
-// instructions, imports PreemptModule or exports StopExport.
+// above). It returns an error, and the caller refuses the module, when the
+// module can not be decoded, uses an instruction the decoder does not know,
+// names an index past the original function or global index spaces, has a
+// loop body or function of more than 2^24 instructions or a function with
+// more than MaxLocals locals, imports PreemptModule or exports StopExport.
 func Preempt(wasm []byte, budget uint32) ([]byte, error) {
 	if budget == 0 || budget > maxWeight {
 		return nil, fmt.Errorf("wasmbin: budget %d out of range", budget)
@@ -136,16 +154,13 @@ func Preempt(wasm []byte, budget uint32) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("import section: %w", err)
 	}
-	types, voidIdx, err := scanTypes(payload(secType), voidSig)
+	types, voidIdx, params, err := scanTypes(payload(secType), voidSig)
 	if err != nil {
 		return nil, fmt.Errorf("type section: %w", err)
 	}
 	funcs, err := checkFunctions(payload(secFunction), types)
 	if err != nil {
 		return nil, fmt.Errorf("function section: %w", err)
-	}
-	if funcs == 0 {
-		return wasm, nil
 	}
 	globals, err := sectionCount(payload(secGlobal))
 	if err != nil {
@@ -160,7 +175,19 @@ func Preempt(wasm []byte, budget uint32) ([]byte, error) {
 		return &codeScanner{b: p, types: uint64(types), funcs: nFuncs, globals: nGlobals, preempt: true}
 	}
 	// Every section the rewrite appends to is decoded in full, so that
-	// what it appends can not complete a truncated entry of the guest's.
+	// what it appends can not complete a truncated entry of the guest's;
+	// so are those it passes on as they are, for their counts: wazero
+	// allocates what a count says before reading what it counts (a
+	// 20-byte module declaring 2^32 data segments makes it ask the Go
+	// runtime for hundreds of gigabytes, and the process dies), and it
+	// compiles only what Preempt returns.
+	ds := &codeScanner{b: payload(SecData), types: uint64(types), funcs: nFuncs, globals: nGlobals}
+	if err := ds.dataSection(); err != nil {
+		return nil, fmt.Errorf("data section: %w", err)
+	}
+	if err := tagSection(payload(secTag), types); err != nil {
+		return nil, fmt.Errorf("tag section: %w", err)
+	}
 	gs := scanner(payload(secGlobal))
 	if err := gs.globalSection(); err != nil {
 		return nil, fmt.Errorf("global section: %w", err)
@@ -188,6 +215,18 @@ func Preempt(wasm []byte, budget uint32) ([]byte, error) {
 	bodies, err := scanner(nil).scanCode(code, funcs)
 	if err != nil {
 		return nil, err
+	}
+	// The local a body's bulk checks use: the first after its own.
+	scratch := make([]uint32, len(bodies))
+	fr := &reader{b: payload(secFunction)}
+	fr.u32() // decoded by checkFunctions
+	for i := range bodies {
+		t, _ := fr.u32()
+		n := uint64(params[t]) + bodies[i].locals
+		if n >= 1<<32-1 {
+			return nil, fmt.Errorf("%w: function %d has too many locals", ErrUnsupported, i)
+		}
+		scratch[i] = uint32(n)
 	}
 	for _, b := range bodies {
 		if b.entryWeight > maxWeight {
@@ -226,7 +265,7 @@ func Preempt(wasm []byte, budget uint32) ([]byte, error) {
 		secGlobal: g,
 		SecExport: appendEntry(renumber(payload(SecExport), exportRefs, imp.funcs), exports,
 			wasmasm.Cat(wasmasm.Name(StopExport), []byte{ExternGlobal}, wasmasm.Uleb(uint64(stop)))),
-		secCode: preemptCode(code, funcs, bodies, imp.funcs, newCheck(yield, stop, budgetIdx, budget)),
+		secCode: preemptCode(code, funcs, bodies, scratch, imp.funcs, newCheck(yield, stop, budgetIdx, budget)),
 	}
 	if start != nil {
 		replaced[secStart] = start
@@ -424,15 +463,51 @@ func (c check) append(out []byte, weight int) []byte {
 	return append(out, c.suffix...)
 }
 
+// bulkSite is a bulk memory or table instruction: at is where it starts,
+// in the code section.
+type bulkSite struct {
+	at     int
+	memory bool // memory.init, memory.copy, memory.fill (else a table's)
+}
+
+// bulkSite records the instruction 0xfc sub at start when it is a bulk
+// memory or table operation.
+func (s *codeScanner) bulkSite(start int, sub uint32) {
+	switch sub {
+	case 0x08, 0x0a, 0x0b: // memory.init, memory.copy, memory.fill
+		s.bulk = append(s.bulk, bulkSite{at: start, memory: true})
+	case 0x0c, 0x0e, 0x11: // table.init, table.copy, table.fill
+		s.bulk = append(s.bulk, bulkSite{at: start})
+	}
+}
+
+// edit is one change to a function body, at offset at of the code section:
+// a loop's check (loop >= 0), a bulk operation's check (bulk >= 0), or a
+// function index to renumber, p[at:end].
+type edit struct {
+	at, end    int
+	loop, bulk int
+}
+
 // preemptCode is the code section payload p of n bodies with checks at
-// every function entry and loop header and the function indices
-// renumbered.
-func preemptCode(p []byte, n uint32, bodies []body, imports uint32, c check) []byte {
+// every function entry, loop header and bulk operation, and the function
+// indices renumbered; scratch is each body's local for its bulk checks.
+func preemptCode(p []byte, n uint32, bodies []body, scratch []uint32, imports uint32, c check) []byte {
 	out := binary.AppendUvarint(make([]byte, 0, len(p)+len(p)/8+16), uint64(n))
-	var buf []byte
-	for _, b := range bodies {
-		buf = append(buf[:0], p[b.start:b.entry]...) // the locals
-		last := b.entry
+	var (
+		buf   []byte
+		edits []edit
+	)
+	for i, b := range bodies {
+		if len(b.bulk) == 0 {
+			buf = append(buf[:0], p[b.start:b.entry]...) // the locals
+		} else {
+			// One more group of locals: one i32.
+			r := &reader{b: p[:b.entry], off: b.start}
+			groups, _ := r.u32() // decoded before
+			buf = binary.AppendUvarint(buf[:0], uint64(groups)+1)
+			buf = append(append(buf, p[r.off:b.entry]...), 0x01, 0x7f)
+		}
 		loops := b.loops
 		if b.merged {
 			// The body runs straight to its first loop: that loop's check
@@ -441,25 +516,125 @@ func preemptCode(p []byte, n uint32, bodies []body, imports uint32, c check) []b
 		} else {
 			buf = c.append(buf, b.entryWeight)
 		}
-		refs := b.funcRefs
-		for len(loops) > 0 || len(refs) > 0 {
-			if len(refs) == 0 || len(loops) > 0 && loops[0].at <= refs[0].start {
-				buf = append(buf, p[last:loops[0].at]...)
-				buf = c.append(buf, loops[0].weight)
-				last = loops[0].at
-				loops = loops[1:]
-				continue
+		edits = edits[:0]
+		for j, l := range loops {
+			edits = append(edits, edit{at: l.at, loop: j, bulk: -1})
+		}
+		for j, k := range b.bulk {
+			edits = append(edits, edit{at: k.at, loop: -1, bulk: j})
+		}
+		for _, r := range b.funcRefs {
+			edits = append(edits, edit{at: r.start, end: r.end, loop: -1, bulk: -1})
+		}
+		// A loop's check and a bulk operation's can be at one offset (a
+		// loop whose body starts with the operation): the loop's first.
+		slices.SortFunc(edits, func(x, y edit) int { return cmp.Or(x.at-y.at, y.loop-x.loop) })
+		last := b.entry
+		for _, e := range edits {
+			buf = append(buf, p[last:e.at]...)
+			last = e.at
+			switch {
+			case e.loop >= 0:
+				buf = c.append(buf, loops[e.loop].weight)
+			case e.bulk >= 0:
+				buf = c.appendBulk(buf, scratch[i], b.bulk[e.bulk].memory)
+			default:
+				buf = appendFuncIndex(buf, p[e.at:e.end], imports)
+				last = e.end
 			}
-			buf = append(buf, p[last:refs[0].start]...)
-			buf = appendFuncIndex(buf, p[refs[0].start:refs[0].end], imports)
-			last = refs[0].end
-			refs = refs[1:]
 		}
 		buf = append(buf, p[last:b.end]...)
 		out = binary.AppendUvarint(out, uint64(len(buf)))
 		out = append(out, buf...)
 	}
 	return out
+}
+
+// appendBulk appends the check of a bulk operation whose length is on the
+// top of the stack, using local t.
+func (c check) appendBulk(out []byte, t uint32, memory bool) []byte {
+	out = append(out, 0x22) // local.tee $t
+	out = binary.AppendUvarint(out, uint64(t))
+	out = append(out, c.prefix[:len(c.prefix)-1]...) // global.get $budget
+	out = append(out, 0x20)                          // local.get $t
+	out = binary.AppendUvarint(out, uint64(t))
+	if memory {
+		out = append(out, 0x41, bulkShift, 0x76) // i32.const bulkShift; i32.shr_u
+	}
+	return append(out, c.suffix...) // i32.sub; ...
+}
+
+// dataSection decodes s.b as the data section's payload (nil: absent).
+func (s *codeScanner) dataSection() error {
+	if s.b == nil {
+		return nil
+	}
+	n, err := s.u32()
+	if err != nil {
+		return err
+	}
+	if uint64(n) > uint64(len(s.b)) {
+		return fmt.Errorf("%w: %d data segments in %d bytes", ErrMalformed, n, len(s.b))
+	}
+	for i := uint32(0); i < n; i++ {
+		flags, err := s.u32()
+		if err != nil {
+			return err
+		}
+		switch flags {
+		case 0: // active, memory 0
+			err = s.constExpr()
+		case 1: // passive
+		case 2: // active, a memory index
+			if _, err = s.u32(); err == nil {
+				err = s.constExpr()
+			}
+		default:
+			err = fmt.Errorf("%w: data segment flags %#x", ErrMalformed, flags)
+		}
+		if err != nil {
+			return err
+		}
+		size, err := s.u32()
+		if err != nil {
+			return err
+		}
+		if err := s.skip(int(size)); err != nil {
+			return err
+		}
+	}
+	if s.off != len(s.b) {
+		return fmt.Errorf("%w: trailing bytes", ErrMalformed)
+	}
+	return nil
+}
+
+// tagSection decodes the tag section payload p (nil: absent).
+func tagSection(p []byte, types uint32) error {
+	if p == nil {
+		return nil
+	}
+	r := &reader{b: p}
+	n, err := r.u32()
+	if err != nil {
+		return err
+	}
+	for i := uint32(0); i < n; i++ {
+		if attr, err := r.byte(); err != nil {
+			return err
+		} else if attr != 0 {
+			return fmt.Errorf("%w: tag attribute %#x", ErrMalformed, attr)
+		}
+		if t, err := r.u32(); err != nil {
+			return err
+		} else if t >= types {
+			return fmt.Errorf("%w: tag of type %d of %d", ErrMalformed, t, types)
+		}
+	}
+	if r.off != len(p) {
+		return fmt.Errorf("%w: trailing bytes", ErrMalformed)
+	}
+	return nil
 }
 
 // shiftNames returns the payload of a name section, head (its name) and

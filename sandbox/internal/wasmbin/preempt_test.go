@@ -319,15 +319,20 @@ func TestPreemptYields(t *testing.T) {
 	})
 }
 
-func TestPreemptLeavesAlone(t *testing.T) {
+// TestPreemptNoFunctions: a module without functions is rewritten too (its
+// sections are decoded either way) and still instantiates.
+func TestPreemptNoFunctions(t *testing.T) {
 	for name, wasm := range map[string][]byte{
 		"no functions": wasmasm.Module(wasmasm.Section(5, []byte{0x01, 0x00, 0x01})),
-		"imports only": wasmasm.Module(wasmasm.Section(1, wasmasm.Vec(sigVoid)),
+		"imports only": wasmasm.Module(wasmasm.Section(1, wasmasm.Vec(sigVoidI32)),
 			wasmasm.Section(2, wasmasm.Vec(wasmasm.Cat(wasmasm.Name("env"), wasmasm.Name("f"), []byte{ExternFunc, 0})))),
 	} {
 		out, err := Preempt(wasm, PreemptBudget)
-		if err != nil || !bytes.Equal(out, wasm) {
-			t.Errorf("%s: Preempt = %v (changed: %v), want the module unchanged", name, err, !bytes.Equal(out, wasm))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := preemptRuntime(t, &yields{}).Instantiate(context.Background(), out); err != nil {
+			t.Errorf("%s: rewritten module does not instantiate: %v", name, err)
 		}
 	}
 }
@@ -424,6 +429,121 @@ func TestPreemptRefuses(t *testing.T) {
 	}
 }
 
+// bulkModule defines fill(n), which fills n bytes at 0 with 7 and the
+// table's first n elements with null, and returns a local's value (its
+// check's scratch local is the one after it), and byte(i), which reads a
+// byte; with one memory page and a table of 16.
+func bulkModule() []byte {
+	fill := wasmasm.Cat([]byte{0x01, 0x01, 0x7f}, // one local i32
+		[]byte{0x41, 0x2a, 0x21, 0x01},                               // local 1 = 42
+		[]byte{0x41, 0x00, 0x41, 0x07, 0x20, 0x00, 0xfc, 0x0b, 0x00}, // memory.fill(0, 7, n)
+		[]byte{0x41, 0x00, 0xd0, 0x70, 0x41, 0x10, 0xfc, 0x11, 0x00}, // table.fill(0, null, 16)
+		[]byte{0x20, 0x01, 0x0b})                                     // local 1
+	read := []byte{0x00, 0x20, 0x00, 0x2d, 0x00, 0x00, 0x0b} // i32.load8_u(i)
+	return wasmasm.Module(
+		wasmasm.Section(1, wasmasm.Vec(sigI32I32)),
+		wasmasm.Section(3, wasmasm.Vec([]byte{0}, []byte{0})),
+		wasmasm.Section(4, wasmasm.Vec([]byte{0x70, 0x00, 0x10})),
+		wasmasm.Section(5, []byte{0x01, 0x00, 0x01}),
+		wasmasm.Section(7, wasmasm.Vec(exportEntry("fill", ExternFunc, 0), exportEntry("byte", ExternFunc, 1))),
+		wasmasm.Section(10, wasmasm.Vec(
+			wasmasm.Cat(wasmasm.Uleb(uint64(len(fill))), fill),
+			wasmasm.Cat(wasmasm.Uleb(uint64(len(read))), read))),
+	)
+}
+
+// TestPreemptBulk charges a bulk operation its length: one unit per 16
+// bytes, one per element.
+func TestPreemptBulk(t *testing.T) {
+	out, err := Preempt(bulkModule(), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var y yields
+	m, err := preemptRuntime(t, &y).Instantiate(context.Background(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := call(t, m, "fill", 100); got != 42 {
+		t.Errorf("fill returned local 1 = %d, want 42", got)
+	}
+	if got := call(t, m, "byte", 99); got != 7 {
+		t.Errorf("byte 99 after fill(100) = %d, want 7", got)
+	}
+	if got := call(t, m, "byte", 100); got != 0 {
+		t.Errorf("byte 100 after fill(100) = %d, want 0", got)
+	}
+	if y.n != 0 {
+		t.Fatalf("%d yields for fill(100), want 0", y.n)
+	}
+	// 16,000 bytes are 1,000 units: the budget is spent at once.
+	call(t, m, "fill", 16_000)
+	if y.n != 1 {
+		t.Errorf("%d yields for fill(16000) with a budget of 1000, want 1", y.n)
+	}
+	y.n = 0
+	for range 20 {
+		call(t, m, "fill", 1600) // 100 units and a few
+	}
+	if y.n < 1 || y.n > 2 {
+		t.Errorf("%d yields for 20 fills of 1600 bytes, want 1 or 2", y.n)
+	}
+}
+
+// sized is a code section entry: b with its size.
+func sized(b []byte) []byte { return wasmasm.Cat(wasmasm.Uleb(uint64(len(b))), b) }
+
+// TestPreemptCounts refuses a module whose counts overrun their section,
+// each of which wazero would allocate for before finding out (the data
+// section's crashed the process), and a function with too many locals.
+func TestPreemptCounts(t *testing.T) {
+	huge := []byte{0xff, 0xff, 0xff, 0xff, 0x0f}
+	base := func(secs ...[]byte) []byte {
+		all := [][]byte{
+			wasmasm.Section(1, wasmasm.Vec(sigVoid)),
+			wasmasm.Section(3, wasmasm.Vec([]byte{0})),
+			wasmasm.Section(5, []byte{0x01, 0x00, 0x01}),
+		}
+		all = append(all, secs...)
+		return wasmasm.Module(all...)
+	}
+	code := wasmasm.Section(10, wasmasm.Vec(fnBody()))
+	for _, tt := range []struct {
+		name string
+		wasm []byte
+	}{
+		{"data segments", base(code, wasmasm.Section(11, huge))},
+		{"data segment bytes", base(code, wasmasm.Section(11, wasmasm.Cat([]byte{0x01, 0x01}, huge)))},
+		{"data without functions", wasmasm.Module(wasmasm.Section(5, []byte{0x01, 0x00, 0x01}), wasmasm.Section(11, huge))},
+		{"element segments", base(wasmasm.Section(9, huge), code)},
+		{"element items", base(wasmasm.Section(9, wasmasm.Cat([]byte{0x01, 0x01, 0x00}, huge)), code)},
+		{"globals", base(wasmasm.Section(6, huge), code)},
+		{"exports", base(wasmasm.Section(7, huge), code)},
+		{"imports", base(wasmasm.Section(2, huge), code)},
+		{"tags", base(code, wasmasm.Section(13, huge))},
+		{"type parameters", wasmasm.Module(wasmasm.Section(1, wasmasm.Cat([]byte{0x01, 0x60}, huge)))},
+		{"locals", base(wasmasm.Section(10, wasmasm.Vec(sized(wasmasm.Cat([]byte{0x01}, huge, []byte{0x7f, 0x0b})))))},
+		{"locals past MaxLocals", base(wasmasm.Section(10, wasmasm.Vec(sized(wasmasm.Cat([]byte{0x02, 0x01, 0x7f}, wasmasm.Uleb(MaxLocals), []byte{0x7f, 0x0b})))))},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Preempt(tt.wasm, PreemptBudget)
+			if err == nil {
+				t.Fatal("Preempt accepted it")
+			}
+			t.Log(err)
+		})
+	}
+	// A name section whose counts overrun it is dropped, not passed on.
+	named := base(code, wasmasm.Section(0, wasmasm.Name("name"), []byte{0x01, 0x05}, huge))
+	out, err := Preempt(named, PreemptBudget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(out, wasmasm.Name("name")) {
+		t.Errorf("name section kept")
+	}
+}
+
 // TestPreemptNameSection drops a name section it can not read (wazero
 // refuses one) and keeps other custom sections.
 func TestPreemptNameSection(t *testing.T) {
@@ -449,40 +569,44 @@ func TestPreemptNameSection(t *testing.T) {
 	}
 }
 
-// FuzzPreempt: Preempt never panics; what it returns parses and, when
-// wazero accepts the module, wazero accepts the rewrite. It refuses a
-// module wazero accepts only for the reasons it documents.
+// FuzzPreempt: Preempt never panics; what it returns parses, and wazero
+// accepts it when it accepts the module. The module itself is given to
+// wazero only when Preempt accepted it and kept its name section: wazero
+// allocates what a module's counts say before reading (the rewrite
+// decodes every count for that reason, see Preempt), so a refused or
+// unreadable module could take the fuzzer down.
 func FuzzPreempt(f *testing.F) {
 	f.Add(preemptModule())
+	f.Add(bulkModule())
 	f.Add(growModule())
 	f.Add(shapesModule([]byte{0x40, 0x00}))
 	f.Add(shapesModule([]byte{0x03, 0x40, 0x0b}))
 	f.Add(shapesModule([]byte{0x01}))
 	r := wazeroRuntime(f)
 	ctx := context.Background()
+	name := wasmasm.Name("name")
 	f.Fuzz(func(t *testing.T, wasm []byte) {
 		out, err := Preempt(wasm, 1000)
-		valid := false
-		if cm, cerr := r.CompileModule(ctx, wasm); cerr == nil {
-			valid = true
-			cm.Close(ctx)
-		}
 		if err != nil {
-			if valid && !strings.Contains(err.Error(), "reserved for the engine") {
-				t.Fatalf("Preempt refuses a module wazero accepts: %v", err)
-			}
 			return
 		}
 		if _, err := Parse(out); err != nil {
 			t.Fatalf("rewritten module does not parse: %v", err)
 		}
-		if !valid {
+		cm, outErr := r.CompileModule(ctx, out)
+		if outErr == nil {
+			cm.Close(ctx)
+		}
+		if bytes.Count(out, name) < bytes.Count(wasm, name) {
 			return
 		}
-		cm, err := r.CompileModule(ctx, out)
+		cm, err = r.CompileModule(ctx, wasm)
 		if err != nil {
-			t.Fatalf("wazero compiles the module but not its rewrite: %v", err)
+			return
 		}
 		cm.Close(ctx)
+		if outErr != nil {
+			t.Fatalf("wazero compiles the module but not its rewrite: %v", outErr)
+		}
 	})
 }

@@ -357,8 +357,9 @@ const (
 )
 
 // ErrTooLarge is what CapTables returns, wrapped, for a module whose tables
-// exceed MaxTableInitial or MaxTables.
-var ErrTooLarge = errors.New("module tables too large")
+// exceed MaxTableInitial or MaxTables, and Preempt for a function with more
+// than MaxLocals locals.
+var ErrTooLarge = errors.New("module too large")
 
 // CapTables returns wasm with a maximum set on every table it defines:
 // max(initial, limit) for a table without one, and the smaller of its own
