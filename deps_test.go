@@ -88,6 +88,13 @@ var badDeps = map[string]map[string]string{
 		"github.com/mandatevm/mandate/audit":      "records are the kernel's and the CLI's",
 		"github.com/tetratelabs/wazero":           "no engine",
 	},
+	"github.com/mandatevm/mandate/internal/webui": {
+		"github.com/mandatevm/mandate/sandbox/":     "the UI only reads records: it runs nothing",
+		"github.com/mandatevm/mandate/caps/":        "the UI reads scopes as JSON, not kinds",
+		"github.com/mandatevm/mandate/host":         "the UI never starts a run",
+		"github.com/mandatevm/mandate/internal/cli": "the CLI serves the UI, not the reverse",
+		"github.com/mandatevm/mandate/cmd/":         "dependencies point inward",
+	},
 	"github.com/mandatevm/mandate/host": {
 		"github.com/mandatevm/mandate/internal/cli":      "the CLI runs on the host API, not the reverse",
 		"github.com/mandatevm/mandate/cmd/":              "dependencies point inward",
