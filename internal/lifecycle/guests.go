@@ -81,8 +81,8 @@ func TinyModule() []byte {
 	)
 	i32 := func(v int64) []byte { return wasmasm.Cat([]byte{0x41}, wasmasm.Sleb(v)) }
 	load := func(off uint64) []byte { return wasmasm.Cat(i32(0), []byte{0x28, 0x02}, wasmasm.Uleb(off)) } // i32.load align=4
-	check := []byte{0x04, 0x40, 0x00, 0x0b}                                                                  // if (errno) unreachable
-	const n, p = 0, 1                                                                                         // locals
+	check := []byte{0x04, 0x40, 0x00, 0x0b}                                                               // if (errno) unreachable
+	const n, p = 0, 1                                                                                     // locals
 	get := func(l byte) []byte { return []byte{0x20, l} }
 	set := func(l byte) []byte { return []byte{0x21, l} }
 	tee := func(l byte) []byte { return []byte{0x22, l} }
