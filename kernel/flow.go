@@ -14,6 +14,11 @@ func taintErr(what string, l Label, where string) error {
 	return Errorf(abi.EFLOW, "%s is tainted by {%s}; %s accepts no untrusted data", what, strings.Join(l.Integ(), ","), where)
 }
 
+// refusedTaintErr names the taint a sink's refused taints matched.
+func refusedTaintErr(what, taint string, to *Sink, where string) error {
+	return Errorf(abi.EFLOW, "%s is tainted by %s; %s refuses taints %s", what, taint, where, to.RefusedTaints)
+}
+
 // Clearance returns the task's clearance and whether it is bounded: a root
 // task without one in its manifest may hold anything; a child's is never
 // above its parent's.
@@ -56,15 +61,19 @@ func (t *Task) hold(b *Blob) (abi.Handle, error) {
 }
 
 // checkFlow checks that data labelled l may reach the sink of c: its
-// confidentiality within the clearance, and no integrity taint where the
-// sink refuses it. The data is described as what+id in the error (kept
-// apart so an allowed call builds no string).
+// confidentiality within the clearance, and no integrity taint the sink
+// refuses (any, or one its refused taints match; the error names it). The
+// data is described as what+id in the error (kept apart so an allowed
+// call builds no string).
 func checkFlow(what, id string, l Label, to *Sink, c *Cap) error {
 	if !l.CanFlowTo(to.Clearance) {
 		return flowErr(what+id, l, to.Clearance, c.kind.Name()+" "+c.displayName())
 	}
-	if to.RefusesTainted && len(l.Integ()) > 0 {
-		return taintErr(what+id, l, c.kind.Name()+" "+c.displayName())
+	if taint, refused := to.RefusedTaint(l); refused {
+		if to.RefusesTainted {
+			return taintErr(what+id, l, c.kind.Name()+" "+c.displayName())
+		}
+		return refusedTaintErr(what+id, taint, to, c.kind.Name()+" "+c.displayName())
 	}
 	return nil
 }

@@ -222,7 +222,7 @@ func (s *Session) listTools() {
 
 // unavailable says why t cannot run at the session's label: a sink of
 // one of its capabilities is not cleared for what the session has seen,
-// or refuses tainted data and the session is tainted. "" when it can.
+// or refuses a taint the session carries. "" when it can.
 func (s *Session) unavailable(t *Tool) string {
 	label := s.task.Label()
 	if label.IsZero() {
@@ -242,9 +242,13 @@ func (s *Session) unavailable(t *Tool) string {
 			return fmt.Sprintf("EFLOW: its %s capability %q is cleared for %v and the session has seen %v",
 				kind.Name(), name, sink.Clearance.Conf(), label.Conf())
 		}
-		if sink.RefusesTainted && len(label.Integ()) > 0 {
-			return fmt.Sprintf("EFLOW: its %s capability %q accepts no untrusted data and the session is tainted by %v",
-				kind.Name(), name, label.Integ())
+		if taint, refused := sink.RefusedTaint(label); refused {
+			if sink.RefusesTainted {
+				return fmt.Sprintf("EFLOW: its %s capability %q accepts no untrusted data and the session is tainted by %v",
+					kind.Name(), name, label.Integ())
+			}
+			return fmt.Sprintf("EFLOW: its %s capability %q refuses taints %v and the session is tainted by %s",
+				kind.Name(), name, sink.RefusedTaints.List(), taint)
 		}
 	}
 	return ""

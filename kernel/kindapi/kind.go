@@ -161,6 +161,10 @@ type Sink struct {
 	// RefusesTainted refuses any data with an integrity taint (a net
 	// capability with accepts_untrusted = false).
 	RefusesTainted bool
+	// RefusedTaints refuses data carrying any taint they match (a net
+	// capability's refuses_taints = ["web:*", "bank:tx"]); see
+	// RefusedTaint for the one rule both make.
+	RefusedTaints TaintPatterns
 }
 
 // Effect is what a person is shown before approving a call: one line a
