@@ -317,6 +317,8 @@ func (h *Host) start(ctx context.Context, spec RunSpec) (*Run, error) {
 		Limits:    m.Limits(),
 		Grants:    grants,
 		Input:     spec.Input,
+
+		RefuseTaintedResult: m.RefuseTaintedResult,
 	})
 	if err != nil {
 		return refuse(err)

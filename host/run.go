@@ -90,9 +90,12 @@ type Outcome struct {
 	// Record is the whole record of the run, the children its kernel
 	// forgot included.
 	Record runstore.Record
-	// Result is the root task's result, when it set one (HasResult).
-	Result    []byte
-	HasResult bool
+	// Result is the root task's result, when it set one (HasResult), and
+	// its label: what influenced it (the integrity taints of the sources
+	// it came from, web:reviews.example) and whose data it holds.
+	Result      []byte
+	HasResult   bool
+	ResultLabel kernel.Label
 	// State is the root task's; Err its error (nil when it finished
 	// normally); Exit the exit code recorded (ExitOK...).
 	State kernel.TaskState
@@ -217,6 +220,9 @@ func (r *Run) finish() {
 	ended := time.Now()
 	o := &Outcome{State: r.task.State(), Err: taskErr}
 	o.Result, o.HasResult = r.task.Result()
+	if b := r.task.ResultBlob(); b != nil {
+		o.ResultLabel = b.Label()
+	}
 	o.Interrupted = o.State == kernel.TaskKilled && r.ctxErr() != nil
 	o.Exit = exitFor(o.State, taskErr, o.Interrupted)
 	// Sign the log's head: a later "mandate audit verify" detects any edit

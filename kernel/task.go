@@ -97,6 +97,10 @@ type TaskSpec struct {
 	InputLabel Label
 	// Clearance bounds what the task may ever hold; nil means unbounded.
 	Clearance *Label
+	// RefuseTaintedResult refuses a result carrying any integrity taint
+	// (a manifest's result { accepts_untrusted = false }): SetResult of
+	// such a blob is EFLOW, audited.
+	RefuseTaintedResult bool
 }
 
 // Task is one WebAssembly instance with its own capability table.
@@ -130,13 +134,15 @@ type Task struct {
 	lastErr string          // reason of the last failed call; protected by mu
 	denials int             // protected by mu
 	// clearance bounds the label; nil: unbounded. Immutable after start.
-	clearance  *Label
-	children   int             // tasks spawned by this one; protected by mu
-	kids       []*Task         // the children launched; protected by mu
-	runCtx     context.Context // the context the task runs in, once launched; protected by mu
-	lastDenial abi.Errno       // the errno of the last denied call; protected by mu
-	state      TaskState       // protected by mu
-	err        error           // protected by mu
+	clearance *Label
+	// refuseTaintedResult is TaskSpec.RefuseTaintedResult. Immutable.
+	refuseTaintedResult bool
+	children            int             // tasks spawned by this one; protected by mu
+	kids                []*Task         // the children launched; protected by mu
+	runCtx              context.Context // the context the task runs in, once launched; protected by mu
+	lastDenial          abi.Errno       // the errno of the last denied call; protected by mu
+	state               TaskState       // protected by mu
+	err                 error           // protected by mu
 }
 
 // ID is unique within the kernel, e.g. "t1".
@@ -284,6 +290,7 @@ func (k *Kernel) newTask(spec TaskSpec, parent *Task) (*Task, error) {
 		c := *spec.Clearance
 		t.clearance = &c
 	}
+	t.refuseTaintedResult = spec.RefuseTaintedResult
 	if spec.Input != nil {
 		if int64(len(spec.Input)) > limits.MaxBlobBytes {
 			return nil, fmt.Errorf("kernel: input of %d bytes exceeds the task's blob limit of %d", len(spec.Input), limits.MaxBlobBytes)

@@ -18,6 +18,10 @@ const Grammar = `task "NAME" {
     blobs   = "64MiB"         # bytes of blobs the task holds at once
   }
 
+  result {                    # optional, at most one: what the task's answer may carry
+    accepts_untrusted = false # refuse a result tainted by any source (EFLOW when the task sets it)
+  }
+
   seed "COLLECTION" {         # any number: records imported into the data store before the run
     file      = "data/benefits.json"        # .json or .csv, relative to the manifest
     relations = { manager = "manager_of" }  # optional: FIELD = RELATION edges to derive

@@ -21,7 +21,7 @@ func TestGrammarIsComplete(t *testing.T) {
 		}
 		return regexp.MustCompile(pat).MatchString(Grammar)
 	}
-	for _, s := range []*hcl.BodySchema{rootSchema, taskSchema, seedSchema, limitsSchema} {
+	for _, s := range []*hcl.BodySchema{rootSchema, taskSchema, seedSchema, limitsSchema, resultSchema} {
 		for _, a := range s.Attributes {
 			if !named(a.Name, false) {
 				t.Errorf("Grammar does not name attribute %q", a.Name)

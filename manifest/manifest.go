@@ -33,6 +33,10 @@
 //	    blobs   = "64MiB"         # bytes of blobs the task holds at once
 //	  }
 //
+//	  result {                    # optional, at most one: what the task's answer may carry
+//	    accepts_untrusted = false # refuse a result tainted by any source (EFLOW when the task sets it)
+//	  }
+//
 //	  seed "COLLECTION" {         # any number: records imported into the data store before the run
 //	    file      = "data/benefits.json"        # .json or .csv, relative to the manifest
 //	    relations = { manager = "manager_of" }  # optional: FIELD = RELATION edges to derive
@@ -188,6 +192,9 @@ type Manifest struct {
 	Seeds []Seed
 	// Clearance bounds what the task may ever hold; nil: unbounded.
 	Clearance *kernel.Label
+	// RefuseTaintedResult is result { accepts_untrusted = false }: the
+	// task may not set a result carrying any integrity taint.
+	RefuseTaintedResult bool
 
 	limits      kernel.Limits
 	moduleRange hcl.Range
@@ -278,9 +285,14 @@ var taskSchema = &hcl.BodySchema{
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "limits"},
+		{Type: "result"},
 		{Type: "cap", LabelNames: []string{"kind", "name"}},
 		{Type: "seed", LabelNames: []string{"collection"}},
 	},
+}
+
+var resultSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "accepts_untrusted"}},
 }
 
 var seedSchema = &hcl.BodySchema{
@@ -462,6 +474,38 @@ func (p *parser) task(b *hcl.Block, m *Manifest) {
 	m.Caps = u.caps
 	m.Seeds = u.seeds
 	m.limits = u.limits
+	var result *hcl.Block
+	for _, blk := range content.Blocks {
+		if blk.Type != "result" {
+			continue
+		}
+		if result != nil {
+			p.add(diagErr(blk.DefRange, "only one result block is allowed; the first is at %s", posString(result.DefRange)))
+			continue
+		}
+		result = blk
+		m.RefuseTaintedResult = p.result(blk)
+	}
+}
+
+// result parses a result block: whether the task's result must carry no
+// integrity taint.
+func (p *parser) result(b *hcl.Block) (refuseTainted bool) {
+	if len(b.Labels) != 0 {
+		p.add(diagErr(b.DefRange, "result takes no labels"))
+	}
+	content, diags := b.Body.Content(resultSchema)
+	p.add(diags...)
+	if a, ok := content.Attributes["accepts_untrusted"]; ok {
+		if v, ok := p.eval(a.Expr); ok {
+			if v.IsNull() || v.Type() != cty.Bool {
+				p.add(diagErr(a.Expr.Range(), "accepts_untrusted must be true or false"))
+				return false
+			}
+			return v.False()
+		}
+	}
+	return false
 }
 
 // unit is what task, session and tool blocks share: the module a task

@@ -353,3 +353,34 @@ func TestConstraintErrorPosition(t *testing.T) {
 		t.Fatalf("got %v, want the error at t.hcl:6,20", err)
 	}
 }
+
+func TestResultBlock(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "g.wasm"), []byte("\x00asm\x01\x00\x00\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	parse := func(body string) (*Manifest, error) {
+		src := "task \"t\" {\n  module = \"g.wasm\"\n  principal = \"alice\"\n" + body + "}\n"
+		return Parse([]byte(src), "t.hcl", dir, nil)
+	}
+	m, err := parse("  result {\n    accepts_untrusted = false\n  }\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.RefuseTaintedResult {
+		t.Error("result { accepts_untrusted = false } not read")
+	}
+	if m, err := parse(""); err != nil || m.RefuseTaintedResult {
+		t.Errorf("no result block: %v %v", m, err)
+	}
+	for _, bad := range []string{
+		"  result {\n    accepts_untrusted = \"no\"\n  }\n",
+		"  result {\n    other = 1\n  }\n",
+		"  result {}\n  result {}\n",
+		"  result \"x\" {}\n",
+	} {
+		if _, err := parse(bad); err == nil {
+			t.Errorf("accepted:\n%s", bad)
+		}
+	}
+}

@@ -253,7 +253,7 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 		var re *host.RefusedError
 		if errors.As(err, &re) {
 			code := e.manifestError(re.Err)
-			e.report(o, re.Record, nil)
+			e.report(o, re.Record, nil, kernel.Label{})
 			return code
 		}
 		return e.manifestError(err)
@@ -289,6 +289,10 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 		}
 	}
 	out, _ := r.Wait(context.Background())
+	// The answer is a sink too: say what influenced it.
+	if o.format == "text" && len(result) > 0 && !out.ResultLabel.IsZero() {
+		e.errorf("%s", provenanceLine(out.ResultLabel))
+	}
 	if out.Err != nil {
 		if interrupted {
 			e.errorf("interrupted: %v", out.Err)
@@ -305,8 +309,22 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 	if out.RecordErr != nil {
 		e.errorf("%v", out.RecordErr)
 	}
-	e.report(o, out.Record, result)
+	e.report(o, out.Record, result, out.ResultLabel)
 	return out.Exit
+}
+
+// provenanceLine says what a result's label means: which sources
+// influenced it, and whose data it holds. Tags are escaped: a guest may
+// have chosen them.
+func provenanceLine(l kernel.Label) string {
+	var parts []string
+	if integ := l.Integ(); len(integ) > 0 {
+		parts = append(parts, "this answer was influenced by "+kernel.EscapeText(strings.Join(integ, ", ")))
+	}
+	if conf := l.Conf(); len(conf) > 0 {
+		parts = append(parts, "it holds data labelled "+kernel.EscapeText(strings.Join(conf, ", ")))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // runReport is what "mandate run --format json" prints.
@@ -317,13 +335,14 @@ type runReport struct {
 	Error        string            `json:"error,omitempty"`
 	Result       *string           `json:"result,omitempty"`
 	ResultBase64 []byte            `json:"result_base64,omitempty"`
+	ResultLabel  *kernel.Label     `json:"result_label,omitempty"`
 	Denials      []runstore.Denial `json:"denials"`
 	DenialsMore  int               `json:"denials_dropped,omitempty"`
 	StateDir     string            `json:"state_dir"`
 }
 
 // report prints the JSON report of a recorded run, with --format json.
-func (e *env) report(o runOptions, rec Record, result []byte) {
+func (e *env) report(o runOptions, rec Record, result []byte, label kernel.Label) {
 	if o.format != "json" {
 		return
 	}
@@ -339,6 +358,9 @@ func (e *env) report(o runOptions, rec Record, result []byte) {
 		r.Result = &text
 	default:
 		r.ResultBase64 = result
+	}
+	if result != nil {
+		r.ResultLabel = &label
 	}
 	if err := writeJSON(e.stdout, r); err != nil {
 		e.errorf("writing the report: %v", err)

@@ -377,6 +377,10 @@ func (s *Session) await(ctx context.Context, t *Tool, rc *running) *mcp.CallTool
 	return s.result(t, task)
 }
 
+// LabelMeta is the _meta key of a tool result's label ({"conf": [...],
+// "integ": [...]}): what influenced the result and whose data it holds.
+const LabelMeta = "mandate/label"
+
 // result is what an ended call returns.
 func (s *Session) result(t *Tool, task *kernel.Task) *mcp.CallToolResult {
 	err := task.Wait(context.Background())
@@ -406,6 +410,11 @@ func (s *Session) result(t *Tool, task *kernel.Task) *mcp.CallToolResult {
 	}
 	data := b.Bytes()
 	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: textOf(data)}}}
+	// The answer's provenance travels with it, for the client to show
+	// (which sources influenced it, whose data it holds).
+	if l := b.Label(); !l.IsZero() {
+		res.Meta = mcp.Meta{LabelMeta: l}
+	}
 	if json.Valid(data) {
 		var v map[string]any
 		if json.Unmarshal(data, &v) == nil {

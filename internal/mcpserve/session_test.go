@@ -198,10 +198,15 @@ func (f *fixture) description(name string) string {
 // unavailable, while send_email, cleared for her data, still works.
 func TestSessionLabelFloats(t *testing.T) {
 	f := newFixture(t)
-	if r := f.call("web_search", map[string]any{"op": "fetch", "path": "/search?q=dentists"}); r.IsError || text(r) != "search results" {
+	r := f.call("web_search", map[string]any{"op": "fetch", "path": "/search?q=dentists"})
+	if r.IsError || text(r) != "search results" {
 		t.Fatalf("web_search: %s", text(r))
 	}
-	r := f.call("my_benefits", map[string]any{"op": "read", "owner": "alice"})
+	// The result says what influenced it.
+	if l, ok := r.Meta[LabelMeta].(map[string]any); !ok || !strings.HasPrefix(fmt.Sprint(l["integ"]), "[web:http://127.0.0.1:") {
+		t.Errorf("the search result's _meta: %v", r.Meta)
+	}
+	r = f.call("my_benefits", map[string]any{"op": "read", "owner": "alice"})
 	if r.IsError || !strings.Contains(text(r), "Gold PPO") {
 		t.Fatalf("my_benefits: %s", text(r))
 	}
