@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"strings"
 
@@ -85,6 +86,15 @@ func (t *Task) approve(ctx context.Context, c *Cap, op string, eff Effect, reaso
 		Summary: eff.Summary, Details: eff.Details, Reasons: reasons,
 	}
 	text := req.Text()
+	key, mints := approvalKey(c, op, eff)
+	if mints && c.wasApproved(key) {
+		text += "  approved before in this task (approve_mints): the same effect, no second question\n"
+		if aerr := t.k.auditText(ctx, t, c, "approve:"+op, Allow, nil, text); aerr != nil {
+			return aerr
+		}
+		t.logger.Info("approved before", "cap", c.id, "op", op, "summary", eff.Summary)
+		return nil
+	}
 	ok, err := t.k.approver.Approve(ctx, req)
 	if err != nil {
 		err = &Error{Errno: abi.EAPPROVAL, Msg: "approval failed: " + eff.Summary, Err: err}
@@ -100,6 +110,61 @@ func (t *Task) approve(ctx context.Context, c *Cap, op string, eff Effect, reaso
 	}
 	if err == nil {
 		t.logger.Info("approved", "cap", c.id, "op", op, "summary", eff.Summary)
+		if mints {
+			c.remember(key)
+		}
 	}
 	return err
+}
+
+// maxApproved bounds the approvals one capability remembers.
+const maxApproved = 64
+
+// approvalKey is the digest of what a person is shown of a call on c
+// (its operation, summary and every detail), and whether approvals on c
+// are remembered (approve_mints on c or an ancestor).
+func approvalKey(c *Cap, op string, eff Effect) (key [32]byte, mints bool) {
+	for x := c; x != nil; x = x.parent {
+		if x.approveMints {
+			mints = true
+			break
+		}
+	}
+	if !mints {
+		return key, false
+	}
+	h := sha256.New()
+	for _, s := range []string{op, eff.Summary} {
+		fmt.Fprintf(h, "%d:%s", len(s), s)
+	}
+	for _, d := range eff.Details {
+		fmt.Fprintf(h, "%d:%s%d:%s", len(d.Name), d.Name, len(d.Value), d.Value)
+	}
+	copy(key[:], h.Sum(nil))
+	return key, true
+}
+
+func (c *Cap) wasApproved(key [32]byte) bool {
+	c.approvedMu.Lock()
+	defer c.approvedMu.Unlock()
+	_, ok := c.approved[key]
+	return ok
+}
+
+// remember records an approved effect; past maxApproved one remembered
+// effect (any) is forgotten, so a person may be asked again, never the
+// reverse.
+func (c *Cap) remember(key [32]byte) {
+	c.approvedMu.Lock()
+	defer c.approvedMu.Unlock()
+	if c.approved == nil {
+		c.approved = map[[32]byte]struct{}{}
+	}
+	if len(c.approved) >= maxApproved {
+		for k := range c.approved {
+			delete(c.approved, k)
+			break
+		}
+	}
+	c.approved[key] = struct{}{}
 }

@@ -152,3 +152,60 @@ func TestAuditFailureStopsTheEffect(t *testing.T) {
 		t.Errorf("the table holds %d entries, %d before the call", got, before)
 	}
 }
+
+// mintKind's act shows its arguments as the payee, and needs a yes.
+type mintKind struct{ approveKind }
+
+func (k *mintKind) Prepare(c *Call) (Op, error) {
+	payee := string(c.Args)
+	return Op{
+		NoResult:      true,
+		NeedsApproval: "every payment needs a yes",
+		Show: func() Effect {
+			return Effect{Summary: "pay 1,200.00 to " + payee, Details: []Detail{{Name: "payee", Value: payee}}}
+		},
+		Effect: func(context.Context) (*Result, error) { k.effects++; return nil, nil },
+	}, nil
+}
+
+// TestApproveMints: with approve_mints, a call a person approved needs no
+// second question for the same effect in the same task; another payee
+// still asks, and without approve_mints every call asks.
+func TestApproveMints(t *testing.T) {
+	for _, mints := range []bool{true, false} {
+		kind := &mintKind{}
+		asked := 0
+		aud := &recAuditor{}
+		k, err := New(Config{Engine: nullEngine{}, Kinds: []Kind{kind}, Auditor: aud,
+			Approver: ApproverFunc(func(context.Context, ApprovalRequest) (bool, error) { asked++; return true, nil })})
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := &Task{k: k, id: "t1", principal: "p", table: NewCapTable(8), names: map[string]*Cap{}, logger: hclog.NewNullLogger()}
+		task.resolveBlob = task.table.GetBlob
+		c, _ := k.newCap(k.kinds["appr"], nopScope{}, "card", nil, task, false, Constraints{})
+		c.approveMints = mints
+		h, _ := task.table.InsertCap(c)
+		for i, payee := range []string{"GB29NWBK60161331926819", "GB29NWBK60161331926819", "ATTACKER", "GB29NWBK60161331926819"} {
+			if _, err := task.Invoke(context.Background(), h, "act", []byte(payee)); err != nil {
+				t.Fatalf("call %d: %v", i, err)
+			}
+		}
+		want := 4
+		if mints {
+			want = 2 // the first payee once, the attacker once
+		}
+		if asked != want || kind.effects != 4 {
+			t.Errorf("approve_mints %v: asked %d times for 4 calls, want %d (effects %d)", mints, asked, want, kind.effects)
+		}
+		again := 0
+		for _, ev := range aud.evs {
+			if ev.Op == "approve:act" && strings.Contains(ev.Reason, "approved before in this task") {
+				again++
+			}
+		}
+		if mints && again != 2 {
+			t.Errorf("%d audited reuses of an approval, want 2", again)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package kernel
 import (
 	"encoding/json"
 	"slices"
+	"sync"
 	"sync/atomic"
 )
 
@@ -29,6 +30,13 @@ type Cap struct {
 
 	revoked atomic.Bool
 	dropped atomic.Bool
+
+	// approveMints: approvals on c and what is derived from it are
+	// remembered (GrantSpec.ApproveMints); approved holds the effects a
+	// person approved on c itself, by digest.
+	approveMints bool
+	approvedMu   sync.Mutex
+	approved     map[[32]byte]struct{}
 
 	// children is protected by Kernel.mu.
 	children []*Cap

@@ -82,6 +82,11 @@ type GrantSpec struct {
 	// from it may have (max_uses) and, for a kind with amounts, what they
 	// may spend together (budget, see Kernel.ParseBudget); zero is none.
 	Allowance Allowance
+	// ApproveMints remembers each call a person approved on the
+	// capability (or on one derived from it), bound to exactly the effect
+	// they were shown: the same effect again in the same task needs no
+	// second question; any other still does.
+	ApproveMints bool
 }
 
 // TaskSpec describes a task to start.
@@ -232,7 +237,7 @@ func (k *Kernel) grant(t *Task, grants []GrantSpec) error {
 			return fmt.Errorf("kernel: grant %q: a %s capability has no amounts to budget", g.Name, g.Kind)
 		}
 		c := &Cap{kind: kind.kind, reg: kind, scope: g.Scope, name: g.Name, holder: t,
-			audit: g.Audit || kind.lowers, cons: g.Constraints, allow: newAllowance(g.Allowance)}
+			audit: g.Audit || kind.lowers, cons: g.Constraints, allow: newAllowance(g.Allowance), approveMints: g.ApproveMints}
 		if !g.Rate.IsZero() {
 			c.rate = newBucket(g.Rate, time.Now())
 		}

@@ -50,6 +50,7 @@
 //	    budget   = "100.00"       # kernel-level, kinds with amounts (pay): most spent by the subtree
 //	    when         = "request.method == 'GET'"   # kernel-level: CEL (or a list), every use must satisfy it
 //	    approve_when = "request.method == 'POST'"  # kernel-level: CEL (or a list), a match needs a person's yes
+//	    approve_mints = true      # kernel-level: a call a person approved needs no second yes in this task
 //	    ...                       # every other attribute is the kind's grant spec
 //	  }
 //	}
@@ -116,6 +117,7 @@
 //	    budget   = "100.00"       # kernel-level, kinds with amounts (pay): most spent by the subtree
 //	    when         = "request.method == 'GET'"   # kernel-level: CEL (or a list), every use must satisfy it
 //	    approve_when = "request.method == 'POST'"  # kernel-level: CEL (or a list), a match needs a person's yes
+//	    approve_mints = true      # kernel-level: a call a person approved needs no second yes in this task
 //	    ...                       # every other attribute is the kind's grant spec
 //	  }
 //	}
@@ -211,6 +213,9 @@ type Cap struct {
 	Rate kernel.Rate
 	// MaxUses is the kernel-level max_uses attribute; 0 when unset.
 	MaxUses int64
+	// ApproveMints is the kernel-level approve_mints attribute: a call a
+	// person approved is approved for the rest of the task.
+	ApproveMints bool
 	// Budget is the kernel-level budget attribute as written, read in the
 	// kind's unit by Grants; "" when unset.
 	Budget string
@@ -267,7 +272,7 @@ func diagErr(rng hcl.Range, format string, args ...any) *hcl.Diagnostic {
 // kept for labels, clearances and constraints and refused until they are
 // implemented, so a manifest that relies on them never runs without them.
 var (
-	kernelAttrs   = map[string]bool{"audit": true, "rate": true, "when": true, "approve_when": true, "max_uses": true, "budget": true}
+	kernelAttrs   = map[string]bool{"audit": true, "rate": true, "when": true, "approve_when": true, "max_uses": true, "budget": true, "approve_mints": true}
 	reservedAttrs = map[string]bool{"label": true}
 )
 
@@ -905,6 +910,19 @@ func (p *parser) cap(b *hcl.Block) (Cap, bool) {
 			}
 			c.Audit = v.True()
 			continue
+		case n == "approve_mints":
+			v, vok := p.eval(a.Expr)
+			if !vok {
+				ok = false
+				continue
+			}
+			if v.IsNull() || v.Type() != cty.Bool {
+				p.add(diagErr(a.Expr.Range(), "approve_mints must be true or false, not %s", describe(v)))
+				ok = false
+				continue
+			}
+			c.ApproveMints = v.True()
+			continue
 		case n == "rate":
 			s, sok := p.str(a, true)
 			if !sok {
@@ -1123,7 +1141,8 @@ func grantsWith(caps []Cap, dir string, k Granter, g kernel.GrantContext) ([]ker
 			}
 			allow.Budget = b
 		}
-		grants = append(grants, kernel.GrantSpec{Name: c.Name, Kind: c.Kind, Scope: scope, Audit: c.Audit, Constraints: cons, Rate: c.Rate, Allowance: allow})
+		grants = append(grants, kernel.GrantSpec{Name: c.Name, Kind: c.Kind, Scope: scope, Audit: c.Audit, Constraints: cons, Rate: c.Rate, Allowance: allow,
+			ApproveMints: c.ApproveMints})
 	}
 	if diags.HasErrors() {
 		return nil, &Error{diags}

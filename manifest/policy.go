@@ -62,6 +62,7 @@ tool "NAME" {                 # one or more; NAME is the MCP tool name: 1 to 64 
     budget   = "100.00"       # kernel-level, kinds with amounts (pay): most spent by the subtree
     when         = "request.method == 'GET'"   # kernel-level: CEL (or a list), every use must satisfy it
     approve_when = "request.method == 'POST'"  # kernel-level: CEL (or a list), a match needs a person's yes
+    approve_mints = true      # kernel-level: a call a person approved needs no second yes in this task
     ...                       # every other attribute is the kind's grant spec
   }
 }
