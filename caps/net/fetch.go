@@ -43,7 +43,7 @@ func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 	}
 	f := &fetch{k: k, s: s, r: r, method: method, u: u, hdr: hdr, body: body, log: log}
 	return kindapi.Op{
-		Sink:       &kindapi.Sink{Clearance: s.clearance, RefusesTainted: s.refuseTaint},
+		Sink:       s.sink(),
 		Vars:       f.vars,
 		Show:       f.show,
 		Effect:     f.run,
@@ -66,11 +66,14 @@ type fetch struct {
 func (f *fetch) run(ctx context.Context) (*kindapi.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.s.timeout)
 	defer cancel()
-	resp, err := f.k.do(ctx, f.s, f.method, f.u, f.hdr, f.body, f.log)
+	resp, last, err := f.k.do(ctx, f.s, f.method, f.u, f.hdr, f.body, f.log)
 	if err != nil {
 		return nil, err
 	}
-	return &kindapi.Result{Data: abi.EncodeHTTPResponse(resp), Label: f.s.Label()}, nil
+	// Labelled by the path that answered (a redirect's last hop), not the
+	// one asked for.
+	label, parts := f.s.responseLabels(last.RawPath, resp.Body)
+	return &kindapi.Result{Data: abi.EncodeHTTPResponse(resp), Label: label, Parts: parts}, nil
 }
 
 // show is what an approver sees: the request as it will be sent (the
@@ -281,13 +284,14 @@ func (s *Scope) body(call *kindapi.Call, r abi.HTTPRequest) (reqBody, error) {
 }
 
 // do sends the request and follows redirects while each hop stays within
-// the scope, reads the bounded response and checks it.
-func (k *Kind) do(ctx context.Context, s *Scope, method string, u *url.URL, guestHdr http.Header, body reqBody, log hclog.Logger) (abi.HTTPResponse, error) {
+// the scope, reads the bounded response and checks it. It returns the URL
+// that answered.
+func (k *Kind) do(ctx context.Context, s *Scope, method string, u *url.URL, guestHdr http.Header, body reqBody, log hclog.Logger) (abi.HTTPResponse, *url.URL, error) {
 	client := k.client(s)
 	for hop := 0; ; hop++ {
 		req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
 		if err != nil {
-			return abi.HTTPResponse{}, kindapi.Errorf(abi.EINTERNAL, "net: fetch: building request: %v", err)
+			return abi.HTTPResponse{}, nil, kindapi.Errorf(abi.EINTERNAL, "net: fetch: building request: %v", err)
 		}
 		req.URL = u // exactly the canonical URL that was checked
 		req.Header = guestHdr.Clone()
@@ -304,27 +308,28 @@ func (k *Kind) do(ctx context.Context, s *Scope, method string, u *url.URL, gues
 		if err != nil {
 			if hop == 0 && egress.NotSent(err) {
 				// Nothing left: the use, budget and rate token are given back.
-				return abi.HTTPResponse{}, kindapi.NotPerformed(fetchErr(ctx, s, err))
+				return abi.HTTPResponse{}, nil, kindapi.NotPerformed(fetchErr(ctx, s, err))
 			}
-			return abi.HTTPResponse{}, fetchErr(ctx, s, err)
+			return abi.HTTPResponse{}, nil, fetchErr(ctx, s, err)
 		}
 		loc := resp.Header.Get("Location")
 		if !isRedirect(resp.StatusCode) || loc == "" {
 			defer resp.Body.Close()
-			return s.readResponse(ctx, resp)
+			r, err := s.readResponse(ctx, resp)
+			return r, u, err
 		}
 		resp.Body.Close()
 		if hop >= s.maxRedirects {
-			return abi.HTTPResponse{}, kindapi.Errorf(abi.ELIMIT, "net: fetch: more than max_redirects (%d) redirects", s.maxRedirects)
+			return abi.HTTPResponse{}, nil, kindapi.Errorf(abi.ELIMIT, "net: fetch: more than max_redirects (%d) redirects", s.maxRedirects)
 		}
 		for _, inj := range s.headers {
 			if appearsInString(inj.probe, loc) {
-				return abi.HTTPResponse{}, kindapi.Errorf(abi.EDENIED, "net: fetch: redirect Location echoes the injected header %s; refused", inj.name)
+				return abi.HTTPResponse{}, nil, kindapi.Errorf(abi.EDENIED, "net: fetch: redirect Location echoes the injected header %s; refused", inj.name)
 			}
 		}
 		next, err := s.redirectTarget(u, loc)
 		if err != nil {
-			return abi.HTTPResponse{}, err
+			return abi.HTTPResponse{}, nil, err
 		}
 		// As net/http does: 301, 302 and 303 turn a request other than GET
 		// or HEAD into a GET without a body; 307 and 308 keep both.
@@ -337,7 +342,7 @@ func (k *Kind) do(ctx context.Context, s *Scope, method string, u *url.URL, gues
 			delete(guestHdr, "Content-Type")
 		}
 		if _, err := s.checkMethod(method); err != nil {
-			return abi.HTTPResponse{}, kindapi.Errorf(abi.EDENIED, "net: fetch: redirect to %s needs method %s, which is not allowed", quoteTrunc(next.String()), method)
+			return abi.HTTPResponse{}, nil, kindapi.Errorf(abi.EDENIED, "net: fetch: redirect to %s needs method %s, which is not allowed", quoteTrunc(next.String()), method)
 		}
 		u = next
 	}

@@ -156,8 +156,8 @@ func (k *Kind) Describe(sc kindapi.Scope) kindapi.Description {
 			{Name: "methods", Value: strings.Join(s.methods, ",")},
 			{Name: "paths", Value: strings.Join(s.paths, ",")},
 		},
-		Sink:  &kindapi.Sink{Clearance: s.clearance, RefusesTainted: s.refuseTaint},
-		Label: s.Label(),
+		Sink:  s.sink(),
+		Label: s.labelBound(),
 	}
 	add := func(name, value string) { d.Fields = append(d.Fields, kindapi.Detail{Name: name, Value: value}) }
 	if c := s.clearance.Conf(); len(c) > 0 {
@@ -166,9 +166,13 @@ func (k *Kind) Describe(sc kindapi.Scope) kindapi.Description {
 	if s.refuseTaint {
 		add("accepts_untrusted", "false")
 	}
+	if !s.refused.IsZero() {
+		add("refuses_taints", strings.Join(s.refused.List(), ","))
+	}
 	if len(s.respLabels) > 0 {
 		add("labels", strings.Join(s.respLabels, ","))
 	}
+	d.Fields = append(d.Fields, describeResponses(s.responses)...)
 	if len(s.headers) > 0 {
 		add("headers", strings.Join(s.HeaderNames(), ",")+" (set by the kernel)")
 	}

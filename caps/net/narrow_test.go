@@ -289,6 +289,7 @@ func TestNarrowProperty(t *testing.T) {
 	allMethods := []string{"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"}
 	allPaths := []string{"/", "/a", "/a/", "/a/b", "/a/b/c", "/ab", "/b", "/b/a", "/a/b/", "/c/d", "/a%3Bb", "/~x"}
 	headerNames := []string{"Authorization", "X-Api-Key", "X-Two"}
+	taints := []string{"*", "web:*", "web:a", "web:ab", "web:a*", "bank:tx", "bank:*", "bank:tx*", "b*"}
 	pick := func(from []string) []string {
 		var out []string
 		for _, s := range from {
@@ -319,6 +320,9 @@ func TestNarrowProperty(t *testing.T) {
 			hs = append(hs, map[string]string{"name": n, "env": "FLIGHTS_TOKEN"})
 		}
 		spec["headers"] = hs
+		if rng.Intn(2) == 0 {
+			spec["refuses_taints"] = pick(taints)
+		}
 		sb, _ := json.Marshal(spec)
 		ps, err := k.Grant(gc, sb)
 		if err != nil {
@@ -384,6 +388,16 @@ func TestNarrowProperty(t *testing.T) {
 		if rng.Intn(3) == 0 {
 			req["drop_headers"] = pick(parent.HeaderNames())
 		}
+		if rng.Intn(3) == 0 {
+			ts := pick(taints)
+			if pt := parent.RefusedTaints(); len(pt) > 0 {
+				ts = append(ts, pick(pt)...)
+			}
+			req["refuses_taints"] = ts
+			if wide() {
+				req["refuses_taints"] = pick(taints)
+			}
+		}
 		if rng.Intn(10) == 0 {
 			req["origin"] = []string{"https://flights.example", "https://FLIGHTS.example:443", "http://flights.example", "https://evil.example"}[rng.Intn(4)]
 		}
@@ -420,7 +434,8 @@ func TestNarrowProperty(t *testing.T) {
 		if child.maxRequest > parent.maxRequest || child.maxResponse > parent.maxResponse ||
 			child.timeout > parent.timeout || child.maxRedirects > parent.maxRedirects ||
 			(child.allowPrivate && !parent.allowPrivate) || child.origin != parent.origin ||
-			len(child.headers) > len(parent.headers) || !slices.Equal(child.reserved, parent.reserved) {
+			len(child.headers) > len(parent.headers) || !slices.Equal(child.reserved, parent.reserved) ||
+			!equalResponses(child.responses, parent.responses) {
 			t.Fatalf("child %s exceeds parent %s", child, parent)
 		}
 		// Whatever was asked is what was given (no clamping).
@@ -496,6 +511,22 @@ func wouldWiden(parent *Scope, req map[string]any) string {
 	}
 	if v, ok := req["allow_private"]; ok && v.(bool) && !parent.allowPrivate {
 		return "allow_private"
+	}
+	if v, ok := req["refuses_taints"]; ok {
+		// Each refused taint of the parent's is asked for again, or lies
+		// under a prefix asked for ("bank:*" keeps "bank:tx" and "bank:t*").
+		for _, p := range parent.RefusedTaints() {
+			kept := false
+			for _, q := range v.([]string) {
+				pre, isPrefix := strings.CutSuffix(q, "*")
+				if q == p || isPrefix && strings.HasPrefix(p, pre) {
+					kept = true
+				}
+			}
+			if !kept {
+				return "refuses_taints"
+			}
+		}
 	}
 	return ""
 }

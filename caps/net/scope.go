@@ -24,10 +24,14 @@ type Scope struct {
 	timeout      time.Duration
 	maxRedirects int
 	allowPrivate bool
-	clearance    kindapi.Label // what may be sent: confidentiality tags only
-	refuseTaint  bool          // accepts_untrusted = false
-	respLabels   []string      // confidentiality every response carries (sorted)
-	headers      []injected    // sorted by name
+	clearance    kindapi.Label         // what may be sent: confidentiality tags only
+	refuseTaint  bool                  // accepts_untrusted = false
+	refused      kindapi.TaintPatterns // refuses_taints
+	respLabels   []string              // confidentiality every response carries (sorted)
+	// responses label responses by path prefix and their fields by JSON
+	// path (responses.go). Sorted by prefix; inherited by every narrowing.
+	responses []responseRule
+	headers   []injected // sorted by name
 	// reserved are the header names a guest may not set: every header
 	// injected here or by an ancestor (a header dropped by narrowing stays
 	// reserved, so dropping it never lets the guest supply its own).
@@ -80,8 +84,9 @@ func (s *Scope) HeaderNames() []string {
 // injected ones and those dropped by narrowing. Sorted.
 func (s *Scope) ReservedHeaders() []string { return slices.Clone(s.reserved) }
 
-// Label returns the integrity taint of what this scope fetches:
-// {web:<origin>}.
+// Label returns the label of what this scope fetches where no responses
+// entry names the path: the integrity taint web:<origin> and the
+// confidentiality tags of labels.
 func (s *Scope) Label() kindapi.Label {
 	return kindapi.NewLabel(s.respLabels, []string{"web:" + s.origin.String()})
 }
@@ -89,28 +94,43 @@ func (s *Scope) Label() kindapi.Label {
 // RefusesTainted reports accepts_untrusted = false (kindapi.Sink).
 func (s *Scope) RefusesTainted() bool { return s.refuseTaint }
 
-type scopeJSON struct {
-	Origin           string   `json:"origin"`
-	Methods          []string `json:"methods"`
-	Paths            []string `json:"paths"`
-	MaxRequestBytes  int64    `json:"max_request_bytes"`
-	MaxResponseBytes int64    `json:"max_response_bytes"`
-	Timeout          string   `json:"timeout"`
-	MaxRedirects     int      `json:"max_redirects"`
-	AllowPrivate     bool     `json:"allow_private"`
-	Headers          []string `json:"headers"`
-	ReservedHeaders  []string `json:"reserved_headers"`
-	Clearance        []string `json:"clearance"`
-	AcceptsUntrusted bool     `json:"accepts_untrusted"`
-	Labels           []string `json:"labels"`
+// RefusedTaints returns the refuses_taints patterns, sorted.
+func (s *Scope) RefusedTaints() []string { return s.refused.List() }
+
+// sink is what the scope's requests are sent to, for the kernel's flow
+// check.
+func (s *Scope) sink() *kindapi.Sink {
+	return &kindapi.Sink{Clearance: s.clearance, RefusesTainted: s.refuseTaint, RefusedTaints: s.refused}
 }
 
-// MarshalJSON renders the scope without secrets:
+type scopeJSON struct {
+	Origin           string                  `json:"origin"`
+	Methods          []string                `json:"methods"`
+	Paths            []string                `json:"paths"`
+	MaxRequestBytes  int64                   `json:"max_request_bytes"`
+	MaxResponseBytes int64                   `json:"max_response_bytes"`
+	Timeout          string                  `json:"timeout"`
+	MaxRedirects     int                     `json:"max_redirects"`
+	AllowPrivate     bool                    `json:"allow_private"`
+	Headers          []string                `json:"headers"`
+	ReservedHeaders  []string                `json:"reserved_headers"`
+	Clearance        []string                `json:"clearance"`
+	AcceptsUntrusted bool                    `json:"accepts_untrusted"`
+	RefusesTaints    []string                `json:"refuses_taints,omitempty"`
+	Labels           []string                `json:"labels"`
+	Responses        map[string]responseJSON `json:"responses,omitempty"`
+}
+
+// MarshalJSON renders the scope without secrets (refuses_taints and
+// responses only when set):
 //
 //	{"origin":"https://flights.example","methods":["GET"],"paths":["/search"],
 //	 "max_request_bytes":1048576,"max_response_bytes":10485760,"timeout":"30s",
 //	 "max_redirects":5,"allow_private":false,"headers":["Authorization"],
-//	 "reserved_headers":["Authorization"]}
+//	 "reserved_headers":["Authorization"],"clearance":[],"accepts_untrusted":true,
+//	 "refuses_taints":["web:*"],"labels":[],
+//	 "responses":{"/transactions":{"taint":"bank:tx","labels":[],
+//	   "fields":{"$.transactions[*].sender":{"taint":"bank:transactions.sender","labels":[]}}}}}
 func (s *Scope) MarshalJSON() ([]byte, error) {
 	return json.Marshal(scopeJSON{
 		Origin:           s.Origin(),
@@ -125,7 +145,9 @@ func (s *Scope) MarshalJSON() ([]byte, error) {
 		ReservedHeaders:  nonNil(s.ReservedHeaders()),
 		Clearance:        nonNil(s.clearance.Conf()),
 		AcceptsUntrusted: !s.refuseTaint,
+		RefusesTaints:    s.refused.List(),
 		Labels:           nonNil(slices.Clone(s.respLabels)),
+		Responses:        responsesJSON(s.responses), // nil when none
 	})
 }
 
@@ -151,8 +173,9 @@ func (s *Scope) GoString() string { return s.String() }
 
 // Contains reports whether every request other allows, s allows: same
 // origin; other's methods a subset; each of other's prefixes within one of
-// s's; limits no larger; private addresses only if s allows them; injected
-// headers a subset (same name and value); reserved names a superset.
+// s's; limits no larger; private addresses only if s allows them; refused
+// taints covering s's; response labels the same; injected headers a
+// subset (same name and value); reserved names a superset.
 func (s *Scope) Contains(o kindapi.Scope) bool {
 	other, ok := o.(*Scope)
 	if !ok || s == nil || other == nil {
@@ -181,7 +204,13 @@ func (s *Scope) Contains(o kindapi.Scope) bool {
 	if !other.clearance.CanFlowTo(s.clearance) {
 		return false
 	}
-	if s.refuseTaint && !other.refuseTaint {
+	if s.refuseTaint && !other.refusesAll() {
+		return false
+	}
+	if !other.refusesAll() && !other.refused.Covers(s.refused) {
+		return false
+	}
+	if !equalResponses(s.responses, other.responses) {
 		return false
 	}
 	for _, l := range s.respLabels {
@@ -200,6 +229,12 @@ func (s *Scope) Contains(o kindapi.Scope) bool {
 		}
 	}
 	return true
+}
+
+// refusesAll reports whether the scope refuses every taint: accepts_untrusted
+// = false, or a refused taint "*".
+func (s *Scope) refusesAll() bool {
+	return s.refuseTaint || slices.Contains(s.refused.List(), "*")
 }
 
 // reservedHeader reports whether a guest may not set header name

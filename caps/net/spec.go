@@ -1,6 +1,7 @@
 package net
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -50,8 +51,11 @@ type grantSpec struct {
 	AllowPrivate     *bool        `json:"allow_private"`
 	Clearance        []string     `json:"clearance"`
 	AcceptsUntrusted *bool        `json:"accepts_untrusted"`
+	RefusesTaints    []string     `json:"refuses_taints"`
 	Labels           []string     `json:"labels"`
 	Headers          []headerSpec `json:"headers"`
+	// Responses maps a path prefix to its responses' labels (responses.go).
+	Responses map[string]json.RawMessage `json:"responses"`
 }
 
 // headerSpec names a header the kernel injects and where its value comes
@@ -78,8 +82,11 @@ type narrowReq struct {
 	AllowPrivate     *bool     `json:"allow_private"`
 	Clearance        []string  `json:"clearance"`
 	AcceptsUntrusted *bool     `json:"accepts_untrusted"`
+	RefusesTaints    []string  `json:"refuses_taints"`
 	Labels           []string  `json:"labels"`
 	DropHeaders      []string  `json:"drop_headers"`
+	// Responses may only repeat the parent's: they are inherited.
+	Responses map[string]json.RawMessage `json:"responses"`
 }
 
 // canonMethod validates a method (an RFC 7230 token) and returns it in
@@ -184,8 +191,18 @@ func grant(g kindapi.GrantContext, spec []byte, defTimeout time.Duration) (*Scop
 	if sp.AcceptsUntrusted != nil {
 		s.refuseTaint = !*sp.AcceptsUntrusted
 	}
+	if sp.RefusesTaints != nil {
+		if s.refused, err = kindapi.ParseTaintPatterns(sp.RefusesTaints); err != nil {
+			return nil, fe("refuses_taints", "%v", err)
+		}
+	}
 	if sp.Labels != nil {
 		s.respLabels = kindapi.NewLabel(sp.Labels, nil).Conf()
+	}
+	if sp.Responses != nil {
+		if s.responses, err = parseResponses(sp.Responses, o); err != nil {
+			return nil, err
+		}
 	}
 	if !s.allowPrivate {
 		if why := privateHost(o); why != "" {
@@ -399,6 +416,28 @@ func narrow(parent *Scope, req []byte) (*Scope, error) {
 			widen = append(widen, "accepts_untrusted true but the capability refuses untrusted data")
 		}
 		child.refuseTaint = !*r.AcceptsUntrusted
+	}
+	if r.RefusesTaints != nil {
+		ts, err := kindapi.ParseTaintPatterns(r.RefusesTaints)
+		if err != nil {
+			return nil, inval("refuses_taints", "%v", err)
+		}
+		// Refusing more is narrower; no refused taint may be dropped.
+		for _, p := range parent.refused.List() {
+			if one, _ := kindapi.ParseTaintPatterns([]string{p}); !ts.Covers(one) {
+				widen = append(widen, "refuses_taints drops "+p)
+			}
+		}
+		child.refused = ts
+	}
+	if r.Responses != nil {
+		rs, err := parseResponses(r.Responses, parent.origin)
+		if err != nil {
+			return nil, inval("responses", "%v", err)
+		}
+		if !equalResponses(rs, parent.responses) {
+			widen = append(widen, "responses are inherited and cannot be changed by narrowing (a different taint is not narrower)")
+		}
 	}
 	if r.Labels != nil {
 		// More labels on responses is narrower: what the child reads is
