@@ -81,7 +81,8 @@ func substitute(s string, vals [][]byte, enc func([]byte) string) (string, error
 // constraints' spliced() and from(). A body splicing parts splices no
 // whole blob (its bytes could carry a part placeholder in), and a part
 // placeholder anywhere else (the URL, a header, inside a longer string) is
-// EINVAL.
+// EINVAL, as is a member name with '.', '[' or ']' in such a body (its
+// place would read as another's).
 func spliceParts(call *kindapi.Call, r *abi.HTTPRequest) (map[string]kindapi.Source, error) {
 	if len(r.SpliceParts) == 0 {
 		if containsPart(r) {
@@ -130,6 +131,12 @@ func spliceParts(call *kindapi.Call, r *abi.HTTPRequest) (map[string]kindapi.Sou
 			for k, e := range x {
 				if strings.Contains(k, abi.PartPrefix) {
 					return nil, kindapi.Errorf(abi.EINVAL, "net: fetch: a part placeholder in a member name")
+				}
+				// A place is written .name or [N]: a member named "a.b"
+				// would share the place of member b of member a, so the
+				// guest could type a value at one and splice at the other.
+				if strings.ContainsAny(k, ".[]") {
+					return nil, kindapi.Errorf(abi.EINVAL, "net: fetch: at %s: a body splicing parts may not have a member name with '.', '[' or ']' (%s)", place, quoteTrunc(k))
 				}
 				nv, err := walk(e, place+"."+k)
 				if err != nil {
