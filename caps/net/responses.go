@@ -309,24 +309,27 @@ func responsesJSON(rules []responseRule) map[string]responseJSON {
 	return out
 }
 
-// describeResponses is one Detail per entry, for Describe:
+// describeResponses is one Detail per entry, for Describe, each named
+// "responses":
 //
-//	responses /transactions  taint bank:tx, labels pii:alice; $.transactions[*].sender: bank:transactions.sender
+//	/transactions: taint bank:tx, labels pii:alice; $.transactions[*].sender: taint bank:transactions.sender
 func describeResponses(rules []responseRule) []kindapi.Detail {
 	var out []kindapi.Detail
+	labelled := func(b *strings.Builder, taint string, labels []string) {
+		b.WriteString("taint " + taint)
+		if len(labels) > 0 {
+			b.WriteString(", labels " + strings.Join(labels, ","))
+		}
+	}
 	for _, r := range rules {
 		var b strings.Builder
-		b.WriteString("taint " + r.taint)
-		if len(r.labels) > 0 {
-			b.WriteString(", labels " + strings.Join(r.labels, ","))
-		}
+		b.WriteString(r.prefix + ": ")
+		labelled(&b, r.taint, r.labels)
 		for _, f := range r.fields {
-			b.WriteString("; " + f.pattern + ": " + f.taint)
-			if len(f.labels) > 0 {
-				b.WriteString(" (labels " + strings.Join(f.labels, ",") + ")")
-			}
+			b.WriteString("; " + f.pattern + ": ")
+			labelled(&b, f.taint, f.labels)
 		}
-		out = append(out, kindapi.Detail{Name: "responses " + r.prefix, Value: b.String()})
+		out = append(out, kindapi.Detail{Name: "responses", Value: b.String()})
 	}
 	return out
 }

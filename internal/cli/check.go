@@ -47,7 +47,8 @@ shows); the report puts the descriptions together:
               (mandate data import) are not seen.
   sinks       every capability that sends data out (a net cap, a pay
               cap...): what it reaches, its clearance, whether it accepts
-              data from untrusted sources, its grant; which of those tags it
+              data from untrusted sources (and which taints it refuses),
+              its grant; which of those tags it
               could receive, and whether holding the others would shut it:
               the kernel refuses a task whose label is above a sink's
               clearance
@@ -94,7 +95,8 @@ and "kernel" (the kernel's attributes that are set):
 	                       "budget": "100.00 USD", "when": ["..."],
 	                       "approve_when": ["..."]},
 	            "reaches": ["https://.../"], "clearance": ["pii:alice"],
-	            "accepts_untrusted": true, "could_receive": ["pii:alice"],
+	            "accepts_untrusted": true, "refuses_taints": ["web:*"],
+	            "could_receive": ["pii:alice"],
 	            "blocked_by": [], "safe": true, "verdict": "safe: ..."}],
 	 "spawn": [{"cap": "children", "kind": "spawn",
 	            "fields": [{"name": "modules", "value": "finder.wasm"}, ...],
@@ -178,10 +180,13 @@ type checkSink struct {
 	Reaches          []string `json:"reaches"`
 	Clearance        []string `json:"clearance"`
 	AcceptsUntrusted bool     `json:"accepts_untrusted"`
-	CouldReceive     []string `json:"could_receive"`
-	BlockedBy        []string `json:"blocked_by"`
-	Safe             bool     `json:"safe"`
-	Verdict          string   `json:"verdict"`
+	// RefusesTaints are the taints it refuses when it accepts others
+	// (a net cap's refuses_taints); omitted when none.
+	RefusesTaints []string `json:"refuses_taints,omitempty"`
+	CouldReceive  []string `json:"could_receive"`
+	BlockedBy     []string `json:"blocked_by"`
+	Safe          bool     `json:"safe"`
+	Verdict       string   `json:"verdict"`
 }
 
 // checkSpawn is a cap that starts child tasks.
@@ -448,7 +453,8 @@ func checkManifest(m *manifest.Manifest, g *checkedGrants) (*checkReport, error)
 		}
 		if d.Sink != nil {
 			r.Sinks = append(r.Sinks, checkSink{checkCap: c, Reaches: nonNil(g.namedAll(d.Reaches)),
-				Clearance: nonNil(d.Sink.Clearance.Conf()), AcceptsUntrusted: !d.Sink.RefusesTainted})
+				Clearance: nonNil(d.Sink.Clearance.Conf()), AcceptsUntrusted: !d.Sink.RefusesTainted,
+				RefusesTaints: d.Sink.RefusedTaints.List()})
 			listed = true
 		}
 		if slices.Contains(k.Info().Ops, kernel.OpSpawn) {
@@ -603,6 +609,9 @@ func writeCheckText(w io.Writer, m *manifest.Manifest, r *checkReport) {
 	}
 	for _, s := range r.Sinks {
 		head := fmt.Sprintf("clearance %s, accepts_untrusted %t", tagSet(s.Clearance), s.AcceptsUntrusted)
+		if len(s.RefusesTaints) > 0 {
+			head += ", refuses_taints " + tagSet(s.RefusesTaints)
+		}
 		if len(s.Reaches) > 0 {
 			head = printableList(s.Reaches) + ", " + head
 		}

@@ -354,3 +354,58 @@ func TestCheckKernelAttributes(t *testing.T) {
 		t.Errorf("text:\n%s\nwant the line\n%s", out.String(), line)
 	}
 }
+
+// TestCheckPerFieldLabels: mandate check shows a net cap's labels by path
+// and field, lists the confidentiality they add among what the task could
+// hold, and names the taints a sink refuses.
+func TestCheckPerFieldLabels(t *testing.T) {
+	m := loadCheckManifest(t, `
+  principal = "alice"
+  cap "net" "bank" {
+    origin = "https://bank.example"
+    paths  = ["/transactions"]
+    responses = {
+      "/transactions" = {
+        taint  = "bank:tx"
+        labels = ["pii:alice"]
+        fields = { "$.transactions[*].sender" = "bank:transactions.sender" }
+      }
+    }
+  }
+  cap "net" "pay" {
+    origin         = "https://pay.example"
+    methods        = ["POST"]
+    clearance      = ["pii:alice"]
+    refuses_taints = ["web:*", "bank:tx"]
+  }`)
+	r := checkWith(t, m, nil)
+	wantTags(t, "could_hold", r.CouldHold, "pii:alice")
+	if len(r.Sources) != 1 || !slices.Contains(r.Sources[0].Fields, kernel.Detail{Name: "responses",
+		Value: "/transactions: taint bank:tx, labels pii:alice; $.transactions[*].sender: taint bank:transactions.sender"}) {
+		t.Errorf("sources = %+v", r.Sources)
+	}
+	var pay *checkSink
+	for i := range r.Sinks {
+		if r.Sinks[i].Cap == "pay" {
+			pay = &r.Sinks[i]
+		}
+	}
+	if pay == nil {
+		t.Fatalf("sinks = %+v", r.Sinks)
+	}
+	wantTags(t, "pay refuses_taints", pay.RefusesTaints, "bank:tx", "web:*")
+	var out bytes.Buffer
+	writeCheckText(&out, m, r)
+	for _, line := range []string{
+		`  net "pay": https://pay.example/, clearance {pii:alice}, accepts_untrusted true, refuses_taints {bank:tx,web:*}`,
+		` responses="/transactions: taint bank:tx, labels pii:alice; $.transactions[*].sender: taint bank:transactions.sender"`,
+	} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("text:\n%s\nwant a line with\n%s", out.String(), line)
+		}
+	}
+	b, _ := json.Marshal(pay)
+	if !strings.Contains(string(b), `"refuses_taints":["bank:tx","web:*"]`) {
+		t.Errorf("sink JSON %s", b)
+	}
+}
