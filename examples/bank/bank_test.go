@@ -113,3 +113,17 @@ func readFile(t *testing.T, name string) string {
 	}
 	return string(b)
 }
+
+// TestReadme: the README shows the manifests as they are.
+func TestReadme(t *testing.T) {
+	dir, err := exampledir.Find("refund.hcl", "examples/bank")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := readFile(t, filepath.Join(dir, "README.md"))
+	for _, m := range []string{"bill.hcl", "refund.hcl"} {
+		if !strings.Contains(readme, "```hcl\n"+readFile(t, filepath.Join(dir, m))+"```\n") {
+			t.Errorf("README.md does not show %s as it is", m)
+		}
+	}
+}
