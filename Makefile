@@ -1,7 +1,7 @@
 # Developer shortcuts. CI runs .ci/run, which runs `make check` equivalents.
 GO ?= go
 
-.PHONY: test test-wasmtime race lint fmt fuzz fuzz-ci bench check demo
+.PHONY: test test-wasmtime race lint fmt fuzz fuzz-ci bench bench-lifecycle bench-extism check demo
 
 demo:            ## the main demo
 	$(GO) run ./examples/quickstart
@@ -39,6 +39,18 @@ bench:           ## the benchmarks in BENCHMARKS.md
 	$(GO) test -tags wasmtime ./sandbox/wasmtime -run '^$$' -bench . -benchtime 5x -count 2
 	$(GO) test ./kernel -run '^$$' -bench Runaway -benchtime 3x
 	$(GO) test -tags wasmtime ./kernel -run '^$$' -bench Runaway -benchtime 3x
+	$(MAKE) bench-lifecycle
+
+bench-lifecycle: ## the task lifecycle (BENCHMARKS.md, "Task lifecycle"), both engines
+	$(GO) test -tags wasmtime ./kernel -run '^$$' -bench CapCall -benchtime 500000x -count 3
+	$(GO) test -tags wasmtime ./sandbox/wasmtime -run '^$$' -bench HostCall -benchtime 1000000x -count 3
+	$(GO) test ./internal/lifecycle -run '^$$' -bench Lifecycle -benchtime 1000x -count 3
+	$(GO) test -tags wasmtime ./internal/lifecycle -run '^$$' -bench 'Lifecycle/wasmtime' -benchtime 1000x -count 3
+	$(GO) test ./internal/lifecycle -run '^$$' -bench IdleRSS -benchtime 1x -count 3
+	$(GO) test -tags wasmtime ./internal/lifecycle -run '^$$' -bench 'IdleRSS/wasmtime' -benchtime 1x -count 3
+
+bench-extism:    ## Mandate's task lifecycle against Extism's Go SDK, interleaved (minutes)
+	./bench/extism/run.sh
 
 check: lint test test-wasmtime race fuzz-ci  ## everything CI checks
 	CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/mandate
