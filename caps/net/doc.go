@@ -44,7 +44,10 @@
 //	                                          the calling task's label and every spliced blob must
 //	                                          flow to it, else EFLOW; [] is public data only
 //	accepts_untrusted   bool      true        false: refuse a task or spliced blob tainted by any source
+//	refuses_taints      []string  []          refuse a task or spliced blob carrying one of these taints;
+//	                                          a trailing * is a prefix ("web:*"), "*" alone every taint
 //	labels              []string  []          confidentiality tags every response carries
+//	responses           object    {}          labels by path prefix and by JSON field, below
 //	headers             []object  []          injected headers (<= 16), below
 //
 // A size is a number of bytes or a string such as "64KiB" or "10MB"
@@ -68,17 +71,76 @@
 // refused. Without allow_private, an origin whose host is a non-public IP
 // literal or a name under "localhost" is refused at grant.
 //
+// # Labels by path and by field
+//
+// A response is labelled web:<origin> (its integrity: where it came from)
+// plus the tags of labels. responses says otherwise for the paths under a
+// prefix, and labels fields of their JSON bodies apart:
+//
+//	cap "net" "bank" {
+//	  origin = var.bank
+//	  responses = {
+//	    "/transactions" = {
+//	      taint  = "bank:tx"                     # the rest of the response, instead of web:<origin>
+//	      labels = ["pii:alice"]                 # more confidentiality tags, on all of it
+//	      fields = {
+//	        "$.transactions[*].sender" = "bank:transactions.sender"              # a field's own taint
+//	        "$.transactions[*].iban"   = { taint = "bank:iban", labels = ["pii:alice:iban"] }
+//	      }
+//	    }
+//	  }
+//	}
+//
+//	entry field  type      default       meaning
+//	taint        string    web:<origin>  what the response carries where no field says otherwise
+//	labels       []string  []            confidentiality tags of all of it (beside the cap's labels)
+//	fields       object    {}            PATTERN = "taint": that field's taint instead of taint, or
+//	                                     PATTERN = {taint, labels}: its taint and more tags (<= 64 patterns)
+//
+// At most 64 entries; keys are path prefixes (canonicalised, matched on
+// segment boundaries like paths). The longest prefix naming the path that
+// answered wins (a redirect's last hop, not the path asked for). A
+// pattern is a JSON path into the response body: $, then .name, ["name"],
+// [N], and [*] or .* for any index or member. Where patterns nest the
+// deepest wins ($.transactions[*] = "bank:row" and
+// $.transactions[*].sender = "bank:sender" label a subject bank:row and a
+// sender bank:sender); two patterns of one depth that could name one
+// place are a grant error. A taint is non-empty, without "*", control
+// characters or surrounding space.
+//
+// The fetch returns a blob labelled {the cap's and the entry's labels,
+// taint} whose parts carry {those labels and the field's, the field's
+// taint} (kindapi.Result.Parts). A task that reads the blob carries all of
+// them; a call that splices one field by part (abi.HTTPRequest.SpliceParts)
+// sends only that field's, and the task's own label does not rise. So a
+// payment capability with refuses_taints = ["bank:tx"] accepts the bank's
+// record of a sender and refuses its free-text subject, and a constraint
+// can insist the recipient came from there:
+//
+//	when = "spliced(request.body.recipient) && from(request.body.recipient).integ == ['bank:transactions.sender']"
+//
+// A response whose body is not JSON carries taint on all of it. Without
+// an entry for its path a response is labelled as without responses.
+//
 // # Narrowing request
 //
 // Every field is optional; absent keeps the parent's value:
 //
 //	{"origin": "...", "methods": [...], "paths": [...],
 //	 "max_request_bytes": N, "max_response_bytes": N, "timeout": "1s",
-//	 "max_redirects": N, "allow_private": false, "drop_headers": ["Authorization"]}
+//	 "max_redirects": N, "allow_private": false, "drop_headers": ["Authorization"],
+//	 "clearance": [...], "accepts_untrusted": false, "refuses_taints": [...],
+//	 "labels": [...], "responses": {...}}
 //
 // The result must be within the parent: origin identical, methods a subset,
 // each path within a parent prefix, limits no larger, allow_private only
-// true if the parent's is, headers only dropped. A request that widens
+// true if the parent's is, clearance within the parent's, accepts_untrusted
+// false if the parent's is, refuses_taints refusing every taint the
+// parent's does (each of the parent's patterns, or a prefix above it:
+// "bank:*" keeps "bank:tx"), labels a superset, headers only dropped.
+// responses are inherited and cannot change: a request may repeat the
+// parent's (as the scope's JSON shows them), and any other value is
+// EDENIED, since another taint is not a narrower one. A request that widens
 // anything is refused with EDENIED naming every field that widened; it is
 // never clamped. A malformed request (unknown field, bad type, empty list,
 // negative limit, a header not injected) is EINVAL. A dropped header stays
@@ -88,11 +150,17 @@
 //
 // The "fetch" operation takes an abi.HTTPRequest and returns an
 // abi.HTTPResponse blob labelled with the integrity taint
-// "web:<canonical origin>". Result (Errno):
+// "web:<canonical origin>" (or as responses says, above). Result (Errno):
 //
 //   - EINVAL: a malformed request: bad method token, URL that is neither a
 //     path nor absolute, control characters, bad percent-escapes, bad
-//     header names or values.
+//     header names or values; a part spliced from a path its blob does
+//     not have, a part placeholder outside a JSON body's string values, a
+//     member name with '.', '[' or ']' in a body splicing parts.
+//   - EFLOW (from the kernel, before anything is sent): the calling task or
+//     a spliced blob or part carries a confidentiality tag outside
+//     clearance, or a taint the capability refuses (accepts_untrusted =
+//     false, refuses_taints); the error names the taint.
 //   - EDENIED: the method or path is not allowed; the URL names another
 //     origin or is a network-path reference ("//host"); the path has a
 //     backslash, an encoded slash or backslash (%2F, %5C), an ambiguous dot
