@@ -96,6 +96,11 @@ func placeOf(eh parser.ExprHelper, e ast.Expr) (string, *common.Error) {
 			}
 			switch k := c.Args()[1].AsLiteral().(type) {
 			case types.String:
+				// The kind refuses such names in a body splicing parts:
+				// a["b.c"] would name the same place as a.b.c.
+				if strings.ContainsAny(string(k), ".[]") {
+					return "", eh.NewError(e.ID(), `spliced() and from() take member names without ".", "[" or "]"`)
+				}
 				rev = append(rev, "."+string(k))
 			case types.Int:
 				rev = append(rev, "["+strconv.FormatInt(int64(k), 10)+"]")

@@ -58,6 +58,7 @@ func TestProvenanceMacros(t *testing.T) {
 	}
 	for _, src := range []string{
 		`spliced("x")`, `spliced(request.body.recipient + "x")`, `from(mandate_provenance)`, `spliced(has(request.body))`,
+		`spliced(request.body["payee.iban"])`,
 	} {
 		if _, err := c.Compile(src, []string{"request"}); err == nil {
 			t.Errorf("%s compiled", src)
