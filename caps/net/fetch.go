@@ -108,6 +108,9 @@ func (s *Scope) prepare(call *kindapi.Call) (abi.HTTPRequest, string, *url.URL, 
 		}
 		return r, "", nil, nil, nil, kindapi.Errorf(abi.EINVAL, "net: fetch: %v", err)
 	}
+	if err := checkPartsBody(&r); err != nil {
+		return r, "", nil, nil, nil, err
+	}
 	if err := spliceRequest(call, &r, s.maxRequest); err != nil {
 		return r, "", nil, nil, nil, err
 	}

@@ -72,7 +72,11 @@ func TestSpliceParts(t *testing.T) {
 		"with whole blobs":       {Body: []byte(`{"a":"{{mandate:part:0}}","b":"{{mandate:splice:0}}"}`), Splice: []abi.Handle{1}, SpliceParts: []abi.SplicePart{{Blob: 1, Path: "$"}}},
 	} {
 		r := r
-		if _, err := spliceParts(partsCall(t), &r); err == nil {
+		err := checkPartsBody(&r)
+		if err == nil {
+			_, err = spliceParts(partsCall(t), &r)
+		}
+		if err == nil {
 			t.Errorf("%s: spliced", name)
 		} else if e := new(kindapi.Error); !errors.As(err, &e) {
 			t.Errorf("%s: %v is not a kernel error", name, err)

@@ -90,9 +90,6 @@ func spliceParts(call *kindapi.Call, r *abi.HTTPRequest) (map[string]kindapi.Sou
 		}
 		return nil, nil
 	}
-	if len(r.Splice) > 0 && bytes.Contains(r.Body, []byte(splicePrefix)) {
-		return nil, kindapi.Errorf(abi.EINVAL, "net: fetch: a body splicing parts cannot splice whole blobs (splice the blob's \"$\" as a part)")
-	}
 	if strings.Contains(r.URL, abi.PartPrefix) {
 		return nil, kindapi.Errorf(abi.EINVAL, "net: fetch: parts are spliced into a JSON body only, not the URL")
 	}
@@ -176,6 +173,16 @@ func spliceParts(call *kindapi.Call, r *abi.HTTPRequest) (map[string]kindapi.Sou
 	}
 	r.Body = body
 	return prov, nil
+}
+
+// checkPartsBody refuses, before anything is substituted, a body that
+// splices parts and whole blobs both: a whole blob's bytes could carry a
+// part placeholder in.
+func checkPartsBody(r *abi.HTTPRequest) error {
+	if len(r.SpliceParts) > 0 && len(r.Splice) > 0 && bytes.Contains(r.Body, []byte(splicePrefix)) {
+		return kindapi.Errorf(abi.EINVAL, "net: fetch: a body splicing parts cannot splice whole blobs (splice the blob's \"$\" as a part)")
+	}
+	return nil
 }
 
 // containsPart reports whether a part placeholder is anywhere in r.
