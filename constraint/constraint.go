@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"cel.dev/cel-go/cel"
@@ -68,6 +69,7 @@ func (c *Compiler) env(vars []string) (*cel.Env, error) {
 	}
 	opts := []cel.EnvOption{cel.CrossTypeNumericComparisons(true)}
 	opts = append(opts, provenanceOptions()...)
+	opts = append(opts, historyOptions()...)
 	for _, v := range vars {
 		opts = append(opts, cel.Variable(v, cel.DynType))
 	}
@@ -95,19 +97,31 @@ func (c *Compiler) Compile(src string, vars []string) (kernel.Constraint, error)
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
 		return nil, fmt.Errorf("expression is %s, want bool", t)
 	}
+	if err := checkSums(ast); err != nil {
+		return nil, err
+	}
 	prg, err := env.Program(ast, cel.CostLimit(c.costLimit), cel.InterruptCheckFrequency(100))
 	if err != nil {
 		return nil, err
 	}
-	return &expr{src: src, prg: prg}, nil
+	return &expr{src: src, prg: prg, refs: references(ast)}, nil
 }
 
 type expr struct {
-	src string
-	prg cel.Program
+	src  string
+	prg  cel.Program
+	refs []string // the variables it reads, sorted
 }
 
+var _ kernel.Referencer = (*expr)(nil)
+
 func (e *expr) Source() string { return e.src }
+
+// References reports whether the expression reads the variable name.
+func (e *expr) References(name string) bool {
+	_, ok := slices.BinarySearch(e.refs, name)
+	return ok
+}
 
 // Eval evaluates the expression. Anything but a bool result is an error.
 func (e *expr) Eval(ctx context.Context, act map[string]any) (bool, error) {

@@ -23,6 +23,7 @@ type Cap struct {
 	cons   Constraints
 	rate   *bucket    // nil: no rate of its own (its ancestors' still apply)
 	allow  *allowance // nil: no max_uses or budget of its own
+	hist   *history   // nil: no constraint of its own reads uses (history.go)
 	passed bool       // minted for a child task by task_spawn
 	// chain says which bounds c or an ancestor carries, so a call on a
 	// capability without them walks no chain; set by link, then immutable.
@@ -116,6 +117,8 @@ const (
 	chainRate        chainFlags = 1 << iota // a rate
 	chainAllowance                          // max_uses or a budget
 	chainConstraints                        // when or approve_when
+	chainHistory                            // a history (history.go)
+	chainNow                                // a constraint reading now
 )
 
 // flags computes c's chain flags from its own bounds and its parent's.
@@ -132,6 +135,12 @@ func (c *Cap) flags() chainFlags {
 	}
 	if !c.cons.empty() {
 		f |= chainConstraints
+	}
+	if c.hist != nil {
+		f |= chainHistory
+	}
+	if c.cons.references(NowVar) {
+		f |= chainNow
 	}
 	return f
 }

@@ -78,13 +78,28 @@ func (k *Kernel) CompileConstraints(kind string, when, approveWhen []string) (Co
 
 // checkConstraints evaluates every `when` of c and its ancestors against
 // the prepared call, and reports each `approve_when` of any of them that
-// matched.
-func checkConstraints(ctx context.Context, c *Cap, call *Call, op *Op) (needApproval []string, err error) {
+// matched. On a chain whose constraints read uses, the call is recorded
+// as pending in r (history.go).
+func checkConstraints(ctx context.Context, c *Cap, call *Call, op *Op, r *reservation) (needApproval []string, err error) {
 	act, err := activation(call, op)
 	if err != nil {
 		return nil, Errorf(abi.EDENIED, "constraints cannot be evaluated: %v", err)
 	}
+	if c.chain&(chainHistory|chainNow) != 0 {
+		return checkWithHistory(ctx, c, act, r)
+	}
+	return evalConstraints(ctx, c, act)
+}
+
+// evalConstraints evaluates the constraints of c's chain on act.
+//
+// Preconditions: the locks of the chain's histories are held, when it
+// has any (checkWithHistory).
+func evalConstraints(ctx context.Context, c *Cap, act map[string]any) (needApproval []string, err error) {
 	for x := c; x != nil; x = x.parent {
+		if c.chain&chainHistory != 0 {
+			showUses(x, act)
+		}
 		for _, w := range x.cons.When {
 			ok, err := w.Eval(ctx, act)
 			if err != nil {

@@ -139,6 +139,7 @@ func (k *Kernel) link(c *Cap) (*Cap, error) {
 	}
 	k.nextCap++
 	c.id = fmt.Sprintf("c%d", k.nextCap)
+	c.hist = newHistory(c.cons)
 	c.chain = c.flags()
 	if c.parent != nil {
 		c.parent.children = append(c.parent.children, c)

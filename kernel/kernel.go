@@ -120,6 +120,9 @@ func New(cfg Config) (*Kernel, error) {
 			return nil, fmt.Errorf("kernel: kind %q registered twice", kind.Name())
 		}
 		info := kind.Info()
+		if err := checkVarNames(kind.Name(), info.Vars); err != nil {
+			return nil, err
+		}
 		r := &registered{kind: kind, info: info, vars: info.Vars}
 		r.info.Ops = slices.Clone(info.Ops)
 		if r.vars == nil {

@@ -220,7 +220,7 @@ func (t *Task) decide(ctx context.Context, c *Cap, op opName, call *Call, prep *
 	// Constraints, then approval.
 	var reasons []string
 	if mode != modeDerive && c.chain&chainConstraints != 0 {
-		need, err := checkConstraints(ctx, c, call, prep)
+		need, err := checkConstraints(ctx, c, call, prep, &d.r)
 		if err != nil {
 			return refuse(err)
 		}
@@ -278,7 +278,11 @@ func (t *Task) conclude(ctx context.Context, c *Cap, op opName, prep *Op, d *dec
 		return 0, t.fail(op.String(), err)
 	}
 	// An effect that turned out to spend nothing (Result.Free) gives its
-	// uses and budget back; its rate token stays spent.
+	// uses and budget back, and is not a use in a history; its rate
+	// token stays spent.
+	if prep.Free {
+		r.forgetUse()
+	}
 	if prep.Free && r.allowed != nil {
 		releaseAllowance(r.allowed, r.amount)
 		r.allowed = nil
@@ -325,7 +329,8 @@ type reservation struct {
 	allowed *Cap // the capability whose chain gave uses and budget; nil: none
 	amount  int64
 	undo    func() // gives back Op.Reserve's reservation
-	settled bool   // rates and allowances committed or released
+	use     *use   // the call, pending in its chain's histories (history.go); nil: none
+	settled bool   // rates, allowances and the use committed or released
 }
 
 // reserve takes everything the call needs before any check that can
@@ -388,13 +393,17 @@ func (r *reservation) release(tab *CapTable) {
 		if r.undo != nil {
 			r.undo()
 		}
+		r.forgetUse()
 		r.settled = true
 	}
 	r.unslot(tab)
 }
 
 // commit keeps the rate tokens and uses: the effect happened.
-func (r *reservation) commit() { r.settled = true }
+func (r *reservation) commit() {
+	r.keepUse()
+	r.settled = true
+}
 
 func (r *reservation) unslot(tab *CapTable) {
 	if r.slot >= 0 {
