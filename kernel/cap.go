@@ -139,7 +139,7 @@ func (c *Cap) flags() chainFlags {
 	if c.hist != nil {
 		f |= chainHistory
 	}
-	if c.cons.references(NowVar) {
+	if c.cons.References(NowVar) {
 		f |= chainNow
 	}
 	return f

@@ -85,8 +85,8 @@ type Referencer interface {
 	References(name string) bool
 }
 
-// references reports whether a constraint of cs reads the variable name.
-func (cs Constraints) references(name string) bool {
+// References reports whether a constraint of cs reads the variable name.
+func (cs Constraints) References(name string) bool {
 	for _, list := range [][]Constraint{cs.When, cs.ApproveWhen} {
 		for _, c := range list {
 			if r, ok := c.(Referencer); ok && r.References(name) {
@@ -121,7 +121,7 @@ type history struct {
 // newHistory returns a history for a capability carrying cs, or nil
 // when none of cs reads uses.
 func newHistory(cs Constraints) *history {
-	if !cs.references(UsesVar) {
+	if !cs.References(UsesVar) {
 		return nil
 	}
 	return &history{}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/mandatevm/mandate/caps/data"
+	"github.com/mandatevm/mandate/constraint"
 	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/manifest"
@@ -60,12 +61,14 @@ shows); the report puts the descriptions together:
 
 Each capability's line ends with the kernel's own attributes its cap block
 sets, in brackets: [audit] [rate 10/s] [max_uses 1] [budget 100.00 USD]
-[when ...] [approve_when ...]. A grant's fields are shown name=value, as
-mandate graph shows them.
+[when ...] [approve_when ...] [history 64], the last when a constraint
+reads uses: the kernel then keeps the capability's last 64 uses for it.
+A grant's fields are shown name=value, as mandate graph shows them.
 
-The cap blocks are checked by their kinds as mandate run checks them, but
-secrets are not read (an instrument's or header's env variable need not be
-set) and spawn modules are not built.
+The cap blocks are checked by their kinds, and their constraints compiled,
+as mandate run checks and compiles them, but secrets are not read (an
+instrument's or header's env variable need not be set) and spawn modules
+are not built.
 
 Flags:
 
@@ -93,7 +96,7 @@ and "kernel" (the kernel's attributes that are set):
 	            "fields": [{"name": "origin", "value": "https://..."}, ...],
 	            "kernel": {"audit": true, "rate": "10/s", "max_uses": 1,
 	                       "budget": "100.00 USD", "when": ["..."],
-	                       "approve_when": ["..."]},
+	                       "approve_when": ["..."], "history": 64},
 	            "reaches": ["https://.../"], "clearance": ["pii:alice"],
 	            "accepts_untrusted": true, "refuses_taints": ["web:*"],
 	            "could_receive": ["pii:alice"],
@@ -161,6 +164,9 @@ type checkKernel struct {
 	Budget      string   `json:"budget,omitempty"`
 	When        []string `json:"when,omitempty"`
 	ApproveWhen []string `json:"approve_when,omitempty"`
+	// History is how many uses the kernel keeps for the constraints
+	// that read them (kernel.MaxHistory), 0 when none does.
+	History int `json:"history,omitempty"`
 }
 
 // checkSource is a cap the task could read labelled data through.
@@ -260,7 +266,7 @@ type checkedGrants struct {
 // without reading secrets or building spawn modules, and returns the
 // scopes they grant.
 func checkGrants(m *manifest.Manifest, ks []kernel.Kind, declassifiers []string) (*checkedGrants, error) {
-	g := &checkGranter{kinds: map[string]kernel.Kind{}, modules: map[string]string{}}
+	g := &checkGranter{kinds: map[string]kernel.Kind{}, modules: map[string]string{}, cc: constraint.New()}
 	for _, k := range ks {
 		g.kinds[k.Name()] = k
 	}
@@ -281,11 +287,12 @@ func checkGrants(m *manifest.Manifest, ks []kernel.Kind, declassifiers []string)
 }
 
 // checkGranter is a manifest.Granter over the CLI's kinds that needs no
-// kernel: it grants with the kinds themselves and leaves constraint
-// expressions to mandate run.
+// kernel: it grants with the kinds themselves and compiles constraint
+// expressions as the kernel does, with the CEL compiler mandate run uses.
 type checkGranter struct {
 	kinds   map[string]kernel.Kind
 	modules map[string]string // placeholder digest -> module as written
+	cc      *constraint.Compiler
 }
 
 func (g *checkGranter) Kind(name string) (kernel.Kind, bool) {
@@ -357,8 +364,31 @@ func (g *checkGranter) placeholderModules(gc kernel.GrantContext, spec []byte) (
 	return b, nil
 }
 
+// CompileConstraints compiles when and approve_when over the kind's
+// variables (kernel.ConstraintVars) as Kernel.CompileConstraints does, so
+// an expression mandate run would refuse is a manifest error here too.
 func (g *checkGranter) CompileConstraints(kind string, when, approveWhen []string) (kernel.Constraints, error) {
-	return kernel.Constraints{}, nil
+	var cs kernel.Constraints
+	k, ok := g.kinds[kind]
+	if !ok {
+		return cs, fmt.Errorf("unknown capability kind %q", kind)
+	}
+	vars := kernel.ConstraintVars(k)
+	for _, src := range when {
+		c, err := g.cc.Compile(src, vars)
+		if err != nil {
+			return kernel.Constraints{}, fmt.Errorf("when %q: %w", src, err)
+		}
+		cs.When = append(cs.When, c)
+	}
+	for _, src := range approveWhen {
+		c, err := g.cc.Compile(src, vars)
+		if err != nil {
+			return kernel.Constraints{}, fmt.Errorf("approve_when %q: %w", src, err)
+		}
+		cs.ApproveWhen = append(cs.ApproveWhen, c)
+	}
+	return cs, nil
 }
 
 // ParseBudget reads a budget in the kind's unit, as the kernel does.
@@ -504,6 +534,9 @@ func checkManifest(m *manifest.Manifest, g *checkedGrants) (*checkReport, error)
 func kernelAttrs(k kernel.Kind, gs kernel.GrantSpec, c *manifest.Cap) checkKernel {
 	a := checkKernel{Audit: gs.Audit, Rate: gs.Rate.String(), MaxUses: gs.Allowance.MaxUses,
 		When: c.When, ApproveWhen: c.ApproveWhen}
+	if gs.Constraints.References(kernel.UsesVar) {
+		a.History = kernel.MaxHistory
+	}
 	if gs.Allowance.Budget > 0 {
 		if u := k.Info().Amounts; u != nil {
 			a.Budget = u.FormatAmount(gs.Scope, gs.Allowance.Budget)
@@ -689,6 +722,9 @@ func (a checkKernel) text() string {
 	}
 	if len(a.ApproveWhen) > 0 {
 		fmt.Fprintf(&b, " [approve_when %s]", kernel.Printable(strings.Join(a.ApproveWhen, " || ")))
+	}
+	if a.History > 0 {
+		fmt.Fprintf(&b, " [history %d]", a.History)
 	}
 	return b.String()
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -326,7 +327,7 @@ func TestCheckKernelAttributes(t *testing.T) {
     rate         = "10/s"
     max_uses     = 1
     budget       = "100"
-    when         = "args.amount != ''"
+    when         = "charge.payee != ''"
     approve_when = ["true", "false"]
   }
   cap "spawn" "kids" {
@@ -334,7 +335,7 @@ func TestCheckKernelAttributes(t *testing.T) {
   }`)
 	r := checkWith(t, m, nil)
 	want := checkKernel{Audit: true, Rate: "10/s", MaxUses: 1, Budget: "100.00 USD",
-		When: []string{"args.amount != ''"}, ApproveWhen: []string{"true", "false"}}
+		When: []string{"charge.payee != ''"}, ApproveWhen: []string{"true", "false"}}
 	if len(r.Sinks) != 1 || !reflect.DeepEqual(r.Sinks[0].Kernel, want) {
 		t.Errorf("sinks = %+v, want kernel %+v", r.Sinks, want)
 	}
@@ -345,12 +346,12 @@ func TestCheckKernelAttributes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := string(b); got != `{"audit":true,"rate":"10/s","max_uses":1,"budget":"100.00 USD","when":["args.amount != ''"],"approve_when":["true","false"]}` {
+	if got := string(b); got != `{"audit":true,"rate":"10/s","max_uses":1,"budget":"100.00 USD","when":["charge.payee != ''"],"approve_when":["true","false"]}` {
 		t.Errorf("kernel JSON = %s", got)
 	}
 	var out bytes.Buffer
 	writeCheckText(&out, m, r)
-	if line := `  pay "card": https://pay.example, clearance {}, accepts_untrusted true [audit] [rate 10/s] [max_uses 1] [budget 100.00 USD] [when args.amount != ''] [approve_when true || false]`; !strings.Contains(out.String(), line+"\n") {
+	if line := `  pay "card": https://pay.example, clearance {}, accepts_untrusted true [audit] [rate 10/s] [max_uses 1] [budget 100.00 USD] [when charge.payee != ''] [approve_when true || false]`; !strings.Contains(out.String(), line+"\n") {
 		t.Errorf("text:\n%s\nwant the line\n%s", out.String(), line)
 	}
 }
@@ -407,5 +408,56 @@ func TestCheckPerFieldLabels(t *testing.T) {
 	b, _ := json.Marshal(pay)
 	if !strings.Contains(string(b), `"refuses_taints":["bank:tx","web:*"]`) {
 		t.Errorf("sink JSON %s", b)
+	}
+}
+
+// TestCheckHistory: a constraint reading uses compiles in mandate check as
+// in mandate run, is shown, and marks the capability as keeping a history;
+// one that would not compile in mandate run is a manifest error here too.
+func TestCheckHistory(t *testing.T) {
+	m := loadCheckManifest(t, `
+  principal = "alice"
+  cap "net" "bank" {
+    origin   = "https://bank.example"
+    methods  = ["POST"]
+    max_uses = 64
+    when     = ["!uses.exists(u, u.request.body.recipient == request.body.recipient)",
+                "sum(uses.map(u, double(u.request.body.amount))) + double(request.body.amount) <= 100.0"]
+  }
+  cap "net" "plain" {
+    origin = "https://plain.example"
+    when   = "request.method == 'GET'"
+  }`)
+	r := checkWith(t, m, nil)
+	if len(r.Sinks) != 2 {
+		t.Fatalf("sinks = %+v, want 2", r.Sinks)
+	}
+	if got := r.Sinks[0].Kernel; got.History != kernel.MaxHistory || len(got.When) != 2 {
+		t.Errorf("bank: kernel %+v, want history %d and both whens", got, kernel.MaxHistory)
+	}
+	if got := r.Sinks[1].Kernel.History; got != 0 {
+		t.Errorf("plain: history %d, want none", got)
+	}
+	var out bytes.Buffer
+	writeCheckText(&out, m, r)
+	if line := `[max_uses 64] [when !uses.exists(u, u.request.body.recipient == request.body.recipient) && sum(uses.map(u, double(u.request.body.amount))) + double(request.body.amount) <= 100.0] [history 64]`; !strings.Contains(out.String(), line+"\n") {
+		t.Errorf("text:\n%s\nwant a line ending\n%s", out.String(), line)
+	}
+	for _, bad := range []string{
+		`sum(uses.map(u, u.request.body.amount)) <= 100`, // the elements' type is unknown
+		`uses.exists(u, u.request.body.to == args.to)`,   // net has no args
+	} {
+		m := loadCheckManifest(t, fmt.Sprintf(`
+  principal = "alice"
+  cap "net" "bank" {
+    origin = "https://bank.example"
+    when   = %q
+  }`, bad))
+		ks, closeKinds := host.Kinds("")
+		_, err := checkGrants(m, ks, host.Declassifiers)
+		closeKinds()
+		if err == nil || !strings.Contains(err.Error(), `cap "net" "bank": when`) {
+			t.Errorf("when %s: %v, want a positioned manifest error", bad, err)
+		}
 	}
 }
