@@ -65,6 +65,34 @@
 // kernel's; label is reserved for the kernel and not supported yet. Uses
 // and budget count effects that happened, never refused calls.
 //
+// # Constraints
+//
+// Besides its kind's variables (net: request; pay: charge and offer;
+// kernel.Info.Vars), every when and approve_when may read
+//
+//	uses   the earlier uses of this capability and of every capability derived
+//	       from it, newest first: each the variables its call was checked with,
+//	       plus u.time (a timestamp) and u.pending (its effect has not ended)
+//	now    the time the call is decided (a timestamp)
+//	sum    sum(list) or list.sum(): the total of a list of ints or of doubles
+//
+// so that each of these is one line (on a net capability):
+//
+//	when = "size(uses) == 0 || request.body.recipient == uses[0].request.body.recipient"  # bind on first use
+//	when = "!uses.exists(u, u.request.body.recipient == request.body.recipient)"          # one per recipient
+//	when = "uses.all(u, u.request.body.order_id == request.body.order_id)"                # the same id as before
+//	when = "sum(uses.map(u, double(u.request.body.amount))) + double(request.body.amount) <= 100.0"
+//	when = "uses.filter(u, u.time > now - duration('1h')).size() < 3"                      # three an hour
+//
+// A use is a call whose effect ran (or failed after it may have left);
+// refused calls are not uses. The kernel keeps the last kernel.MaxHistory
+// (64) uses of a capability whose constraints read uses, each at most
+// kernel.MaxUseBytes (16 KiB) of variables (a larger call is refused with
+// ELIMIT); older uses are forgotten, so a rule that must hold over the
+// capability's whole life also sets max_uses. JSON numbers are ints or
+// doubles as written (40, 40.5): convert them before sum, as above; a sum
+// whose elements' type is unknown does not compile. See kernel/history.go.
+//
 // # Policies
 //
 // A policy is what "mandate mcp serve POLICY.hcl" offers an MCP client:
