@@ -25,7 +25,7 @@ func TestSnapshotNeverCarriesATasksInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer mod.Close(context.Background())
-		if s, ok := mod.(sandbox.Snapshotter); ok && e.eng.Name() == "wazero" {
+		if s, ok := mod.(sandbox.Snapshotter); ok {
 			if used, why := s.Snapshot(); used != want {
 				t.Errorf("%s: snapshot %v (%s), want %v", name, used, why, want)
 			}

@@ -102,6 +102,9 @@ type options struct {
 	preempt preemption
 	// noCoalesce compiles the original bytes without merging data segments.
 	noCoalesce bool
+	// noSnapshot starts every task of a reactor with its _initialize
+	// (Config.NoSnapshots).
+	noSnapshot bool
 	// noTrackGrowth compiles the module without routing memory.grow
 	// through wasmbin.TrackGrowth's function, so a refused growth is never
 	// reported as the memory limit (benchmarks only: it measures what the
@@ -191,7 +194,7 @@ func (s funcSig) funcType() *wt.FuncType {
 // New returns an engine with the WASI preview1 functions defined. With
 // cfg.CacheDir set, compiled modules are kept there between processes.
 func New(ctx context.Context, cfg sandbox.Config) (*Engine, error) {
-	return newEngine(ctx, cfg, options{})
+	return newEngine(ctx, cfg, options{noSnapshot: cfg.NoSnapshots})
 }
 
 func newEngine(_ context.Context, cfg sandbox.Config, opt options) (*Engine, error) {
@@ -223,7 +226,7 @@ func newEngine(_ context.Context, cfg sandbox.Config, opt options) (*Engine, err
 		start:   time.Now(),
 		// Everything that changes the compiled code: a change here must
 		// change the cache key (cache.go).
-		configDesc: fmt.Sprintf("preempt=%s coalesce=%t tables=%d growth=%t", opt.preempt, !opt.noCoalesce, MaxTableElements, !opt.noTrackGrowth),
+		configDesc: fmt.Sprintf("preempt=%s coalesce=%t tables=%d growth=%t snapshot=%t", opt.preempt, !opt.noCoalesce, MaxTableElements, !opt.noTrackGrowth, !opt.noSnapshot),
 	}
 	e.closeCtx, e.closeStop = context.WithCancel(context.Background())
 	sigs, err := e.defineWASI()
@@ -296,7 +299,15 @@ func (e *Engine) Host(module string, funcs []sandbox.HostFunc) error {
 // panic in f becomes a trap of the calling task.
 func hostCall(module string, f sandbox.HostFunc) *hostFunc {
 	fn, params := f.Fn, f.Params
-	return &hostFunc{what: "host function " + module + "." + f.Name, call: func(r *run, caller unsafe.Pointer, vals []rawVal) unsafe.Pointer {
+	what := "host function " + module + "." + f.Name
+	return &hostFunc{what: what, call: func(r *run, caller unsafe.Pointer, vals []rawVal) unsafe.Pointer {
+		if r.snapshot != nil {
+			// A module's init reaching for Mandate: no snapshot.
+			if r.snapshot.touched == "" {
+				r.snapshot.touched = module + "." + f.Name
+			}
+			return r.trap(what + " called during a snapshot's init")
+		}
 		stack := r.stack[:max(params, 1)]
 		for i := range params {
 			stack[i] = uint64(vals[i].u32())
@@ -396,6 +407,16 @@ func (e *Engine) compile(c *compiled, wasm []byte) error {
 				return fmt.Errorf("sandbox/wasmtime: rewriting memory.grow: %w", err)
 			}
 		}
+		// A reactor starts from its snapshot when it can (snapshot.go).
+		_, init := bin.Exports["_initialize"]
+		_, start := bin.Exports["_start"]
+		if init && !start && !e.opt.noSnapshot {
+			if snap, err := e.takeSnapshot(src); err == nil {
+				src = snap
+			} else {
+				c.noSnapshot = err.Error()
+			}
+		}
 		if mod, err = wt.NewModule(e.wt, src); err != nil {
 			return fmt.Errorf("sandbox/wasmtime: compile: %w", err)
 		}
@@ -404,6 +425,18 @@ func (e *Engine) compile(c *compiled, wasm []byte) error {
 	if err := c.describe(mod, e.imports); err != nil {
 		mod.Close()
 		return err
+	}
+	// A reactor without _initialize that had one is its snapshot (made
+	// now, or compiled from the cache), its memory sized by it.
+	if _, init := bin.Exports["_initialize"]; init && !c.hasInit && c.kind == sandbox.Reactor {
+		c.snapshot = true
+		for _, ex := range mod.Exports() {
+			if mt := ex.Type().MemoryType(); mt != nil && ex.Name() == "memory" {
+				c.memMin = mt.Minimum() << 16
+			}
+		}
+	} else if init && c.noSnapshot == "" && e.opt.noSnapshot {
+		c.noSnapshot = "snapshots are off (Config.NoSnapshots)"
 	}
 	c.mod = mod
 	return nil

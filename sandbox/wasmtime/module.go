@@ -44,6 +44,10 @@ type compiled struct {
 	allExports map[string]byte // every export's kind, to explain a wrong entry
 	tables     int             // tables the module defines
 	tableLimit uint64          // elements a table may reach
+	// snapshot: tasks start from the module's pre-initialised snapshot;
+	// noSnapshot says why they do not, for a reactor.
+	snapshot   bool
+	noSnapshot string
 
 	closeOnce sync.Once
 	refs      int // handles and runs in progress; protected by eng.mu
@@ -95,8 +99,11 @@ func (m *Module) Close(context.Context) error {
 // run is the state of one Run, reachable from host functions through the
 // store's data.
 type run struct {
-	ctx            context.Context // the run's context, passed to host functions
-	name           string
+	ctx  context.Context // the run's context, passed to host functions
+	name string
+	// snapshot is set while the run takes a module's snapshot: every
+	// host function of a Host module then traps (snapshot.go).
+	snapshot       *snapshotRun
 	stdout, stderr io.Writer
 	closedFDs      [3]bool // stdio descriptors the guest closed
 
