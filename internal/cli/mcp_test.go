@@ -137,25 +137,32 @@ func checkSessionRecorded(t *testing.T, state string) {
 	}
 }
 
+// serveStdio starts "mandate mcp serve" on mcpPolicy's desk over stdio
+// (its web fixture closed with t) and connects a client to it.
+func serveStdio(t *testing.T, level string) (cs *mcp.ClientSession, cmd *exec.Cmd, state string, stderr *bytes.Buffer) {
+	t.Helper()
+	web := kerneltest.NewRecorder(func(w http.ResponseWriter, _ *http.Request, _ kerneltest.Request) { fmt.Fprint(w, "results") })
+	t.Cleanup(web.Close)
+	dir, policy := mcpPolicy(t, web.URL)
+	state = filepath.Join(dir, "state")
+	cmd = exec.Command(buildMandate(t), "mcp", "serve", policy, "--state-dir", state, "--log-level", level)
+	cmd.Env = append(os.Environ(), "MANDATE_CACHE_DIR="+testCache())
+	stderr = &bytes.Buffer{}
+	cmd.Stderr = stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr)
+	}
+	return cs, cmd, state, stderr
+}
+
 // TestMCPServeStdio runs "mandate mcp serve" as a client would, over
 // stdio, and checks the session's story and its record.
 func TestMCPServeStdio(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds mandate and a guest")
 	}
-	web := kerneltest.NewRecorder(func(w http.ResponseWriter, _ *http.Request, _ kerneltest.Request) { fmt.Fprint(w, "results") })
-	defer web.Close()
-	dir, policy := mcpPolicy(t, web.URL)
-	state := filepath.Join(dir, "state")
-	cmd := exec.Command(buildMandate(t), "mcp", "serve", policy, "--state-dir", state, "--log-level", "warn")
-	cmd.Env = append(os.Environ(), "MANDATE_CACHE_DIR="+testCache())
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	client := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil)
-	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatalf("connect: %v\n%s", err, &stderr)
-	}
+	cs, cmd, state, _ := serveStdio(t, "warn")
 	mcpStory(t, cs)
 	cs.Close()
 	done := make(chan error, 1)
@@ -290,18 +297,7 @@ func TestMCPSessionForgetsRecordedCalls(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds mandate and a guest")
 	}
-	web := kerneltest.NewRecorder(func(w http.ResponseWriter, _ *http.Request, _ kerneltest.Request) { fmt.Fprint(w, "results") })
-	defer web.Close()
-	dir, policy := mcpPolicy(t, web.URL)
-	state := filepath.Join(dir, "state")
-	cmd := exec.Command(buildMandate(t), "mcp", "serve", policy, "--state-dir", state, "--log-level", "debug")
-	cmd.Env = append(os.Environ(), "MANDATE_CACHE_DIR="+testCache())
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatalf("connect: %v\n%s", err, &stderr)
-	}
+	cs, _, state, stderr := serveStdio(t, "debug")
 	echo := func(text string) {
 		t.Helper()
 		r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"op": "echo", "text": text}})
@@ -316,7 +312,7 @@ func TestMCPSessionForgetsRecordedCalls(t *testing.T) {
 	echo("three")
 	cs.Close() // waits for the server to exit
 	if !strings.Contains(stderr.String(), "calls recorded and forgotten") || !strings.Contains(stderr.String(), "kept=1") {
-		t.Errorf("the session's kernel did not forget the calls recorded:\n%s", &stderr)
+		t.Errorf("the session's kernel did not forget the calls recorded:\n%s", stderr)
 	}
 	s, err := runstore.OpenReadOnly(state)
 	if err != nil {
