@@ -107,7 +107,7 @@ func TestCacheKeyChanged(t *testing.T) {
 // TestGCDeadlockWithoutPreemption is the control of the conformance
 // suite's GCWhileSpinning: with no preemption at all, a collection during
 // a spinning guest never finishes. It runs in a child process, killed
-// after a few seconds (the deadlock takes the whole process).
+// after 3 seconds (the deadlock takes the whole process).
 func TestGCDeadlockWithoutPreemption(t *testing.T) {
 	if os.Getenv("MANDATE_TEST_GC_DEADLOCK") == "child" {
 		gcDeadlockChild()
@@ -116,7 +116,7 @@ func TestGCDeadlockWithoutPreemption(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a child process for seconds")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestGCDeadlockWithoutPreemption$")
 	cmd.Env = append(os.Environ(), "MANDATE_TEST_GC_DEADLOCK=child")
