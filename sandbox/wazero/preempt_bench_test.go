@@ -198,3 +198,42 @@ func runModule(body []byte, pages uint64) []byte {
 		wasmasm.Section(10, wasmasm.Vec(wasmasm.Cat(wasmasm.Uleb(uint64(len(body))), body))),
 	)
 }
+
+// BenchmarkPreemptCheck measures what one check costs: a loop of 20
+// million iterations of five instructions (count down, branch back) with
+// no check (unstoppable), the rewrite's check at its header, the rewrite
+// with a budget of 1 (so every check calls into Go: what a yield costs),
+// and WithCloseOnContextDone's call into Go at every loop header.
+func BenchmarkPreemptCheck(b *testing.B) {
+	const n = 20_000_000
+	body := wasmasm.Cat(
+		[]byte{0x01, 0x01, 0x7f}, // local i
+		[]byte{0x41}, wasmasm.Sleb(n), []byte{0x21, 0x00},
+		[]byte{0x03, 0x40, 0x20, 0x00, 0x41, 0x01, 0x6b, 0x22, 0x00, 0x0d, 0x00, 0x0b}, // do {} while (--i)
+		[]byte{0x41, 0x00, 0x0b},
+	)
+	wasm := runModule(body, 1)
+	for _, p := range []struct {
+		name string
+		opt  options
+	}{
+		{"unstoppable", options{preempt: preemptNone}},
+		{"rewrite", options{}},
+		{"rewrite-yield-every-check", options{preemptBudget: 1}},
+		{"closeondone", options{preempt: preemptCloseOnDone}},
+	} {
+		b.Run(p.name, func(b *testing.B) {
+			e := benchEngine(b, sandbox.Config{}, p.opt)
+			m, err := e.Compile(context.Background(), wasm)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if err := m.Run(context.Background(), sandbox.RunConfig{Entry: "run"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/iteration")
+		})
+	}
+}
