@@ -7,12 +7,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"sync"
-	"time"
 
 	extism "github.com/extism/go-sdk"
 
-	"github.com/mandatevm/mandate/internal/cputime"
 	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/internal/lifecycle"
 	"github.com/mandatevm/mandate/internal/wasmasm"
@@ -144,35 +141,7 @@ func (e *extismBench) task(ctx context.Context, g lifecycle.Guest) error {
 
 // run runs n tasks of g on workers goroutines, as lifecycle.Bench.Run.
 func (e *extismBench) run(ctx context.Context, g lifecycle.Guest, n, workers int) (lifecycle.Result, error) {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		next  = make(chan struct{}, n)
-	)
-	for range n {
-		next <- struct{}{}
-	}
-	close(next)
-	cpu, start := cputime.Process(), time.Now()
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range next {
-				if err := e.task(ctx, g); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return lifecycle.Result{Tasks: n, Workers: workers, Wall: time.Since(start), CPU: cputime.Process() - cpu}, first
+	return lifecycle.Measure(n, workers, func() error { return e.task(ctx, g) })
 }
 
 // idleRSS is lifecycle.Bench.IdleRSS for Extism: n instances of the Go

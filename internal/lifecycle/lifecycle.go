@@ -145,6 +145,14 @@ func (r Result) TasksPerSecond() float64 { return float64(r.Tasks) / r.Wall.Seco
 // Run runs n tasks of g on workers goroutines, each running one task after
 // the other, and measures them.
 func (b *Bench) Run(ctx context.Context, g Guest, n, workers int) (Result, error) {
+	return Measure(n, workers, func() error { return b.Task(ctx, g) })
+}
+
+// Measure runs task n times on workers goroutines, each running one after
+// the other, and measures them: the process's CPU time (zero where it
+// cannot be read) and the wall time. The first error stops its worker and
+// is returned.
+func Measure(n, workers int, task func() error) (Result, error) {
 	workers = max(workers, 1)
 	var (
 		wg    sync.WaitGroup
@@ -162,7 +170,7 @@ func (b *Bench) Run(ctx context.Context, g Guest, n, workers int) (Result, error
 		go func() {
 			defer wg.Done()
 			for range next {
-				if err := b.Task(ctx, g); err != nil {
+				if err := task(); err != nil {
 					mu.Lock()
 					if first == nil {
 						first = err
