@@ -340,6 +340,13 @@ func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte) error {
 	if src, err = wasmbin.CapTables(src, wasmbin.MaxTableElements); err != nil {
 		return fmt.Errorf("sandbox/wazero: invalid module: %w", err)
 	}
+	// Before anything compiles the module, the snapshot's init included:
+	// wazero allocates what the module's counts say before reading, and
+	// the rewrite decodes every one of them (preempt.go).
+	rewritten, err := e.preempt(src)
+	if err != nil {
+		return fmt.Errorf("sandbox/wazero: %w", err)
+	}
 	// A reactor starts from its snapshot when it has one (snapshot.go).
 	_, init := bin.Exports["_initialize"]
 	_, start := bin.Exports["_start"]
@@ -358,11 +365,13 @@ func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte) error {
 			c.noSnapshot = err.Error()
 		}
 	}
-	// Last, so that what is compiled is what runs (preempt.go).
-	if src, err = e.preempt(src); err != nil {
-		return fmt.Errorf("sandbox/wazero: %w", err)
+	// What is compiled is what runs: a snapshot is rewritten too.
+	if c.snapshot {
+		if rewritten, err = e.preempt(src); err != nil {
+			return fmt.Errorf("sandbox/wazero: %w", err)
+		}
 	}
-	cm, err := e.rt.CompileModule(ctx, src)
+	cm, err := e.rt.CompileModule(ctx, rewritten)
 	if err != nil {
 		return fmt.Errorf("sandbox/wazero: compile: %w", err)
 	}

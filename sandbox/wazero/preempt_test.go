@@ -181,3 +181,38 @@ func TestStopOutcome(t *testing.T) {
 		})
 	}
 }
+
+// TestCompileCountBombs: a module whose counts claim more than it holds is
+// refused before wazero reads it. wazero allocates what a count says first:
+// each of these killed the process with "out of memory" (the reactors
+// through the snapshot's init, which compiles the module too).
+func TestCompileCountBombs(t *testing.T) {
+	ctx := context.Background()
+	e := newTestEngine(t, sandbox.Config{})
+	huge := []byte{0xff, 0xff, 0xff, 0xff, 0x0f}
+	module := func(export string, extra ...[]byte) []byte {
+		secs := [][]byte{
+			wasmasm.Section(1, wasmasm.Vec([]byte{0x60, 0x00, 0x00})),
+			wasmasm.Section(3, wasmasm.Vec([]byte{0x00})),
+			wasmasm.Section(5, []byte{0x01, 0x00, 0x01}),
+			wasmasm.Section(7, wasmasm.Vec(append(wasmasm.Name(export), 0x00, 0x00))),
+		}
+		return wasmasm.Module(append(secs, extra...)...)
+	}
+	code := wasmasm.Section(10, wasmasm.Vec([]byte{0x02, 0x00, 0x0b}))
+	for _, export := range []string{"_start", "_initialize"} {
+		for name, wasm := range map[string][]byte{
+			"data segments":    module(export, code, wasmasm.Section(11, huge)),
+			"element segments": module(export, wasmasm.Section(9, huge), code),
+			"locals":           module(export, wasmasm.Section(10, wasmasm.Vec(wasmasm.Cat([]byte{0x08, 0x01}, huge, []byte{0x7f, 0x0b})))),
+			"names":            module(export, code, wasmasm.Section(0, wasmasm.Name("name"), []byte{0x01, 0x05}, huge)),
+		} {
+			t.Run(export+"/"+name, func(t *testing.T) {
+				if m, err := e.Compile(ctx, wasm); err == nil {
+					m.Close(ctx)
+					t.Fatal("Compile succeeded")
+				}
+			})
+		}
+	}
+}

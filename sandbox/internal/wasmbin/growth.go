@@ -283,8 +283,8 @@ func (at *sections) payload(wasm []byte, m *Module, id byte) []byte {
 // substituted, or inserted in rank order when the module lacks that
 // section. DWARF custom sections (".debug_*") are dropped: their code
 // offsets would be stale. custom, when not nil, is given every other custom
-// section's payload and returns the payload to write, or false to drop it.
-func rebuild(wasm []byte, m *Module, at sections, replaced map[byte][]byte, custom func(p []byte) ([]byte, bool)) []byte {
+// section and returns the payload to write in its place.
+func rebuild(wasm []byte, m *Module, at sections, replaced map[byte][]byte, custom func(s Section) []byte) []byte {
 	size := len(wasm) + 256
 	for _, p := range replaced {
 		size += len(p)
@@ -313,8 +313,8 @@ func rebuild(wasm []byte, m *Module, at sections, replaced map[byte][]byte, cust
 			}
 			if custom == nil {
 				out = append(out, wasm[s.Hdr:s.End]...)
-			} else if p, ok := custom(p); ok {
-				out = emit(SecCustom, p)
+			} else {
+				out = emit(SecCustom, custom(s))
 			}
 			continue
 		}

@@ -103,7 +103,7 @@ const StopValue = 1 << 31
 // PreemptBudget is the budget the engine gives Preempt: the units of work
 // (instructions, as weighted above) between two calls into Go. See
 // BENCHMARKS.md for how it was chosen.
-const PreemptBudget = 50_000
+const PreemptBudget = 1 << 17
 
 // maxWeight bounds a check's weight and the budget, so that the budget
 // (at most maxWeight, less at most maxWeight) never overflows an i32.
@@ -278,17 +278,32 @@ func Preempt(wasm []byte, budget uint32) ([]byte, error) {
 			return nil, fmt.Errorf("%w: section too large", ErrMalformed)
 		}
 	}
-	names := func(p []byte) ([]byte, bool) {
+	// The name section is read by wazero (trap stack traces), which
+	// refuses one it can not read: so does Preempt, which must read it to
+	// renumber it (and wazero would allocate what its counts say).
+	names := map[int][]byte{} // by section start
+	for _, sec := range m.Sections {
+		if sec.ID != SecCustom {
+			continue
+		}
+		p := wasm[sec.Start:sec.End]
 		r := &reader{b: p}
 		if name, err := r.name(); err != nil || name != "name" {
-			return p, true
+			continue
 		}
-		// The name section is read by wazero (trap stack traces); one it
-		// can not read is dropped rather than left with stale indices.
 		out, err := shiftNames(p[:r.off], p[r.off:], imp.funcs)
-		return out, err == nil
+		if err != nil {
+			return nil, fmt.Errorf("name section: %w", err)
+		}
+		names[sec.Start] = out
 	}
-	return rebuild(wasm, m, at, replaced, names), nil
+	custom := func(sec Section) []byte {
+		if p, ok := names[sec.Start]; ok {
+			return p
+		}
+		return wasm[sec.Start:sec.End]
+	}
+	return rebuild(wasm, m, at, replaced, custom), nil
 }
 
 // loopSite is one loop in a function body: at is the offset, in the code
