@@ -46,7 +46,7 @@
 // too: each instance's nanosleep returns when the run's context is done.
 // wazero's own WithCloseOnContextDone, used before, called into Go at every
 // loop header and made a compute-bound guest 4.6-4.9x slower; the rewrite
-// costs it a few percent (BENCHMARKS.md).
+// costs it 2-14% (BENCHMARKS.md).
 //
 // # Modules
 //
