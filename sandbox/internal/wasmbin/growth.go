@@ -286,8 +286,11 @@ func (at *sections) payload(wasm []byte, m *Module, id byte) []byte {
 // section and returns the payload to write in its place.
 func rebuild(wasm []byte, m *Module, at sections, replaced map[byte][]byte, custom func(s Section) []byte) []byte {
 	size := len(wasm) + 256
-	for _, p := range replaced {
+	for id, p := range replaced {
 		size += len(p)
+		if at[id] >= 0 {
+			size -= m.Sections[at[id]].End - m.Sections[at[id]].Start
+		}
 	}
 	out := make([]byte, 0, size)
 	out = append(out, wasm[:8]...)
@@ -918,6 +921,14 @@ func (s *codeScanner) scanBody() (int, error) {
 		op := s.b[s.off]
 		if err := s.instr(); err != nil {
 			return 0, err
+		}
+		if op < 0x02 || 0x13 < op { // nothing else for count to follow
+			if s.cur < 0 {
+				s.entryWeight++
+			} else {
+				s.loops[s.cur].weight++
+			}
+			continue
 		}
 		if err := s.count(op); err != nil {
 			return 0, err
