@@ -106,7 +106,8 @@ const StopValue = 1 << 31
 const PreemptBudget = 1 << 17
 
 // maxWeight bounds a check's weight and the budget, so that the budget
-// (at most maxWeight, less at most maxWeight) never overflows an i32.
+// (at most maxWeight, less at most maxWeight, or 2^28 for a memory
+// operation's length) never overflows an i32.
 const maxWeight = 1 << 24
 
 // MaxLocals is the most locals a function may declare (wasmtime's limit
