@@ -19,8 +19,10 @@ import (
 
 var _ unsafe.Pointer
 
-//go:embed graphviz.wasm
-var wasmFile []byte
+// graphvizWasm is upstream's graphviz.wasm, gzipped (module.go).
+//
+//go:embed graphviz.wasm.gz
+var graphvizWasm []byte
 
 type WasmModule struct {
 	mod             api.Module
@@ -2802,6 +2804,10 @@ func instantiate(ctx context.Context, cacheDir string) (e error) {
 		return err
 	}
 
+	wasmFile, err := wasmModule()
+	if err != nil {
+		return err
+	}
 	compiled, err := r.CompileModule(ctx, wasmFile)
 	if err != nil {
 		return err
