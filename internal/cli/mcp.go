@@ -197,7 +197,15 @@ func (e *env) serveMCP(ctx context.Context, o mcpOptions) error {
 		if err != nil {
 			return err
 		}
-		err = sess.Server().Run(ctx, &mcp.StdioTransport{})
+		// The SDK's own bound on a frame counts the bytes its decoder
+		// reads after the last frame ended, so a frame it had read
+		// ahead of (sent on the heels of the one before) passes it by
+		// that much: the exact bound is a line's length, kept here.
+		err = sess.Server().Run(ctx, &mcp.IOTransport{
+			Reader:        &lineLimitReader{r: os.Stdin, max: maxMCPRequest},
+			Writer:        nopWriteCloser{os.Stdout},
+			MaxLineLength: -1,
+		})
 		s.endSession(sess)
 		if err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
 			return err
@@ -525,8 +533,44 @@ type sessionSlot struct {
 	sess       *mcpSession
 }
 
-// maxMCPRequest bounds an HTTP request's body.
+// maxMCPRequest bounds an HTTP request's body and a line on stdio.
 const maxMCPRequest = 16 << 20
+
+// errLineTooLong ends a stdio session whose client sent a line past
+// maxMCPRequest.
+var errLineTooLong = fmt.Errorf("a JSON-RPC line longer than %d bytes", maxMCPRequest)
+
+// lineLimitReader passes on at most max bytes of any one line (the bytes
+// between two newlines, wherever reads split them), then fails.
+type lineLimitReader struct {
+	r    io.ReadCloser
+	max  int
+	line int // bytes of the current line passed on
+}
+
+func (l *lineLimitReader) Read(p []byte) (int, error) {
+	if l.line > l.max {
+		return 0, errLineTooLong
+	}
+	n, err := l.r.Read(p)
+	for i, b := range p[:n] {
+		if b == '\n' {
+			l.line = 0
+			continue
+		}
+		if l.line++; l.line > l.max {
+			return i, errLineTooLong
+		}
+	}
+	return n, err
+}
+
+func (l *lineLimitReader) Close() error { return l.r.Close() }
+
+// nopWriteCloser leaves stdout open when a session ends.
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
 
 // Bounds on HTTP sessions: each holds an engine and its compiled tools
 // (about 20 MB), so a client that initializes and never ends its session

@@ -300,8 +300,14 @@ func TestMCPHostileStdio(t *testing.T) {
 		t.Errorf("%d tasks recorded, want the session and %d echoes", n, len(hostileServedCases))
 	}
 
-	for _, c := range append(hostileFatalCases, hostileCase{name: "arguments past MaxArgBytes (a frame past 16 MiB)",
-		line: rawEchoCall(30, strings.Repeat("a", maxMCPRequest+1))}) {
+	huge := rawEchoCall(30, strings.Repeat("a", maxMCPRequest+1))
+	for _, c := range append(hostileFatalCases,
+		hostileCase{name: "arguments past MaxArgBytes (a frame past 16 MiB)", line: huge},
+		// In one write with a notification, the server reads the frame's
+		// start with the notification's end (CI found the SDK's own
+		// bound passing such a frame).
+		hostileCase{name: "a frame past 16 MiB on the heels of a notification", line: hostileInitialized + "\n" + huge},
+	) {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
 			s := startHostileStdio(t, web.URL)
 			s.send(c.line)
