@@ -24,6 +24,7 @@ require (
 	github.com/hashicorp/go-hclog v1.6.3 // indirect
 	github.com/hashicorp/hcl/v2 v2.25.0 // indirect
 	github.com/ianlancetaylor/demangle v0.0.0-20240805132620-81f5be970eca // indirect
+	github.com/mandatevm/mandate/guest-sdk v0.1.0 // indirect
 	github.com/mattn/go-colorable v0.1.12 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/mitchellh/go-wordwrap v1.0.1 // indirect
@@ -51,3 +52,5 @@ require (
 )
 
 replace github.com/mandatevm/mandate => ../..
+
+replace github.com/mandatevm/mandate/guest-sdk => ../../guest-sdk

@@ -6,6 +6,7 @@
 # -tiny-tasks, -workers, -idle, -cpuprofile; -h lists them).
 set -eu
 cd "$(dirname "$0")"
+export GOWORK=off # its own module, outside the repository's workspace
 engines=${ENGINES:-wazero,wasmtime}
 tags=
 case ",$engines," in *,wasmtime,*) tags="-tags wasmtime" ;; esac

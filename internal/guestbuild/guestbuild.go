@@ -159,18 +159,38 @@ func buildFlags(reactor bool) []string {
 	return f
 }
 
-// Build builds the main package in dir for GOOS=wasip1 GOARCH=wasm, or
-// returns the cached result. It returns the module's bytes and the path of
-// the cached file; the path is empty when the module was built but not
-// cached (see the package doc). A failed build's error includes the go
-// tool's stderr.
+// Build builds the guest in dir, or returns the cached result: a Go main
+// package for GOOS=wasip1 GOARCH=wasm, or a C or Rust guest (see Lang). It
+// returns the module's bytes and the path of the cached file; the path is
+// empty when the module was built but not cached (see the package doc). A
+// failed build's error includes the compiler's stderr.
 func Build(ctx context.Context, dir string, opt Options) (wasm []byte, path string, err error) {
 	dir, err = filepath.Abs(dir)
 	if err != nil {
 		return nil, "", err
 	}
+	cacheDir := opt.CacheDir
+	if cacheDir == "" {
+		cacheDir = DefaultCacheDir()
+	}
+	lang, err := Lang(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	switch lang {
+	case LangC:
+		return buildC(ctx, dir, opt, cacheDir)
+	case LangRust:
+		return buildRust(ctx, dir, opt, cacheDir)
+	}
+	return buildGo(ctx, dir, opt, cacheDir)
+}
+
+// buildGo is Build for a Go guest.
+func buildGo(ctx context.Context, dir string, opt Options, cacheDir string) ([]byte, string, error) {
 	reactor := opt.Reactor
 	if !reactor {
+		var err error
 		if reactor, err = IsReactor(dir); err != nil {
 			return nil, "", err
 		}
@@ -179,25 +199,37 @@ func Build(ctx context.Context, dir string, opt Options) (wasm []byte, path stri
 	if goBin == "" {
 		goBin = GoBin()
 	}
-	cacheDir := opt.CacheDir
-	if cacheDir == "" {
-		cacheDir = DefaultCacheDir()
-	}
-
 	key, err := Key(ctx, dir, reactor, goBin)
-	cacheable := err == nil
 	if err != nil && !errors.Is(err, ErrUncacheable) {
 		return nil, "", err
 	}
-	// When go list reported an error, the build below reports it too (it
-	// reads the same packages); its message is the one to return.
-	if cacheable {
-		path = filepath.Join(cacheDir, filepath.Base(dir)+"-"+key[:32]+".wasm")
+	if err != nil {
+		// When go list reported an error, the build reports it too (it
+		// reads the same packages); its message is the one to return.
+		key = ""
+	}
+	rekey := func() (string, error) { return Key(ctx, dir, reactor, goBin) }
+	return cached(cacheDir, filepath.Base(dir), key, rekey, func(out string) error {
+		args := append([]string{"build", "-o", out}, buildFlags(reactor)...)
+		args = append(args, ".")
+		return run(ctx, dir, buildEnv(), opt.Stderr, goBin, args...)
+	})
+}
+
+// cached returns the module cached under key in cacheDir, or builds it
+// with build (which writes the module to the file it is given) and caches
+// it under key when rekey, asked after the build, still gives key: if a
+// file changed while the build ran, the key no longer says which version
+// went in. An empty key means the build is not cacheable: it is built and
+// the path returned is empty.
+func cached(cacheDir, name, key string, rekey func() (string, error), build func(out string) error) ([]byte, string, error) {
+	var path string
+	if key != "" {
+		path = filepath.Join(cacheDir, name+"-"+key[:32]+".wasm")
 		if b, err := os.ReadFile(path); err == nil {
 			return b, path, nil
 		}
 	}
-
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return nil, "", fmt.Errorf("guestbuild: %w", err)
 	}
@@ -208,39 +240,41 @@ func Build(ctx context.Context, dir string, opt Options) (wasm []byte, path stri
 	tmpName := tmp.Name()
 	tmp.Close()
 	defer os.Remove(tmpName) // no-op after a successful rename
-
-	args := append([]string{"build", "-o", tmpName}, buildFlags(reactor)...)
-	args = append(args, ".")
-	cmd := exec.CommandContext(ctx, goBin, args...)
-	cmd.Dir = dir
-	cmd.Env = buildEnv()
-	var stderr bytes.Buffer
-	if opt.Stderr != nil {
-		cmd.Stderr = io.MultiWriter(&stderr, opt.Stderr)
-	} else {
-		cmd.Stderr = &stderr
-	}
-	if err := cmd.Run(); err != nil {
-		return nil, "", fmt.Errorf("guestbuild: %s %s in %s: %w\n%s",
-			goBin, strings.Join(args, " "), dir, err, strings.TrimSpace(stderr.String()))
+	if err := build(tmpName); err != nil {
+		return nil, "", err
 	}
 	b, err := os.ReadFile(tmpName)
 	if err != nil {
 		return nil, "", fmt.Errorf("guestbuild: %w", err)
 	}
-	if !cacheable {
+	if key == "" {
 		return b, "", nil
 	}
-	// Cache the module only under the key of what it was built from: if a
-	// file changed while the build ran, the key no longer says which
-	// version went in.
-	if after, err := Key(ctx, dir, reactor, goBin); err != nil || after != key {
+	if after, err := rekey(); err != nil || after != key {
 		return b, "", nil
 	}
 	if err := os.Rename(tmpName, path); err != nil {
 		return nil, "", fmt.Errorf("guestbuild: %w", err)
 	}
 	return b, path, nil
+}
+
+// run runs a compiler in dir; its error carries the command line and the
+// compiler's stderr (also copied to stderr when that is set).
+func run(ctx context.Context, dir string, env []string, stderr io.Writer, bin string, args ...string) error {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	var buf bytes.Buffer
+	cmd.Stderr = &buf
+	if stderr != nil {
+		cmd.Stderr = io.MultiWriter(&buf, stderr)
+	}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("guestbuild: %s %s in %s: %w\n%s",
+			bin, strings.Join(args, " "), dir, err, strings.TrimSpace(buf.String()))
+	}
+	return nil
 }
 
 // MustBuild is Build for test setup (TestMain, benchmarks): it panics on

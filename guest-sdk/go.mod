@@ -1,0 +1,3 @@
+module github.com/mandatevm/mandate/guest-sdk
+
+go 1.26.0
