@@ -1,11 +1,379 @@
 package guestbuild
 
+// # Rust guests
+//
+// A directory with a Cargo.toml is a Rust guest (see Lang). Build compiles
+// it with rustc alone, no cargo: first the guest SDK's crate
+// (SDKDir/rust/src/lib.rs, crate "mandate") to an rlib, then the guest's
+// src/main.rs against it (--extern mandate=...), both with RustFlags, into
+// a WASI command module. The Cargo.toml is read only for the package's
+// name and edition, and to refuse dependencies other than mandate (which
+// always resolves to SDKDir's copy, whatever path the Cargo.toml gives).
+//
+// The compiler is $MANDATE_RUSTC when set; otherwise the first of
+// /usr/bin/rustc and the rustc on PATH that has the wasm32-wasi standard
+// library (a rustup rustc, often first on PATH, has none until `rustup
+// target add wasm32-wasi`).
+//
+// The cache key is the SHA-256 over rustKeyVersion, the compiler's path,
+// its `--version --verbose` output and the names of the files of its
+// wasm32-wasi library directory, the flags, the name and content of the
+// guest's Cargo.toml and of every file under its src/, and of every file
+// under SDKDir/rust.
+
 import (
+	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
 )
+
+// rustKeyVersion changes whenever what the Rust key covers changes.
+const rustKeyVersion = "guestbuild rust v1"
+
+// RustTarget is the target Rust guests are built for.
+const RustTarget = "wasm32-wasi"
+
+// RustFlags returns the rustc flags of both compilations (the SDK's and
+// the guest's), after --edition and --crate-type: a small module
+// (optimised for size, no unwinding tables, no debug info, one codegen
+// unit) for RustTarget. The guest's adds -C lto=fat.
+func RustFlags() []string { return append([]string(nil), rustFlags...) }
+
+var rustFlags = []string{
+	"--target", RustTarget,
+	"-C", "opt-level=s",
+	"-C", "panic=abort",
+	"-C", "strip=debuginfo",
+	"-C", "codegen-units=1",
+}
+
+// rustGuestFlags are added for the guest's compilation: link-time
+// optimisation across the guest, the SDK and std.
+var rustGuestFlags = []string{"-C", "lto=fat"}
+
+// RustHint says how to get a Rust toolchain that builds guests.
+const RustHint = "Rust guests need rustc with the wasm32-wasi standard library: on Debian, " +
+	"apt-get install " + RustPackages + ", and use /usr/bin/rustc " +
+	"(a rustup rustc first on PATH has no wasm32-wasi std until `rustup target add wasm32-wasi`); " +
+	"MANDATE_RUSTC names the rustc to use"
+
+// ErrNoRustToolchain is wrapped by the error of a Rust build (and of
+// RustToolchain) when no rustc with the wasm32-wasi standard library is
+// found; tests skip on it.
+var ErrNoRustToolchain = errors.New("no rustc with the wasm32-wasi standard library")
+
+// rustDepsNotice is the message of a Cargo.toml that depends on crates other
+// than the SDK.
+const rustDepsNotice = "mandate build builds Rust guests with rustc and the SDK alone; " +
+	"for other crates build with cargo build --target wasm32-wasi and point the manifest's module at the .wasm"
+
+// RustPackages are the Debian packages a Rust guest's build needs.
+const RustPackages = "rustc libstd-rust-dev-wasm32"
+
+// RustToolchain finds the rustc that builds Rust guests (as the comment
+// at the top of this file says), with its wasm32-wasi library directory.
+// The error wraps ErrNoRustToolchain and says how to install one.
+func RustToolchain(ctx context.Context) (rustc, libdir string, err error) {
+	var cands []string
+	if p := os.Getenv("MANDATE_RUSTC"); p != "" {
+		cands = []string{p}
+	} else {
+		cands = []string{"/usr/bin/rustc"}
+		if p, err := exec.LookPath("rustc"); err == nil && p != cands[0] {
+			cands = append(cands, p)
+		}
+	}
+	var tried []string
+	for _, c := range cands {
+		dir, err := rustTargetLibdir(ctx, c)
+		if err != nil {
+			tried = append(tried, fmt.Sprintf("%s: %v", c, err))
+			continue
+		}
+		return c, dir, nil
+	}
+	return "", "", fmt.Errorf("guestbuild: %w (%s). %s", ErrNoRustToolchain, strings.Join(tried, "; "), RustHint)
+}
+
+// rustTargetLibdir is rustc's wasm32-wasi library directory, an error
+// when rustc does not run or that directory has no std.
+func rustTargetLibdir(ctx context.Context, rustc string) (string, error) {
+	out, err := exec.CommandContext(ctx, rustc, "--print", "target-libdir", "--target", RustTarget).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return "", fmt.Errorf("%v: %s", err, strings.TrimSpace(string(ee.Stderr)))
+		}
+		return "", err
+	}
+	dir := strings.TrimSpace(string(out))
+	std, _ := filepath.Glob(filepath.Join(dir, "libstd-*.rlib"))
+	if len(std) == 0 {
+		return "", fmt.Errorf("no %s standard library in %s", RustTarget, dir)
+	}
+	return dir, nil
+}
+
+// cargoManifest is what Build reads of a Cargo.toml.
+type cargoManifest struct {
+	name    string // the package's name
+	edition string // "2021" when absent
+}
+
+// readCargo reads the package's name and edition from dir/Cargo.toml and
+// refuses any dependency but mandate. It understands the TOML Cargo.toml
+// files are written in (one key = value per line, [section] headers), not
+// all of TOML.
+func readCargo(dir string) (cargoManifest, error) {
+	path := filepath.Join(dir, "Cargo.toml")
+	f, err := os.Open(path)
+	if err != nil {
+		return cargoManifest{}, fmt.Errorf("guestbuild: %w", err)
+	}
+	defer f.Close()
+	m := cargoManifest{edition: "2021"}
+	section := ""
+	sc := bufio.NewScanner(f)
+	line := 0
+	for sc.Scan() {
+		line++
+		s := strings.TrimSpace(stripTOMLComment(sc.Text()))
+		if s == "" {
+			continue
+		}
+		if strings.HasPrefix(s, "[") {
+			section = strings.TrimSpace(strings.Trim(s, "[]"))
+			// [dependencies.foo], [target.'cfg(...)'.dependencies.foo]
+			if dep, ok := depTable(section); ok && dep != "" && dep != "mandate" {
+				return cargoManifest{}, fmt.Errorf("guestbuild: %s:%d: dependency %q: %s", path, line, dep, rustDepsNotice)
+			}
+			continue
+		}
+		k, v, ok := strings.Cut(s, "=")
+		if !ok {
+			continue // a continued array or inline table; no key we read
+		}
+		k, v = strings.Trim(strings.TrimSpace(k), `"'`), strings.TrimSpace(v)
+		switch dep, isDeps := depTable(section); {
+		case section == "package" && k == "name":
+			m.name = strings.Trim(v, `"'`)
+		case section == "package" && k == "edition":
+			m.edition = strings.Trim(v, `"'`)
+		case section == "package" && k == "build":
+			return cargoManifest{}, fmt.Errorf("guestbuild: %s:%d: a build script: %s", path, line, rustDepsNotice)
+		case isDeps && dep == "" && k != "mandate":
+			return cargoManifest{}, fmt.Errorf("guestbuild: %s:%d: dependency %q: %s", path, line, k, rustDepsNotice)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return cargoManifest{}, fmt.Errorf("guestbuild: %s: %w", path, err)
+	}
+	if m.name == "" {
+		return cargoManifest{}, fmt.Errorf("guestbuild: %s: no [package] name", path)
+	}
+	switch m.edition {
+	case "2015", "2018", "2021":
+	default:
+		return cargoManifest{}, fmt.Errorf("guestbuild: %s: edition %q (rustc here knows 2015, 2018 and 2021)", path, m.edition)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "build.rs")); err == nil {
+		return cargoManifest{}, fmt.Errorf("guestbuild: %s: a build script (build.rs): %s", dir, rustDepsNotice)
+	}
+	return m, nil
+}
+
+// stripTOMLComment cuts a line at a # outside a string.
+func stripTOMLComment(line string) string {
+	var quote byte
+	for i := 0; i < len(line); i++ {
+		switch c := line[i]; {
+		case quote == 0 && c == '#':
+			return line[:i]
+		case quote == 0 && (c == '"' || c == '\''):
+			quote = c
+		case quote == '"' && c == '\\':
+			i++ // an escape in a basic string
+		case c == quote:
+			quote = 0
+		}
+	}
+	return line
+}
+
+// depTable tells whether a section header names a table of dependencies
+// that the build would need ([dependencies], [build-dependencies],
+// [target.X.dependencies]; not [dev-dependencies]) and, for a
+// [dependencies.NAME] table, which one.
+func depTable(section string) (dep string, ok bool) {
+	parts := strings.Split(section, ".")
+	if parts[0] == "target" && len(parts) >= 3 {
+		// target.'cfg(...)'.dependencies: the cfg may hold dots.
+		for i := 1; i < len(parts); i++ {
+			if parts[i] == "dependencies" || parts[i] == "build-dependencies" {
+				parts = parts[i:]
+				break
+			}
+		}
+	}
+	if parts[0] != "dependencies" && parts[0] != "build-dependencies" {
+		return "", false
+	}
+	if len(parts) > 1 {
+		return strings.Trim(strings.Join(parts[1:], "."), `"'`), true
+	}
+	return "", true
+}
+
+// rustCrateName is the crate name rustc gets for a package name.
+func rustCrateName(pkg string) string { return strings.ReplaceAll(pkg, "-", "_") }
+
+// rustKey is the cache key of a Rust guest (see the doc at the top).
+func rustKey(ctx context.Context, rustc, libdir, dir, sdk string, flags []string) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00", rustKeyVersion, rustc)
+	ver, err := exec.CommandContext(ctx, rustc, "--version", "--verbose").Output()
+	if err != nil {
+		return "", fmt.Errorf("guestbuild: %s --version: %w", rustc, err)
+	}
+	fmt.Fprintf(h, "%d\x00%s", len(ver), ver)
+	libs, err := os.ReadDir(libdir)
+	if err != nil {
+		return "", fmt.Errorf("guestbuild: %w", err)
+	}
+	for _, e := range libs {
+		fmt.Fprintf(h, "lib\x00%s\x00", e.Name())
+	}
+	fmt.Fprintf(h, "flags\x00%s\x00", strings.Join(flags, "\x00"))
+	if err := hashFile(h, "Cargo.toml", filepath.Join(dir, "Cargo.toml")); err != nil {
+		return "", err
+	}
+	if err := hashTree(h, "guest", filepath.Join(dir, "src")); err != nil {
+		return "", err
+	}
+	if err := hashTree(h, "sdk", filepath.Join(sdk, "rust")); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// hashTree hashes the name (relative to root, under prefix) and content
+// of every regular file under root, in lexical order.
+func hashTree(h io.Writer, prefix, root string) error {
+	var files []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("guestbuild: %w", err)
+	}
+	sort.Strings(files)
+	for _, p := range files {
+		rel, _ := filepath.Rel(root, p)
+		if err := hashFile(h, prefix+"/"+filepath.ToSlash(rel), p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // buildRust is Build for a Rust guest.
 func buildRust(ctx context.Context, dir string, opt Options, cacheDir string) ([]byte, string, error) {
-	return nil, "", errors.New("guestbuild: Rust guests are not built yet")
+	if opt.Reactor {
+		return nil, "", errors.New("guestbuild: Rust guests are commands; reactors are built in Go")
+	}
+	m, err := readCargo(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "src", "main.rs")); err != nil {
+		return nil, "", fmt.Errorf("guestbuild: a Rust guest is a binary crate: %w", err)
+	}
+	sdk, err := SDKDir(dir, opt)
+	if err != nil {
+		return nil, "", err
+	}
+	sdkSrc := filepath.Join(sdk, "rust", "src", "lib.rs")
+	if _, err := os.Stat(sdkSrc); err != nil {
+		return nil, "", fmt.Errorf("guestbuild: the guest SDK has no Rust crate: %w", err)
+	}
+	rustc, libdir, err := RustToolchain(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	crate := rustCrateName(m.name)
+	sdkFlags := append([]string{"--edition", "2021", "--crate-type", "rlib", "--crate-name", "mandate"}, rustFlags...)
+	sdkFlags = append(sdkFlags, "--remap-path-prefix", filepath.Join(sdk, "rust")+"=mandate")
+	guestFlags := append([]string{"--edition", m.edition, "--crate-type", "bin", "--crate-name", crate}, rustFlags...)
+	guestFlags = append(guestFlags, rustGuestFlags...)
+	// The key sees the SDK's directory as $SDK (its files are hashed), so
+	// checkouts in different places share entries.
+	allFlags := append(append(append([]string(nil), sdkFlags...), "\x01"), guestFlags...)
+	for i, f := range allFlags {
+		allFlags[i] = strings.ReplaceAll(f, sdk, "$SDK")
+	}
+	key, err := rustKey(ctx, rustc, libdir, dir, sdk, allFlags)
+	if err != nil {
+		return nil, "", err
+	}
+	rekey := func() (string, error) { return rustKey(ctx, rustc, libdir, dir, sdk, allFlags) }
+	env := rustEnv(rustc)
+	return cached(cacheDir, filepath.Base(dir), key, rekey, func(out string) error {
+		tmp, err := os.MkdirTemp(cacheDir, ".rust-*")
+		if err != nil {
+			return fmt.Errorf("guestbuild: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		args := append(append([]string(nil), sdkFlags...), sdkSrc, "--out-dir", tmp)
+		if err := run(ctx, dir, env, opt.Stderr, rustc, args...); err != nil {
+			return rustErr(err)
+		}
+		wasm := filepath.Join(tmp, crate+".wasm")
+		args = append(append([]string(nil), guestFlags...),
+			"--extern", "mandate="+filepath.Join(tmp, "libmandate.rlib"),
+			filepath.Join("src", "main.rs"), "-o", wasm)
+		if err := run(ctx, dir, env, opt.Stderr, rustc, args...); err != nil {
+			return rustErr(err)
+		}
+		return os.Rename(wasm, out)
+	})
+}
+
+// rustErr adds RustHint to a compiler error that says the target's std is
+// missing.
+func rustErr(err error) error {
+	s := err.Error()
+	if strings.Contains(s, "can't find crate for `std`") || strings.Contains(s, "target may not be installed") {
+		return fmt.Errorf("%w\n%s", err, RustHint)
+	}
+	return err
+}
+
+// rustEnv is the compiler's environment: PATH, with rustc's own directory
+// first (rustc runs the linker, rust-lld, from its sysroot or PATH; Debian
+// installs it next to rustc), HOME and TMPDIR, and nothing else, so
+// env!/option_env! in a guest read no variable the key does not cover.
+func rustEnv(rustc string) []string {
+	env := []string{"PATH=" + filepath.Dir(rustc) + string(os.PathListSeparator) + os.Getenv("PATH")}
+	for _, k := range []string{"HOME", "TMPDIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }
