@@ -46,6 +46,12 @@ func main() {
 }
 
 func quickstart(ctx context.Context, stdout, stderr io.Writer, stateDir string) error {
+	return runManifest(ctx, stdout, stderr, stateDir, "quickstart.hcl")
+}
+
+// runManifest is the walkthrough with manifest (quickstart.hcl, or
+// quickstart-rust.hcl for the Rust guest).
+func runManifest(ctx context.Context, stdout, stderr io.Writer, stateDir, manifest string) error {
 	dir, err := exampledir.Find("quickstart.hcl", "examples/quickstart")
 	if err != nil {
 		return err
@@ -77,10 +83,10 @@ func quickstart(ctx context.Context, stdout, stderr io.Writer, stateDir string) 
 	if stateDir != "" {
 		common = append(common, "--state-dir", stateDir)
 	}
-	fmt.Fprintf(stdout, "== mandate run %s --var origin=%s --input - --log-level warn\n", filepath.Join(dir, "quickstart.hcl"), flights.URL)
+	fmt.Fprintf(stdout, "== mandate run %s --var origin=%s --input - --log-level warn\n", filepath.Join(dir, manifest), flights.URL)
 	fmt.Fprintln(stdout, "   (first run builds the guest to WebAssembly and compiles it; later runs use the cache)")
 	var result bytes.Buffer
-	args := append([]string{"run", filepath.Join(dir, "quickstart.hcl"),
+	args := append([]string{"run", filepath.Join(dir, manifest),
 		"--var", "origin=" + flights.URL, "--input", "-", "--log-level", "warn"}, common...)
 	code := cli.Main(args, strings.NewReader(evil.URL), io.MultiWriter(stdout, &result), stderr)
 	if code != 0 {
