@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -382,6 +383,22 @@ func BuildReceipt(rec *runstore.Record, root string, checkpoint []byte) audit.Re
 // WriteFileAtomic writes data to a temporary file next to path, syncs it
 // and renames it into place, then syncs the directory (best effort).
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+	// A device, a pipe or a socket (-o /dev/null, -o /dev/stdout) is
+	// written to: renaming over it would replace the device node.
+	if fi, serr := os.Stat(path); serr == nil && !fi.Mode().IsRegular() {
+		if fi.IsDir() {
+			return &os.PathError{Op: "write", Path: path, Err: syscall.EISDIR}
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(data); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
