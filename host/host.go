@@ -236,6 +236,9 @@ func (h *Host) start(ctx context.Context, spec RunSpec) (*Run, error) {
 	if m.ModuleIsDir {
 		logger.Debug("building guest", "dir", m.ModulePath)
 	}
+	if ctx.Value(buildNotesKey{}) == nil {
+		ctx = WithBuildNotes(ctx, func(msg string) { logger.Info(msg) })
+	}
 	wasm, err := loadModule(ctx, &m, h.opts.CacheDir)
 	if err != nil {
 		return nil, m.ModuleError(err)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/mandatevm/mandate/internal/guestbuild"
+	"github.com/mandatevm/mandate/internal/sdkembed"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/manifest"
 	"github.com/mandatevm/mandate/sandbox"
@@ -120,26 +121,40 @@ func resolveSpawnModules(ctx context.Context, m *manifest.Manifest, eng sandbox.
 	return nil
 }
 
-// BuildGuest builds the Go guest in dir (a main package in a module),
-// its build cache under cache/guests.
+// BuildGuest builds the guest in dir (a Go main package in a module, a C
+// guest, or a Rust crate; see "mandate new"), its build cache under
+// cache/guests. What a person building should know (the SDK embedded in
+// this binary was used) goes to the function WithBuildNotes put in ctx.
 func BuildGuest(ctx context.Context, dir string, reactor bool, cache string) ([]byte, error) {
 	// Build where the guest really is, inside its module.
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = real
 	}
+	note, _ := ctx.Value(buildNotesKey{}).(func(string))
 	wasm, _, err := guestbuild.Build(ctx, dir, guestbuild.Options{
 		CacheDir: filepath.Join(cache, "guests"),
 		Reactor:  reactor,
+		Note:     note,
 	})
 	if err != nil {
 		msg := strings.TrimPrefix(err.Error(), "guestbuild: ")
 		if strings.Contains(msg, "go.mod file not found") {
-			msg += "\nhint: a guest is a Go main package in a module; add a go.mod that requires " +
-				guestbuild.MandateModule + " (go mod init, then go get " + guestbuild.MandateModule + ")"
+			msg += "\nhint: a Go guest is a main package in a module whose go.mod requires " +
+				guestbuild.SDKModule + " " + sdkembed.Version + "; \"mandate new NAME\" writes one " +
+				"(mandate build supplies the SDK from its own copy when the go tool cannot fetch it)"
 		}
 		return nil, errors.New(msg)
 	}
 	return wasm, nil
+}
+
+type buildNotesKey struct{}
+
+// WithBuildNotes returns ctx carrying note, which BuildGuest (and Open and
+// Start, when they build a manifest's guests) tells what a person building
+// should know.
+func WithBuildNotes(ctx context.Context, note func(msg string)) context.Context {
+	return context.WithValue(ctx, buildNotesKey{}, note)
 }
 
 // loadModule reads or builds a manifest's module: a .wasm file, or a Go

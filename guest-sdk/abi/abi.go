@@ -14,6 +14,11 @@
 package abi
 
 // ModuleName is the import module every host call lives in.
+// SDKVersion is this guest SDK's module version: the version of
+// github.com/mandatevm/mandate/guest-sdk the runtime's go.mod requires, and
+// what "mandate new" writes into a tool's go.mod.
+const SDKVersion = "v0.1.0"
+
 const ModuleName = "mandate"
 
 // Host-call names. Every function takes only i32 parameters and returns one

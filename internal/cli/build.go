@@ -81,7 +81,10 @@ func runBuild(e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "mandate build: %v\n", err)
 		return exitUsage
 	}
-	wasm, err := host.BuildGuest(context.Background(), dir, *reactor, cache)
+	ctx := host.WithBuildNotes(context.Background(), func(msg string) {
+		fmt.Fprintf(e.stderr, "mandate build: note: %s\n", msg)
+	})
+	wasm, err := host.BuildGuest(ctx, dir, *reactor, cache)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "mandate build: %v\n", err)
 		return exitUsage

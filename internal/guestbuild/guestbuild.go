@@ -116,6 +116,10 @@ type Options struct {
 	GoBin string
 	// Stderr, when set, also receives the go tool's stderr.
 	Stderr io.Writer
+	// Note, when set, is told what a person building should know: that
+	// the SDK embedded in this binary was used, or that a changed copy
+	// of it was replaced.
+	Note func(msg string)
 }
 
 // DefaultCacheDir returns $MANDATE_CACHE_DIR/guests when that variable is
@@ -144,8 +148,8 @@ func GoBin() string {
 
 // buildEnv is the environment of the build and of the go list and go env
 // runs that key it.
-func buildEnv() []string {
-	return append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+func buildEnv(extra ...string) []string {
+	return append(append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0"), extra...)
 }
 
 // buildFlags are the build flags Build passes to go build, and Key to go
@@ -199,20 +203,24 @@ func buildGo(ctx context.Context, dir string, opt Options, cacheDir string) ([]b
 	if goBin == "" {
 		goBin = GoBin()
 	}
-	key, err := Key(ctx, dir, reactor, goBin)
+	bEnv, err := sdkEnv(ctx, dir, goBin, opt, cacheDir)
+	if err != nil {
+		return nil, "", err
+	}
+	k, err := key(ctx, dir, reactor, goBin, bEnv)
 	if err != nil && !errors.Is(err, ErrUncacheable) {
 		return nil, "", err
 	}
 	if err != nil {
 		// When go list reported an error, the build reports it too (it
 		// reads the same packages); its message is the one to return.
-		key = ""
+		k = ""
 	}
-	rekey := func() (string, error) { return Key(ctx, dir, reactor, goBin) }
-	return cached(cacheDir, filepath.Base(dir), key, rekey, func(out string) error {
+	rekey := func() (string, error) { return key(ctx, dir, reactor, goBin, bEnv) }
+	return cached(cacheDir, filepath.Base(dir), k, rekey, func(out string) error {
 		args := append([]string{"build", "-o", out}, buildFlags(reactor)...)
 		args = append(args, ".")
-		return run(ctx, dir, buildEnv(), opt.Stderr, goBin, args...)
+		return run(ctx, dir, bEnv, opt.Stderr, goBin, args...)
 	})
 }
 
@@ -376,6 +384,11 @@ var envVars = []string{"GOVERSION", "GOFLAGS", "GOEXPERIMENT", "GOWASM", "GOROOT
 // Key returns the hex cache key of the guest in dir (see the package doc).
 // When the build cannot be keyed, the error wraps ErrUncacheable.
 func Key(ctx context.Context, dir string, reactor bool, goBin string) (string, error) {
+	return key(ctx, dir, reactor, goBin, buildEnv())
+}
+
+// key is Key with the build's environment.
+func key(ctx context.Context, dir string, reactor bool, goBin string, bEnv []string) (string, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
@@ -389,9 +402,9 @@ func Key(ctx context.Context, dir string, reactor bool, goBin string) (string, e
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		env, envErr = goEnv(ctx, goBin, dir)
+		env, envErr = goEnv(ctx, goBin, dir, bEnv)
 	}()
-	pkgs, listErr := goList(ctx, goBin, dir, reactor)
+	pkgs, listErr := goList(ctx, goBin, dir, reactor, bEnv)
 	wg.Wait()
 	if envErr != nil {
 		return "", envErr
@@ -514,12 +527,12 @@ func moduleID(m *listModule) string {
 // goList runs go list -e -deps on the package in dir, as the build would
 // load it, sorted by import path. A failed run and any package or module
 // error are ErrUncacheable.
-func goList(ctx context.Context, goBin, dir string, reactor bool) ([]*listPackage, error) {
+func goList(ctx context.Context, goBin, dir string, reactor bool, env []string) ([]*listPackage, error) {
 	args := append([]string{"list", "-e", "-deps", "-json=" + listFields}, buildFlags(reactor)...)
 	args = append(args, ".")
 	cmd := exec.CommandContext(ctx, goBin, args...)
 	cmd.Dir = dir
-	cmd.Env = buildEnv()
+	cmd.Env = env
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -580,10 +593,10 @@ func compact(s []string) []string {
 // goEnv runs go env in dir with the build's environment, so toolchain
 // selection, go env -w settings and workspace discovery are the build's. A
 // failure is ErrUncacheable: the build then reports the go tool's error.
-func goEnv(ctx context.Context, goBin, dir string) (map[string]string, error) {
+func goEnv(ctx context.Context, goBin, dir string, env []string) (map[string]string, error) {
 	cmd := exec.CommandContext(ctx, goBin, append([]string{"env", "-json"}, envVars...)...)
 	cmd.Dir = dir
-	cmd.Env = buildEnv()
+	cmd.Env = env
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -591,11 +604,11 @@ func goEnv(ctx context.Context, goBin, dir string) (map[string]string, error) {
 		return nil, fmt.Errorf("guestbuild: %s env in %s: %w: %w\n%s",
 			goBin, dir, ErrUncacheable, err, strings.TrimSpace(stderr.String()))
 	}
-	env := map[string]string{}
-	if err := json.Unmarshal(out, &env); err != nil {
+	vars := map[string]string{}
+	if err := json.Unmarshal(out, &vars); err != nil {
 		return nil, fmt.Errorf("guestbuild: %s env: %w", goBin, err)
 	}
-	return env, nil
+	return vars, nil
 }
 
 // hashFile writes name, length and content; a missing file hashes as absent.

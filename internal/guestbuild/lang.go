@@ -3,7 +3,6 @@ package guestbuild
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 )
 
@@ -42,26 +41,3 @@ func Lang(dir string) (string, error) {
 	}
 	return LangGo, nil // the go tool says what is missing
 }
-
-// SDKDir is the guest SDK a C or Rust guest in dir builds against: the
-// guest-sdk directory of the Mandate checkout dir is in, if any (so the
-// repository's own guests build against its tree), else the copy embedded
-// in this binary, extracted into the cache.
-func SDKDir(dir string, opt Options) (string, error) {
-	for d := dir; ; {
-		sdk := filepath.Join(d, "guest-sdk")
-		if b, err := os.ReadFile(filepath.Join(sdk, "go.mod")); err == nil &&
-			strings.HasPrefix(string(b), "module "+SDKModule+"\n") {
-			return sdk, nil
-		}
-		up := filepath.Dir(d)
-		if up == d {
-			break
-		}
-		d = up
-	}
-	return "", fmt.Errorf("guestbuild: no guest SDK found for %s (the embedded copy is not wired in yet)", dir)
-}
-
-// SDKModule is the guest SDK's module path.
-const SDKModule = MandateModule + "/guest-sdk"
