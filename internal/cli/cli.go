@@ -81,7 +81,8 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		{"build", "build a Go guest to WebAssembly", buildHelp, runBuild},
+		{"new", "write a new tool: guest, manifest, README and test", newHelp, runNew},
+		{"build", "build a guest (Go, Rust or C) to WebAssembly", buildHelp, runBuild},
 		{"run", "run a task described by a manifest", runHelp, runRun},
 		{"graph", "show the capability graph of a recorded run", graphHelp, runGraph},
 		{"runs", "list the recorded runs", runsHelp, runRuns},
