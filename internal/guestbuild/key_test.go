@@ -34,12 +34,12 @@ func offline(t *testing.T) {
 	t.Setenv("GOWORK", "") // discover go.work as the go tool does
 }
 
-// sdkFiles is a stand-in for the Mandate module with a guest-sdk package
-// whose Greeting the guest prints.
+// sdkFiles is a stand-in for the guest SDK module whose Greeting the guest
+// prints.
 func sdkFiles(greeting string) map[string]string {
 	return map[string]string{
-		"go.mod":           "module " + MandateModule + "\n\ngo 1.24\n",
-		"guest-sdk/sdk.go": "package mandate\n\nconst Greeting = \"" + greeting + "\"\n",
+		"go.mod": "module " + SDKModule + "\n\ngo 1.24\n",
+		"sdk.go": "package mandate\n\nconst Greeting = \"" + greeting + "\"\n",
 	}
 }
 
@@ -105,8 +105,8 @@ func TestBuildReplacedSDKChange(t *testing.T) {
 	guest := filepath.Join(root, "guest")
 	writeFiles(t, sdk, sdkFiles("greeting-one"))
 	writeFiles(t, guest, map[string]string{
-		"go.mod": "module example.com/guest\n\ngo 1.24\n\nrequire " + MandateModule + " v0.0.0\n\n" +
-			"replace " + MandateModule + " => " + sdk + "\n",
+		"go.mod": "module example.com/guest\n\ngo 1.24\n\nrequire " + SDKModule + " v0.0.0\n\n" +
+			"replace " + SDKModule + " => " + sdk + "\n",
 		"main.go": sdkGuestMain,
 	})
 	buildTwice(t, guest, func() {
@@ -120,7 +120,7 @@ func TestBuildWorkspaceSDKChange(t *testing.T) {
 	ws := t.TempDir()
 	writeFiles(t, ws, map[string]string{
 		"go.work":       "go 1.24\n\nuse (\n\t./guest\n\t./sdk\n)\n",
-		"guest/go.mod":  "module example.com/guest\n\ngo 1.24\n\nrequire " + MandateModule + " v0.0.0\n",
+		"guest/go.mod":  "module example.com/guest\n\ngo 1.24\n\nrequire " + SDKModule + " v0.0.0\n",
 		"guest/main.go": sdkGuestMain,
 	})
 	writeFiles(t, filepath.Join(ws, "sdk"), sdkFiles("greeting-one"))
@@ -155,8 +155,8 @@ func TestBuildVendoredChange(t *testing.T) {
 	guest := filepath.Join(root, "guest")
 	writeFiles(t, sdk, sdkFiles("greeting-one"))
 	writeFiles(t, guest, map[string]string{
-		"go.mod": "module example.com/guest\n\ngo 1.24\n\nrequire " + MandateModule + " v0.0.0\n\n" +
-			"replace " + MandateModule + " => " + sdk + "\n",
+		"go.mod": "module example.com/guest\n\ngo 1.24\n\nrequire " + SDKModule + " v0.0.0\n\n" +
+			"replace " + SDKModule + " => " + sdk + "\n",
 		"main.go": sdkGuestMain,
 	})
 	cmd := exec.Command(GoBin(), "mod", "vendor")

@@ -90,7 +90,7 @@ func sdkEnv(ctx context.Context, dir, goBin string, opt Options, cacheDir string
 	if err != nil {
 		return env, nil
 	}
-	f, err := modfile.ParseLax(ge.GOMOD, gomod, nil)
+	f, err := modfile.Parse(ge.GOMOD, gomod, nil)
 	if err != nil {
 		return env, nil
 	}
