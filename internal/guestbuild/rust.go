@@ -292,62 +292,81 @@ func hashTree(h io.Writer, prefix, root string) error {
 	return nil
 }
 
-// buildRust is Build for a Rust guest.
-func buildRust(ctx context.Context, dir string, opt Options, cacheDir string) ([]byte, string, error) {
+// rustBuild is a Rust guest's build, decided: compiler, SDK, flags.
+type rustBuild struct {
+	dir, sdk, sdkSrc, crate, rustc, libdir string
+	sdkFlags, guestFlags                   []string
+	keyFlags                               []string // both, the SDK's directory as $SDK
+}
+
+// planRust reads a Rust guest and decides its build.
+func planRust(ctx context.Context, dir string, opt Options) (*rustBuild, error) {
 	if opt.Reactor {
-		return nil, "", errors.New("guestbuild: Rust guests are commands; reactors are built in Go")
+		return nil, errors.New("guestbuild: Rust guests are commands; reactors are built in Go or C")
 	}
 	m, err := readCargo(dir)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(dir, "src", "main.rs")); err != nil {
-		return nil, "", fmt.Errorf("guestbuild: a Rust guest is a binary crate: %w", err)
+		return nil, fmt.Errorf("guestbuild: a Rust guest is a binary crate: %w", err)
 	}
 	sdk, err := SDKDir(dir, opt)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	sdkSrc := filepath.Join(sdk, "rust", "src", "lib.rs")
-	if _, err := os.Stat(sdkSrc); err != nil {
-		return nil, "", fmt.Errorf("guestbuild: the guest SDK has no Rust crate: %w", err)
+	r := &rustBuild{dir: dir, sdk: sdk, sdkSrc: filepath.Join(sdk, "rust", "src", "lib.rs"), crate: rustCrateName(m.name)}
+	if _, err := os.Stat(r.sdkSrc); err != nil {
+		return nil, fmt.Errorf("guestbuild: the guest SDK has no Rust crate: %w", err)
 	}
-	rustc, libdir, err := RustToolchain(ctx)
-	if err != nil {
-		return nil, "", err
+	if r.rustc, r.libdir, err = RustToolchain(ctx); err != nil {
+		return nil, err
 	}
-	crate := rustCrateName(m.name)
-	sdkFlags := append([]string{"--edition", "2021", "--crate-type", "rlib", "--crate-name", "mandate"}, rustFlags...)
-	sdkFlags = append(sdkFlags, "--remap-path-prefix", filepath.Join(sdk, "rust")+"=mandate")
-	guestFlags := append([]string{"--edition", m.edition, "--crate-type", "bin", "--crate-name", crate}, rustFlags...)
-	guestFlags = append(guestFlags, rustGuestFlags...)
+	r.sdkFlags = append([]string{"--edition", "2021", "--crate-type", "rlib", "--crate-name", "mandate"}, rustFlags...)
+	r.sdkFlags = append(r.sdkFlags, "--remap-path-prefix", filepath.Join(sdk, "rust")+"=mandate")
+	r.guestFlags = append([]string{"--edition", m.edition, "--crate-type", "bin", "--crate-name", r.crate}, rustFlags...)
+	r.guestFlags = append(r.guestFlags, rustGuestFlags...)
 	// The key sees the SDK's directory as $SDK (its files are hashed), so
 	// checkouts in different places share entries.
-	allFlags := append(append(append([]string(nil), sdkFlags...), "\x01"), guestFlags...)
-	for i, f := range allFlags {
-		allFlags[i] = strings.ReplaceAll(f, sdk, "$SDK")
+	r.keyFlags = append(append(append([]string(nil), r.sdkFlags...), "\x01"), r.guestFlags...)
+	for i, f := range r.keyFlags {
+		r.keyFlags[i] = strings.ReplaceAll(f, sdk, "$SDK")
 	}
-	key, err := rustKey(ctx, rustc, libdir, dir, sdk, allFlags)
+	return r, nil
+}
+
+// key is the build's cache key.
+func (r *rustBuild) key(ctx context.Context) (string, error) {
+	return rustKey(ctx, r.rustc, r.libdir, r.dir, r.sdk, r.keyFlags)
+}
+
+// buildRust is Build for a Rust guest.
+func buildRust(ctx context.Context, dir string, opt Options, cacheDir string) ([]byte, string, error) {
+	r, err := planRust(ctx, dir, opt)
 	if err != nil {
 		return nil, "", err
 	}
-	rekey := func() (string, error) { return rustKey(ctx, rustc, libdir, dir, sdk, allFlags) }
-	env := rustEnv(rustc)
+	key, err := r.key(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	rekey := func() (string, error) { return r.key(ctx) }
+	env := rustEnv(r.rustc)
 	return cached(cacheDir, filepath.Base(dir), key, rekey, func(out string) error {
 		tmp, err := os.MkdirTemp(cacheDir, ".rust-*")
 		if err != nil {
 			return fmt.Errorf("guestbuild: %w", err)
 		}
 		defer os.RemoveAll(tmp)
-		args := append(append([]string(nil), sdkFlags...), sdkSrc, "--out-dir", tmp)
-		if err := run(ctx, dir, env, opt.Stderr, rustc, args...); err != nil {
+		args := append(append([]string(nil), r.sdkFlags...), r.sdkSrc, "--out-dir", tmp)
+		if err := run(ctx, dir, env, opt.Stderr, r.rustc, args...); err != nil {
 			return rustErr(err)
 		}
-		wasm := filepath.Join(tmp, crate+".wasm")
-		args = append(append([]string(nil), guestFlags...),
+		wasm := filepath.Join(tmp, r.crate+".wasm")
+		args = append(append([]string(nil), r.guestFlags...),
 			"--extern", "mandate="+filepath.Join(tmp, "libmandate.rlib"),
 			filepath.Join("src", "main.rs"), "-o", wasm)
-		if err := run(ctx, dir, env, opt.Stderr, rustc, args...); err != nil {
+		if err := run(ctx, dir, env, opt.Stderr, r.rustc, args...); err != nil {
 			return rustErr(err)
 		}
 		return os.Rename(wasm, out)

@@ -83,28 +83,46 @@ func TestBuildRustCachesByContent(t *testing.T) {
 		t.Fatalf("second build = %q, %v; want the cached %s", path, err, path1)
 	}
 
-	// A change to the guest, another file under src/, or the SDK's crate
-	// is a new key.
-	seen := map[string]bool{path1: true}
-	for name, change := range map[string]func(){
-		"main.rs": func() {
-			writeFiles(t, guest, map[string]string{"src/main.rs": strings.Replace(rustMain, "one", "two", 1)})
-		},
-		"src/other.rs": func() { writeFiles(t, guest, map[string]string{"src/other.rs": "// unused\n"}) },
-		"sdk":          func() { writeFiles(t, sdk, map[string]string{"rust/README.md": "changed\n"}) },
-		"Cargo.toml": func() {
-			writeFiles(t, guest, map[string]string{"Cargo.toml": "[package]\nname = \"hello-guest\"\nedition = \"2021\"\n"})
-		},
-	} {
-		change()
-		_, path, err := Build(ctx, guest, Options{CacheDir: cache})
+	// A change to the guest, another file under src/, the Cargo.toml or
+	// the SDK's crate is a new key.
+	keys := map[string]string{}
+	key := func(what string) {
+		t.Helper()
+		r, err := planRust(ctx, guest, Options{})
 		if err != nil {
-			t.Fatalf("after changing %s: %v", name, err)
+			t.Fatal(err)
 		}
-		if seen[path] {
-			t.Errorf("after changing %s the build reused %s", name, path)
+		k, err := r.key(ctx)
+		if err != nil {
+			t.Fatal(err)
 		}
-		seen[path] = true
+		for before, k0 := range keys {
+			if k0 == k {
+				t.Errorf("%s: the key is the one of %s", what, before)
+			}
+		}
+		keys[what] = k
+	}
+	key("the first build")
+	if want := filepath.Base(guest) + "-" + keys["the first build"][:32] + ".wasm"; filepath.Base(path1) != want {
+		t.Errorf("cached as %s, want %s", path1, want)
+	}
+	writeFiles(t, guest, map[string]string{"src/other.rs": "// unused\n"})
+	key("src/other.rs")
+	writeFiles(t, sdk, map[string]string{"rust/README.md": "changed\n"})
+	key("the SDK")
+	writeFiles(t, guest, map[string]string{"Cargo.toml": "[package]\nname = \"hello-guest\"\nedition = \"2021\"\n"})
+	key("Cargo.toml")
+	writeFiles(t, guest, map[string]string{"src/main.rs": strings.Replace(rustMain, "one", "two", 1)})
+	key("main.rs")
+
+	// The rebuild holds the change.
+	wasm2, path2, err := Build(ctx, guest, Options{CacheDir: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if path2 == path1 || !bytes.Contains(wasm2, []byte("greeting-two")) || bytes.Contains(wasm2, []byte("greeting-one")) {
+		t.Errorf("rebuild at %s (first %s) does not hold greeting-two alone", path2, path1)
 	}
 	ents, _ := os.ReadDir(cache)
 	for _, e := range ents {
