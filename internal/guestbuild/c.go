@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // C guests.
@@ -122,11 +123,38 @@ func CToolchain(ctx context.Context) (string, error) {
 	return cToolchain(ctx, cc)
 }
 
+// toolchains caches cToolchain's findings by compiler: its path, size and
+// modification time (a compiler replaced on disk is checked again).
+var toolchains sync.Map // toolchainID -> string (the --version output)
+
+type toolchainID struct {
+	path  string
+	size  int64
+	mtime int64
+}
+
 func cToolchain(ctx context.Context, cc string) (string, error) {
 	path, err := exec.LookPath(cc)
 	if err != nil {
 		return "", noCToolchain(cc, "no C compiler")
 	}
+	var id toolchainID
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		if fi, err := os.Stat(real); err == nil {
+			id = toolchainID{real, fi.Size(), fi.ModTime().UnixNano()}
+			if v, ok := toolchains.Load(id); ok {
+				return v.(string), nil
+			}
+		}
+	}
+	v, err := checkCToolchain(ctx, cc, path)
+	if err == nil && id.path != "" {
+		toolchains.Store(id, v)
+	}
+	return v, err
+}
+
+func checkCToolchain(ctx context.Context, cc, path string) (string, error) {
 	version, err := exec.CommandContext(ctx, path, "--version").Output()
 	if err != nil {
 		return "", noCToolchain(cc, "the C compiler does not run: "+err.Error())

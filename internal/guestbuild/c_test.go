@@ -5,11 +5,16 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/mandatevm/mandate/guest-sdk/abi"
 )
 
 // needC skips the test when the C toolchain is missing, except on CI
@@ -262,5 +267,172 @@ func TestLangC(t *testing.T) {
 	dir, _ := cTree(t, map[string]string{"main.c": cHello})
 	if l, err := Lang(dir); err != nil || l != LangC {
 		t.Errorf("Lang = %q, %v; want %q", l, err, LangC)
+	}
+}
+
+// helpersC exercises mandate.h's helpers (no host calls): it is compiled
+// for the machine running the test, with AddressSanitizer and
+// UndefinedBehaviorSanitizer, so a read past a document's end or an
+// overflow fails the test. %s is the encoded HTTP response to decode.
+const helpersC = `#include <stdio.h>
+#include "mandate.h"
+
+static const unsigned char resp[] = {%s};
+
+static void show(const char *what, mandate_str *s) {
+	printf("%%s: %%.*s\n", what, (int)s->len, s->ptr ? s->ptr : "");
+	mandate_str_free(s);
+}
+
+int main(void) {
+	mandate_str s = MANDATE_STR_INIT;
+	mandate_json doc, v, e, name, value;
+	mandate_http_response r;
+	size_t pos, i, n;
+	int depth;
+	static const char *b64[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+	const char *json = " {\"records\" : [ {\"owner\":\"al\\u00e9\\\"x\\ud83d\\ude00\",\"n\":-1.5e3,\"ok\":true,\"z\":null},"
+	                   "{\"owner\":\"b\",\"nested\":{\"a\":[1,[2,{\"b\":\"}\"}]]}} ], \"truncated\":false}\n";
+
+	mandate_json_cstring(&s, "a\"\\<>&\n\t\r\x01\x1f\xc3\xa9/");
+	show("string", &s);
+	mandate_json_open(&s, '{');
+	mandate_json_field_str(&s, "owner", "bob");
+	mandate_json_field_int(&s, "min", INT64_MIN);
+	mandate_json_key(&s, "fields");
+	mandate_json_open(&s, '[');
+	mandate_json_elem_str(&s, "ssn");
+	mandate_json_elem_int(&s, 7);
+	mandate_json_open(&s, '{');
+	mandate_json_close(&s, '}');
+	mandate_json_close(&s, ']');
+	mandate_json_field_raw(&s, "raw", "[true]");
+	mandate_json_close(&s, '}');
+	show("object", &s);
+	for (i = 0; i < sizeof b64 / sizeof b64[0]; i++) {
+		mandate_base64(&s, b64[i], strlen(b64[i]));
+		mandate_str_putc(&s, ' ');
+	}
+	show("base64", &s);
+	mandate_http_request(&s, "POST", "/x?q=\"1\"", "hi", 2);
+	show("request", &s);
+
+	doc = mandate_json_view(json, strlen(json));
+	if (!mandate_json_get(doc, "records", &v))
+		return 1;
+	for (pos = 0; mandate_json_next(v, &pos, &e);) {
+		mandate_json o;
+		if (mandate_json_get(e, "owner", &o))
+			mandate_json_unquote(o, &s);
+		mandate_str_putc(&s, '|');
+		if (mandate_json_get(e, "n", &o))
+			mandate_str_append(&s, o.ptr, o.len);
+		mandate_str_putc(&s, '|');
+		if (mandate_json_get(e, "nested", &o))
+			mandate_str_append(&s, o.ptr, o.len);
+		mandate_str_putc(&s, ';');
+	}
+	show("records", &s);
+	printf("types: %%c %%c\n", mandate_json_get(doc, "truncated", &v) ? mandate_json_type(v) : '?',
+	       mandate_json_get(doc, "missing", &v) ? '!' : '-');
+
+	/* Every prefix and every one-byte corruption of the document: no
+	 * crash, no read outside it (the sanitizer watches a copy of exactly
+	 * that many bytes). */
+	n = strlen(json);
+	for (i = 0; i <= n; i++) {
+		for (int k = -1; k < 4; k++) {
+			static const char subst[] = "\"{[\\";
+			char *c = malloc(i ? i : 1);
+			memcpy(c, json, i);
+			if (k >= 0 && i > 0)
+				c[i / 2] = subst[k];
+			doc = mandate_json_view(c, i);
+			if (mandate_json_get(doc, "records", &v))
+				for (pos = 0; mandate_json_next(v, &pos, &e);)
+					if (mandate_json_get(e, "owner", &name))
+						mandate_json_unquote(name, &s);
+			mandate_str_free(&s);
+			free(c);
+		}
+	}
+	/* Nesting past the bound is refused, not recursed into. */
+	{
+		char *deep = malloc(2 * 10000 + 16);
+		size_t l = 0;
+		l += (size_t)sprintf(deep, "{\"a\":");
+		for (depth = 0; depth < 10000; depth++)
+			deep[l++] = '[';
+		for (depth = 0; depth < 10000; depth++)
+			deep[l++] = ']';
+		deep[l++] = '}';
+		printf("deep: %%d\n", mandate_json_get(mandate_json_view(deep, l), "a", &v));
+		free(deep);
+	}
+
+	if (!mandate_http_decode(resp, sizeof resp, &r))
+		return 2;
+	printf("status %%u, %%u headers, body %%.*s\n", r.status, r.nheader, (int)r.body_len, (const char *)r.body);
+	for (pos = 0; mandate_http_header_next(&r, &pos, &name, &value);)
+		printf("header %%.*s: %%.*s\n", (int)name.len, name.ptr, (int)value.len, value.ptr);
+	for (i = 0; i < sizeof resp; i++) {
+		unsigned char *c = malloc(i ? i : 1);
+		memcpy(c, resp, i);
+		if (mandate_http_decode(c, i, &r))
+			printf("prefix %%zu decoded\n", i);
+		free(c);
+	}
+	return 0;
+}
+`
+
+const helpersWant = `string: "a\"\\\u003c\u003e\u0026\n\t\r\u0001\u001fé/"
+object: {"owner":"bob","min":-9223372036854775808,"fields":["ssn",7,{}],"raw":[true]}
+base64:  Zg== Zm8= Zm9v Zm9vYg== Zm9vYmE= Zm9vYmFy 
+request: {"method":"POST","url":"/x?q=\"1\"","body":"aGk="}
+records: alé"x😀|-1.5e3|;b||{"a":[1,[2,{"b":"}"}]]};
+types: f -
+deep: 0
+status 404, 3 headers, body not here
+header Content-Type: text/plain
+header X-A: 1
+header X-A: 2
+`
+
+func TestCHeaderHelpers(t *testing.T) {
+	needC(t)
+	resp := abi.EncodeHTTPResponse(abi.HTTPResponse{Status: 404, Body: []byte("not here"),
+		Header: map[string][]string{"X-A": {"1", "2"}, "Content-Type": {"text/plain"}}})
+	var bs []string
+	for _, c := range resp {
+		bs = append(bs, strconv.Itoa(int(c)))
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "helpers.c")
+	if err := os.WriteFile(src, []byte(fmt.Sprintf(helpersC, strings.Join(bs, ","))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "helpers")
+	cc := CCompilerPath()
+	// A host build: the test needs the machine's own C library and the
+	// sanitizers' runtimes, which a wasm32-only toolchain may lack.
+	probe := filepath.Join(dir, "probe.c")
+	os.WriteFile(probe, []byte("int main(void) { return 0; }\n"), 0o644)
+	if out, err := exec.Command(cc, "-fsanitize=address,undefined", "-o", filepath.Join(dir, "probe"), probe).CombinedOutput(); err != nil {
+		t.Skipf("no host C build with sanitizers here: %v\n%s", err, out)
+	}
+	args := []string{"-std=c99", "-Wall", "-Wextra", "-Werror", "-Wno-unused-function", "-g", "-O1",
+		"-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-I", "../../guest-sdk/c", "-o", bin, src}
+	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, out)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "ASAN_OPTIONS=detect_leaks=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", bin, err, out)
+	}
+	if string(out) != helpersWant {
+		t.Errorf("got\n%s\nwant\n%s", out, helpersWant)
 	}
 }
