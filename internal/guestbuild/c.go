@@ -260,6 +260,9 @@ func buildC(ctx context.Context, dir string, opt Options, cacheDir string) ([]by
 	if err != nil {
 		return nil, "", err
 	}
+	if _, err := os.Stat(filepath.Join(sdk, "c", "mandate.h")); err != nil {
+		return nil, "", fmt.Errorf("guestbuild: the guest SDK in %s has no C header (c/mandate.h): %w", sdk, err)
+	}
 	cc := CCompilerPath()
 	key, reactor, err := CKey(ctx, dir, sdk, cc, opt.Reactor)
 	if err != nil {
