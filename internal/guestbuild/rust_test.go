@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -202,4 +203,23 @@ func fakeRustc(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestRustSDKUnitTests runs the Rust SDK's own tests (its JSON parser,
+// the response decoder, the request encoders) on the host, where every
+// host call returns ENOTSUP: rustc --test, then the test binary.
+func TestRustSDKUnitTests(t *testing.T) {
+	needRust(t)
+	rustc, _, _ := RustToolchain(context.Background())
+	bin := filepath.Join(t.TempDir(), "sdk-tests")
+	src := filepath.Join("..", "..", "guest-sdk", "rust", "src", "lib.rs")
+	ctx := context.Background()
+	if err := run(ctx, ".", rustEnv(rustc), nil, rustc, "--edition", "2021", "--test", "--crate-name", "mandate", src, "-o", bin); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, bin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Logf("%s", bytes.TrimSpace(out))
 }

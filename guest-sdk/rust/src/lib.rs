@@ -285,3 +285,33 @@ pub fn last_error() -> String {
     let n = (n as usize).min(buf.len());
     String::from_utf8_lossy(&buf[..n]).into_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Off WebAssembly there is no kernel: every call is ENOTSUP.
+    #[test]
+    fn off_wasm() {
+        let e = lookup("flights").unwrap_err();
+        assert_eq!((e.errno, e.call, e.from_kernel()), (Errno::ENOTSUP, "cap_lookup", true));
+        assert!(e.is(Errno::ENOTSUP));
+        assert_eq!(e.to_string(), "cap_lookup: ENOTSUP");
+        assert_eq!(errno_of(&Blob::new(b"x")), Errno::ENOTSUP);
+        assert_eq!(last_error(), "");
+    }
+
+    #[test]
+    fn errnos() {
+        for (i, e) in ALL_ERRNOS.iter().enumerate() {
+            assert_eq!(e.code(), i as u32);
+            assert_eq!(Errno::from_code(i as u32), Some(*e));
+        }
+        assert_eq!(Errno::from_code(17), None);
+        assert_eq!(name_of(2), "EDENIED");
+        assert_eq!(name_of(99), "Errno(99)");
+        let e = Error::with_reason("cap_call", 99, "new".into());
+        assert_eq!((e.errno, e.to_string()), (Errno::EINTERNAL, "cap_call: Errno(99): new".to_string()));
+        assert!(!net::decode_response(b"").unwrap_err().from_kernel());
+    }
+}
