@@ -6,13 +6,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/mandatevm/mandate/kernel"
 	"io"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/mandatevm/mandate/host"
+	"github.com/mandatevm/mandate/internal/sdkembed"
+	"github.com/mandatevm/mandate/kernel"
 )
 
 // Exit codes.
@@ -23,10 +26,6 @@ const (
 	exitLimit       = 3   // the task ran out of a limit: its deadline or its memory
 	exitInterrupted = 130 // mandate was interrupted (Ctrl-C) and killed the task
 )
-
-// version is set at link time: -ldflags "-X main.version=v0.1.0". When
-// empty, the module version from the build info is used.
-var version = ""
 
 // env is the process environment as commands see it; tests may replace
 // it.
@@ -95,6 +94,7 @@ func init() {
 		{"data", "import records into the embedded data store", dataHelp, runData},
 		{"cache", "show and prune the guest and engine caches", cacheHelp, runCache},
 		{"version", "print mandate's version", versionHelp, runVersion},
+		{"completion", "print a bash or zsh completion script", completionHelp, runCompletion},
 		{"help", "show help for a command", helpHelp, runHelpCmd},
 	}
 }
@@ -272,22 +272,79 @@ func runHelpCmd(e *env, args []string) int {
 
 const versionHelp = `Usage: mandate version
 
-Prints mandate's version, the Go version it was built with, and the platform.
+Prints mandate's module version (a release, a pseudo-version for a commit,
+or "(devel)" for a build from a checkout), then, one per line, the version
+control revision it was built from when the build recorded one (builds in
+a checkout do; "go install ...@version" builds carry the version instead),
+the Go version and platform, the guest SDK it carries, and the engines.
+All of it comes from the binary's build information.
 
 Example:
 
 	mandate version
 `
 
+// buildInfo is debug.ReadBuildInfo; tests may replace it.
+var buildInfo = debug.ReadBuildInfo
+
+// versionString is what mandate version prints.
 func versionString() string {
-	v := version
-	if v == "" {
-		v = "(devel)"
-		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+	var b strings.Builder
+	v, rev, deps := "(devel)", "", map[string]string{}
+	if bi, ok := buildInfo(); ok {
+		if bi.Main.Version != "" {
 			v = bi.Main.Version
 		}
+		var at, modified string
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				at = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					modified = ", with uncommitted changes"
+				}
+			}
+		}
+		if rev != "" && at != "" {
+			rev += " (" + at + modified + ")"
+		}
+		for _, d := range bi.Deps {
+			if d.Replace != nil && d.Replace.Version != "" {
+				d = d.Replace
+			}
+			deps[d.Path] = d.Version
+		}
 	}
-	return fmt.Sprintf("mandate %s %s %s/%s", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(&b, "mandate %s\n", v)
+	if rev != "" {
+		fmt.Fprintf(&b, "revision   %s\n", rev)
+	}
+	fmt.Fprintf(&b, "go         %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	sdk := sdkembed.Version
+	if d, err := sdkembed.Digest(); err == nil {
+		sdk += " " + d
+	}
+	fmt.Fprintf(&b, "guest SDK  %s %s (carried by mandate build)\n", sdkembed.Module, sdk)
+	var engines []string
+	for _, name := range host.EngineNames() {
+		e := name
+		switch name {
+		case "wazero":
+			if d := deps["github.com/tetratelabs/wazero"]; d != "" {
+				e += " " + d
+			}
+		case "wasmtime":
+			if d := deps["github.com/bytecodealliance/wasmtime-go/v39"]; d != "" {
+				e += " (wasmtime-go " + d + ")"
+			}
+		}
+		engines = append(engines, e)
+	}
+	fmt.Fprintf(&b, "engines    %s\n", strings.Join(engines, ", "))
+	return b.String()
 }
 
 func runVersion(e *env, args []string) int {
@@ -300,7 +357,7 @@ func runVersion(e *env, args []string) int {
 	if len(pos) > 0 {
 		return e.usageError(c, "unexpected argument %q", pos[0])
 	}
-	fmt.Fprintln(e.stdout, versionString())
+	fmt.Fprint(e.stdout, versionString())
 	return exitOK
 }
 
