@@ -90,4 +90,3 @@ func TestCompletionZsh(t *testing.T) {
 		t.Errorf("zsh -n: %v\n%s", err, b)
 	}
 }
-
