@@ -2,6 +2,7 @@ package attacks_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,6 +43,13 @@ func TestMain(m *testing.M) {
 			wasm, _, err := guestbuild.Build(context.Background(), filepath.Join(guestsDir, name), guestbuild.Options{})
 			mu.Lock()
 			defer mu.Unlock()
+			// A C or Rust guest needs its toolchain: without one, its
+			// rows skip (lang_c_test.go, lang_rust_test.go say why),
+			// except in CI, which installs them.
+			if err != nil && os.Getenv("CI") != "true" &&
+				(errors.Is(err, guestbuild.ErrNoCToolchain) || errors.Is(err, guestbuild.ErrNoRustToolchain)) {
+				return
+			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("building %s: %w", name, err))
 				return
