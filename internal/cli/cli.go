@@ -91,6 +91,7 @@ func init() {
 		{"verify", "check a run's signed receipt and say what the run could do", verifyHelp, runVerify},
 		{"check", "report what a manifest's tasks could hold and where it could go", checkHelp, runCheck},
 		{"mcp", "serve a policy's tools over MCP, each call a task", mcpHelp, runMCP},
+		{"node", "run a fleet node: take runs from NATS JetStream", nodeHelp, runNode},
 		{"data", "import records into the embedded data store", dataHelp, runData},
 		{"cache", "show and prune the guest and engine caches", cacheHelp, runCache},
 		{"version", "print mandate's version", versionHelp, runVersion},

@@ -22,7 +22,7 @@ import (
 
 var runHelp = `Usage: mandate run MANIFEST.hcl [--input FILE|-] [--var NAME=VALUE ...]
                    [--log-level LEVEL] [--engine NAME] [--cache-dir DIR] [--state-dir DIR]
-                   [--receipt FILE] [--approve MODE] [--raw] [--format text|json]
+                   [--receipt FILE] [--approve MODE] [--raw] [--format text|json] [--nats URLS]
 
 Runs the root task a manifest describes: loads the manifest, builds its
 module if it names a Go guest directory (cached by content), compiles it,
@@ -47,6 +47,9 @@ Flags:
 	                   else the user cache directory + /mandate
 	--state-dir DIR    where the run is recorded; default $MANDATE_STATE_DIR,
 	                   else $XDG_STATE_HOME/mandate, else ~/.local/state/mandate
+	--nats URLS        submit the run to a fleet of "mandate node"s on NATS
+	                   JetStream instead of running it here: one node runs
+	                   it and records it; its result is printed here
 	--receipt FILE     write a signed receipt of what the run could do (module,
 	                   manifest, principal, every capability granted, final
 	                   labels, the audit checkpoint); check it with
@@ -158,6 +161,7 @@ func runRun(e *env, args []string) int {
 	fs.StringVar(&o.receipt, "receipt", "", "")
 	fs.BoolVar(&o.raw, "raw", false, "")
 	fs.StringVar(&o.format, "format", "text", "")
+	natsURLs := fs.String("nats", "", "")
 	pos, code, ok := e.parse(c, fs, args)
 	if !ok {
 		return code
@@ -178,6 +182,12 @@ func runRun(e *env, args []string) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *natsURLs != "" {
+		if o.receipt != "" {
+			return e.usageError(c, "--receipt is not yet supported with --nats (the node signs with its own key)")
+		}
+		return e.runFleet(ctx, o, *natsURLs)
+	}
 	return e.runTask(ctx, stop, o)
 }
 

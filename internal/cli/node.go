@@ -1,0 +1,247 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/mandatevm/mandate/host"
+	"github.com/mandatevm/mandate/internal/fleet"
+	"github.com/mandatevm/mandate/kernel"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+const nodeHelp = `Usage: mandate node --nats URL[,URL...] [--name NAME] [--parallel N]
+                    [--heartbeat 1s] [--lost-after 5s] [--replicas N]
+                    [--state-dir DIR] [--cache-dir DIR] [--engine NAME] [--log-level LEVEL]
+
+Runs a Mandate node of a fleet on NATS JetStream: it takes runs that
+"mandate run --nats" submitted, one node each, and owns each run it takes:
+its kernel, capability tree and budgets, its records in this node's own
+run store and audit log (--state-dir). A run is started at most once: a
+node claims it before acknowledging it, and a node whose heartbeat stops
+for --lost-after is dead to the fleet, its runs marked lost, never re-run.
+A node whose own heartbeat cannot get through for --lost-after kills its
+runs and exits. What a manifest reads from the environment (credentials)
+is read from this node's.
+
+Credentials for NATS go in the URL (nats://user:password@host:4222): each
+node its own user.
+
+Flags:
+
+	--nats URLS        the NATS servers, comma-separated
+	--name NAME        this node's name in the fleet (default: the host name)
+	--parallel N       runs at once (default 2)
+	--heartbeat D      how often the node says it is alive (default 1s)
+	--lost-after D     silence that makes a node dead (default 5 heartbeats)
+	--replicas N       copies of the fleet's streams when this node creates
+	                   them (default 1; 3 on a cluster)
+	--state-dir DIR    this node's records (default as for mandate run)
+	--cache-dir DIR    built guests and compiled modules
+	--engine NAME      wazero (default) or wasmtime in a build with the tag
+	--log-level LEVEL  trace, debug, info (default), warn, error or off
+
+Examples:
+
+	mandate node --nats nats://node-a:secret@127.0.0.1:4222 --name node-a
+	mandate run --nats nats://127.0.0.1:4222 examples/benefits/alice.hcl
+`
+
+var nodeName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+func runNode(e *env, args []string) int {
+	c := lookupCommand("node")
+	fs := flagSet("node")
+	urls := fs.String("nats", "", "")
+	name := fs.String("name", "", "")
+	parallel := fs.Int("parallel", 2, "")
+	heartbeat := fs.Duration("heartbeat", time.Second, "")
+	lostAfter := fs.Duration("lost-after", 0, "")
+	replicas := fs.Int("replicas", 1, "")
+	level := fs.String("log-level", "info", "")
+	engine := fs.String("engine", "", "")
+	cacheFlag := fs.String("cache-dir", "", "")
+	stateFlag := stateDirFlag(fs)
+	pos, code, ok := e.parse(c, fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return e.usageError(c, "unexpected argument %q", pos[0])
+	}
+	if *urls == "" {
+		return e.usageError(c, "missing --nats")
+	}
+	if *name == "" {
+		h, _ := os.Hostname()
+		*name = strings.Map(func(r rune) rune {
+			if r == '.' {
+				return '-'
+			}
+			return r
+		}, h)
+	}
+	if !nodeName.MatchString(*name) {
+		return e.usageError(c, "node name %q: letters, digits, - and _ (at most 64)", *name)
+	}
+	if *heartbeat <= 0 || *lostAfter < 0 || *parallel < 1 || *replicas < 1 {
+		return e.usageError(c, "--heartbeat, --parallel and --replicas must be positive")
+	}
+	lvl := hclog.LevelFromString(*level)
+	if lvl == hclog.NoLevel {
+		return e.usageError(c, "unknown log level %q", *level)
+	}
+	eng, cache, state, code, ok := e.runDirs(c, *engine, *cacheFlag, *stateFlag)
+	if !ok {
+		return code
+	}
+	logger := hclog.New(&hclog.LoggerOptions{Name: "mandate.node", Level: lvl, Output: e.stderr})
+	ctx, stop := signal.NotifyContext(e.context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	nc, f, err := connectFleet(ctx, *urls, "mandate node "+*name, *replicas)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	defer nc.Close()
+	h, err := host.Open(ctx, host.Options{StateDir: state, CacheDir: cache, Engine: eng, Logger: logger})
+	if err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	defer h.Close()
+	work := filepath.Join(state, "fleet-work")
+	if err := os.MkdirAll(work, 0o700); err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	n := &fleet.Node{Name: *name, Fleet: f, Host: h, WorkDir: work, Logger: logger,
+		Heartbeat: *heartbeat, LostAfter: *lostAfter, Parallel: *parallel}
+	logger.Info("node started", "node", *name, "nats", redactURLs(*urls), "state", state)
+	if err := n.Run(ctx); err != nil {
+		e.errorf("%v", err)
+		return exitTaskFailed
+	}
+	return exitOK
+}
+
+// connectFleet connects to NATS and ensures the fleet's streams.
+func connectFleet(ctx context.Context, urls, client string, replicas int) (*nats.Conn, *fleet.Fleet, error) {
+	nc, err := nats.Connect(urls, nats.Name(client), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connecting to NATS at %s: %w", redactURLs(urls), err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	f, err := fleet.Ensure(ectx, js, replicas)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, f, nil
+}
+
+// redactURLs hides the passwords of NATS URLs.
+func redactURLs(urls string) string {
+	var out []string
+	for _, u := range strings.Split(urls, ",") {
+		if at := strings.LastIndex(u, "@"); at >= 0 {
+			if i := strings.Index(u, "://"); i >= 0 && i < at {
+				cred := u[i+3 : at]
+				if c := strings.Index(cred, ":"); c >= 0 {
+					u = u[:i+3] + cred[:c] + ":***" + u[at:]
+				}
+			}
+		}
+		out = append(out, u)
+	}
+	return strings.Join(out, ",")
+}
+
+// runFleet is mandate run --nats: the run is submitted to the fleet, one
+// node runs it, and its outcome is printed as a local run's would be.
+func (e *env) runFleet(ctx context.Context, o runOptions, urls string) int {
+	input, err := e.readInput(o.input)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	nc, f, err := connectFleet(ctx, urls, "mandate run", 1)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	defer nc.Close()
+	build := func(ctx context.Context, dir string) ([]byte, error) { return host.BuildGuest(ctx, dir, false, o.cache) }
+	s, modules, err := fleet.Bundle(ctx, o.manifest, o.vars, input, build)
+	if err != nil {
+		return e.manifestError(err)
+	}
+	if err := f.Submit(ctx, s, modules); err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	if o.level != hclog.Off {
+		fmt.Fprintf(e.stderr, "mandate: submitted %s to the fleet\n", s.ID)
+	}
+	st, err := f.Wait(ctx, s.ID, 5*time.Second)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			e.errorf("interrupted: the submission %s goes on in the fleet", s.ID)
+			return exitInterrupted
+		}
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	switch st.State {
+	case fleet.StateRefused:
+		e.errorf("node %s refused the run: %s", st.Node, st.Error)
+		return exitUsage
+	case fleet.StateLost:
+		e.errorf("the run is lost: %s", st.Error)
+		return exitTaskFailed
+	}
+	if o.level != hclog.Off {
+		fmt.Fprintf(e.stderr, "mandate: run %s on node %s\n", st.RunID, st.Node)
+	}
+	if st.Error != "" && o.level != hclog.Off {
+		fmt.Fprintf(e.stderr, "mandate: %s\n", st.Error)
+	}
+	if o.format == "json" {
+		if err := writeJSON(e.stdout, st); err != nil {
+			e.errorf("writing the report: %v", err)
+		}
+		return st.Exit
+	}
+	if st.HasResult && len(st.Result) > 0 {
+		res := st.Result
+		if !o.raw && e.isTerm(e.stdout) {
+			res = []byte(kernel.EscapeText(string(res)))
+		}
+		if _, err := e.stdout.Write(res); err != nil {
+			e.errorf("writing the result: %v", err)
+		}
+		var label kernel.Label
+		if len(st.ResultLabel) > 0 && json.Unmarshal(st.ResultLabel, &label) == nil && !label.IsZero() {
+			e.errorf("%s", provenanceLine(label))
+		}
+	}
+	return st.Exit
+}

@@ -1,0 +1,278 @@
+// Package fleet runs Mandate on many machines over NATS JetStream: a run is
+// submitted to a work queue, one node takes it and owns it (its kernel,
+// capability tree, budgets and records), and the submitter learns its
+// outcome. No other coordination service is used.
+//
+// # Streams and buckets
+//
+//	MANDATE_RUNS       work-queue stream, subject mandate.runs.submit: the
+//	                   submissions; each is delivered to one node
+//	MANDATE_MODULES    object store: WebAssembly modules by digest
+//	                   ("sha256:<hex>"), checked against it on arrival
+//	MANDATE_RUN_STATE  key-value: a submission's state by its id (queued,
+//	                   running on a node, done, refused, lost)
+//	MANDATE_NODES      key-value: each node's heartbeat
+//
+// Ensure creates them (replicated Replicas times, 3 in a cluster).
+//
+// # At most once
+//
+// A node claims a submission by changing its state from queued to running
+// with a compare-and-set on the key's revision, and acknowledges the
+// message only then: a submission redelivered after a node died before
+// acknowledging finds its state running and is acknowledged unrun. So a
+// run is started at most once, by the node whose claim won, never re-run
+// behind the person's back. A node whose heartbeat is older than
+// LostAfter is dead to the others: any node (or the submitter waiting)
+// marks its running submissions lost, with what is known (the node, when
+// it started), by the same compare-and-set; and a node that cannot write
+// its heartbeat for LostAfter kills its own runs, since the fleet will call
+// them lost, so a lost run's effects stop with it.
+//
+// # What travels
+//
+// A submission carries the manifest's text, its variables and input, and
+// the files the manifest names relative to its folder: seed files inline,
+// modules (built by the submitter when the manifest names a guest folder)
+// by digest through MANDATE_MODULES. The node recreates the folder, with a
+// module's built bytes at the path that named its folder, and parses the
+// manifest there. What a manifest reads from the environment (credentials:
+// a net header's env, a pay instrument's env) is read on the node: secrets
+// live with the nodes that use them, never in a submission.
+package fleet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Names of the streams and buckets, and the submission subject.
+const (
+	StreamRuns    = "MANDATE_RUNS"
+	SubjectSubmit = "mandate.runs.submit"
+	BucketModules = "MANDATE_MODULES"
+	BucketRuns    = "MANDATE_RUN_STATE"
+	BucketNodes   = "MANDATE_NODES"
+	consumerName  = "nodes"
+)
+
+// Run states.
+const (
+	StateQueued  = "queued"
+	StateRunning = "running"
+	StateDone    = "done"
+	StateRefused = "refused" // the node could not start it: nothing ran
+	StateLost    = "lost"    // its node died while it ran
+)
+
+// Submission is one run as it travels to a node.
+type Submission struct {
+	ID       string            `json:"id"`
+	Manifest string            `json:"manifest"` // the manifest's file name
+	Source   []byte            `json:"source"`   // its text
+	Vars     map[string]string `json:"vars,omitempty"`
+	Input    []byte            `json:"input,omitempty"`
+	Files    map[string]File   `json:"files,omitempty"` // by slash path relative to the manifest
+	Time     time.Time         `json:"time"`
+}
+
+// File is a file a manifest names: a module by digest, or data inline.
+type File struct {
+	Module string `json:"module,omitempty"`
+	Data   []byte `json:"data,omitempty"`
+}
+
+// RunState is a submission's state in MANDATE_RUN_STATE.
+type RunState struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+	// Node owns the run from its claim on; RunID is the run's id in that
+	// node's run store and audit log.
+	Node  string `json:"node,omitempty"`
+	RunID string `json:"run_id,omitempty"`
+	// Exit, Result and ResultLabel are the outcome of a done run.
+	Exit        int             `json:"exit"`
+	Result      []byte          `json:"result,omitempty"`
+	HasResult   bool            `json:"has_result,omitempty"`
+	ResultLabel json.RawMessage `json:"result_label,omitempty"`
+	// Error says why a run was refused, lost or failed.
+	Error     string    `json:"error,omitempty"`
+	Submitted time.Time `json:"submitted"`
+	Started   time.Time `json:"started,omitempty"`
+	Ended     time.Time `json:"ended,omitempty"`
+}
+
+// Final reports whether s is an end state.
+func (s RunState) Final() bool {
+	return s.State == StateDone || s.State == StateRefused || s.State == StateLost
+}
+
+// Heartbeat is a node's entry in MANDATE_NODES.
+type Heartbeat struct {
+	Node    string    `json:"node"`
+	Time    time.Time `json:"time"`
+	Running int       `json:"running"`
+}
+
+// Fleet is the streams and buckets on one JetStream connection.
+type Fleet struct {
+	JS      jetstream.JetStream
+	Runs    jetstream.Stream
+	Modules jetstream.ObjectStore
+	States  jetstream.KeyValue
+	Nodes   jetstream.KeyValue
+}
+
+// Ensure creates (or finds) the fleet's streams and buckets, each with
+// replicas copies.
+func Ensure(ctx context.Context, js jetstream.JetStream, replicas int) (*Fleet, error) {
+	if replicas < 1 {
+		replicas = 1
+	}
+	f := &Fleet{JS: js}
+	var err error
+	f.Runs, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: StreamRuns, Subjects: []string{SubjectSubmit}, Retention: jetstream.WorkQueuePolicy,
+		Replicas: replicas, Duplicates: 10 * time.Minute, MaxMsgSize: 64 << 20,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fleet: stream %s: %w", StreamRuns, err)
+	}
+	if f.Modules, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket: BucketModules, Replicas: replicas, Description: "Mandate modules by digest",
+	}); err != nil {
+		return nil, fmt.Errorf("fleet: object store %s: %w", BucketModules, err)
+	}
+	if f.States, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: BucketRuns, Replicas: replicas, History: 8, Description: "Mandate run states",
+	}); err != nil {
+		return nil, fmt.Errorf("fleet: bucket %s: %w", BucketRuns, err)
+	}
+	if f.Nodes, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: BucketNodes, Replicas: replicas, Description: "Mandate node heartbeats",
+	}); err != nil {
+		return nil, fmt.Errorf("fleet: bucket %s: %w", BucketNodes, err)
+	}
+	return f, nil
+}
+
+// newID is a submission's id: 128 random bits, hex (a valid KV key).
+func newID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// State reads a submission's state and its revision.
+func (f *Fleet) State(ctx context.Context, id string) (RunState, uint64, error) {
+	e, err := f.States.Get(ctx, id)
+	if err != nil {
+		return RunState{}, 0, err
+	}
+	var s RunState
+	if err := json.Unmarshal(e.Value(), &s); err != nil {
+		return RunState{}, 0, fmt.Errorf("fleet: the state of %s: %w", id, err)
+	}
+	return s, e.Revision(), nil
+}
+
+// swap writes s over the revision rev of its key; ok is false when the key
+// moved on since (another node's claim, a lost mark).
+func (f *Fleet) swap(ctx context.Context, s RunState, rev uint64) (ok bool, err error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return false, err
+	}
+	if _, err := f.States.Update(ctx, s.ID, b, rev); err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+			return false, nil
+		}
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// States lists every submission's state (for mandate runs --nats).
+func (f *Fleet) AllStates(ctx context.Context) ([]RunState, error) {
+	lister, err := f.States.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []RunState
+	for key := range lister.Keys() {
+		s, _, err := f.State(ctx, key)
+		if err != nil {
+			continue // deleted since listed
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// heartbeats reads every node's heartbeat.
+func (f *Fleet) heartbeats(ctx context.Context) (map[string]Heartbeat, error) {
+	lister, err := f.Nodes.ListKeys(ctx)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return map[string]Heartbeat{}, nil
+		}
+		return nil, err
+	}
+	out := map[string]Heartbeat{}
+	for key := range lister.Keys() {
+		e, err := f.Nodes.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		var h Heartbeat
+		if json.Unmarshal(e.Value(), &h) == nil {
+			out[key] = h
+		}
+	}
+	return out, nil
+}
+
+// ReapLost marks lost every running submission whose node's heartbeat is
+// older than lostAfter (or absent), and returns how many it marked.
+func (f *Fleet) ReapLost(ctx context.Context, lostAfter time.Duration) (int, error) {
+	beats, err := f.heartbeats(ctx)
+	if err != nil {
+		return 0, err
+	}
+	lister, err := f.States.ListKeys(ctx)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	now := time.Now()
+	n := 0
+	for key := range lister.Keys() {
+		s, rev, err := f.State(ctx, key)
+		if err != nil || s.State != StateRunning {
+			continue
+		}
+		if h, ok := beats[s.Node]; ok && now.Sub(h.Time) < lostAfter {
+			continue
+		}
+		s.State = StateLost
+		s.Error = fmt.Sprintf("node %s stopped answering (no heartbeat for %s) while the run was running; it was not re-run", s.Node, lostAfter)
+		s.Ended = now
+		if ok, err := f.swap(ctx, s, rev); err == nil && ok {
+			n++
+		}
+	}
+	return n, nil
+}

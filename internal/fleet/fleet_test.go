@@ -1,0 +1,235 @@
+package fleet
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mandatevm/mandate/host"
+	"github.com/mandatevm/mandate/internal/guestbuild"
+	"github.com/mandatevm/mandate/internal/natsembed"
+	"github.com/mandatevm/mandate/internal/testengine"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// startFleet starts one NATS server and returns a connected fleet.
+func startFleet(t *testing.T) (*natsembed.Server, *Fleet) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, err := natsembed.Start(ctx, natsembed.Config{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	return srv, connect(t, srv.ClientURL())
+}
+
+func connect(t *testing.T, url string) *Fleet {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f, err := Ensure(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// startNode runs a node on its own host and state directory until the
+// test ends.
+func startNode(t *testing.T, f *Fleet, name string) *host.Host {
+	t.Helper()
+	state := t.TempDir()
+	h, err := host.Open(context.Background(), host.Options{StateDir: state, Engine: testengine.Name(),
+		CacheDir: filepath.Dir(guestbuild.DefaultCacheDir())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{Name: name, Fleet: f, Host: h, WorkDir: t.TempDir(), Heartbeat: 200 * time.Millisecond, Parallel: 2}
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("node %s: %v", name, err)
+		}
+		h.Close()
+	})
+	return h
+}
+
+func build(ctx context.Context, dir string) ([]byte, error) {
+	return host.BuildGuest(ctx, dir, false, filepath.Dir(guestbuild.DefaultCacheDir()))
+}
+
+// TestFleetRuns: submissions of the benefits desk, Alice's own record and
+// Alice asking for Bob's, run on two nodes: each is run once, by one node,
+// recorded in that node's run store, with the outcome a local run has.
+func TestFleetRuns(t *testing.T) {
+	_, f := startFleet(t)
+	hosts := map[string]*host.Host{"node-a": startNode(t, f, "node-a"), "node-b": startNode(t, f, "node-b")}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	const n = 12
+	ids := make([]string, n)
+	for i := range ids {
+		input := []byte("")
+		if i%2 == 1 {
+			input = []byte("bob")
+		}
+		s, modules, err := Bundle(ctx, "../../examples/benefits/alice.hcl", nil, input, build)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(modules) != 1 || len(s.Files) != 2 {
+			t.Fatalf("bundle: %d modules, files %v", len(modules), s.Files)
+		}
+		if err := f.Submit(ctx, s, modules); err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = s.ID
+	}
+	var wg sync.WaitGroup
+	states := make([]RunState, n)
+	errs := make([]error, n)
+	for i, id := range ids {
+		wg.Add(1)
+		go func() { defer wg.Done(); states[i], errs[i] = f.Wait(ctx, id, 2*time.Second) }()
+	}
+	wg.Wait()
+	runIDs := map[string]string{}
+	for i, st := range states {
+		if errs[i] != nil {
+			t.Fatalf("waiting for %s: %v", ids[i], errs[i])
+		}
+		if st.State != StateDone || st.Exit != 0 {
+			t.Errorf("submission %d: %+v", i, st)
+			continue
+		}
+		want := "alice  plan=Gold PPO"
+		if i%2 == 1 {
+			want = "denied: read bob's benefits: cap_call: EDENIED"
+		}
+		if !strings.Contains(string(st.Result), want) {
+			t.Errorf("submission %d on %s: result %q, want %q", i, st.Node, st.Result, want)
+		}
+		if prev, ok := runIDs[st.RunID]; ok {
+			t.Errorf("run %s recorded for %s and %s", st.RunID, prev, ids[i])
+		}
+		runIDs[st.RunID] = st.Node
+	}
+	// Each run is in its node's store, once; the stores hold nothing else.
+	total := 0
+	for name, h := range hosts {
+		list, err := h.Store().List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range list {
+			if runIDs[r.ID] != name {
+				t.Errorf("%s's store holds run %s, which the fleet says ran on %q", name, r.ID, runIDs[r.ID])
+			}
+		}
+		total += len(list)
+		t.Logf("%s ran %d", name, len(list))
+	}
+	if total != n {
+		t.Errorf("%d runs recorded, want %d", total, n)
+	}
+}
+
+// TestFleetModuleVerified: a module whose bytes in the object store do not
+// match its digest is refused by the node: nothing runs.
+func TestFleetModuleVerified(t *testing.T) {
+	_, f := startFleet(t)
+	startNode(t, f, "node-a")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, modules, err := Bundle(ctx, "../../examples/benefits/alice.hcl", nil, nil, build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d := range modules {
+		modules[d] = []byte("\x00asm\x01\x00\x00\x00") // another module under that name
+	}
+	if err := f.Submit(ctx, s, modules); err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.Wait(ctx, s.ID, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateRefused || !strings.Contains(st.Error, "arrived with digest") || st.RunID != "" {
+		t.Errorf("%+v", st)
+	}
+}
+
+// TestFleetLostNode: a node that claimed a run and then stopped answering
+// (no heartbeat, no acknowledgement) has the run marked lost, and the run
+// is never started again: the node that receives the submission again
+// finds it claimed and drops it.
+func TestFleetLostNode(t *testing.T) {
+	_, f := startFleet(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, modules, err := Bundle(ctx, "../../examples/benefits/alice.hcl", nil, nil, build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Submit(ctx, s, modules); err != nil {
+		t.Fatal(err)
+	}
+	// node-dead claims it, as a node does, and dies before acknowledging.
+	st, rev, err := f.State(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.State, st.Node, st.Started = StateRunning, "node-dead", time.Now()
+	if ok, err := f.swap(ctx, st, rev); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	h := startNode(t, f, "node-b")
+	final, err := f.Wait(ctx, s.ID, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.State != StateLost || final.Node != "node-dead" || !strings.Contains(final.Error, "not re-run") {
+		t.Errorf("%+v", final)
+	}
+	// node-b got the submission again (it was never acknowledged) and ran
+	// nothing: the work queue is empty and node-b's store too.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		info, err := f.Runs.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d submissions still queued", info.State.Msgs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	list, err := h.Store().List(ctx)
+	if err != nil || len(list) != 0 {
+		t.Errorf("node-b ran %d runs (%v), want none", len(list), err)
+	}
+}

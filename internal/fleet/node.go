@@ -1,0 +1,310 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/mandatevm/mandate/host"
+	"github.com/mandatevm/mandate/manifest"
+	"github.com/mandatevm/mandate/sandbox"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Node takes submissions from the fleet and runs them on its host.
+type Node struct {
+	// Name identifies the node in heartbeats and run states; a valid KV
+	// key ([A-Za-z0-9_=.-]).
+	Name  string
+	Fleet *Fleet
+	// Host runs the tasks and records them in the node's own state
+	// directory (its run store and audit log).
+	Host *host.Host
+	// WorkDir is where a submission's folder is recreated (removed when
+	// the run ends).
+	WorkDir string
+	Logger  hclog.Logger
+	// Heartbeat is how often the node says it is alive (default 1s);
+	// LostAfter how long without one makes it dead to the fleet (default
+	// 5 heartbeats).
+	Heartbeat, LostAfter time.Duration
+	// Parallel bounds the runs at once (default 2).
+	Parallel int
+
+	running atomic.Int64
+	mu      sync.Mutex
+	cancels map[string]context.CancelFunc
+}
+
+func (n *Node) defaults() {
+	if n.Heartbeat <= 0 {
+		n.Heartbeat = time.Second
+	}
+	if n.LostAfter <= 0 {
+		n.LostAfter = 5 * n.Heartbeat
+	}
+	if n.Parallel <= 0 {
+		n.Parallel = 2
+	}
+	if n.Logger == nil {
+		n.Logger = hclog.NewNullLogger()
+	}
+	n.cancels = map[string]context.CancelFunc{}
+}
+
+// Run takes and runs submissions until ctx ends, then waits for the runs
+// it started (they are killed by ctx's end).
+func (n *Node) Run(ctx context.Context) error {
+	n.defaults()
+	if err := n.beat(ctx); err != nil {
+		return fmt.Errorf("fleet: node %s: first heartbeat: %w", n.Name, err)
+	}
+	cons, err := n.Fleet.JS.CreateOrUpdateConsumer(ctx, StreamRuns, jetstream.ConsumerConfig{
+		Durable: consumerName, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
+	})
+	if err != nil {
+		return fmt.Errorf("fleet: node %s: consumer: %w", n.Name, err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	fenced := make(chan struct{})
+	wg.Add(1)
+	go func() { defer wg.Done(); n.heartbeats(ctx, fenced) }()
+	slots := make(chan struct{}, n.Parallel)
+	for ctx.Err() == nil {
+		select {
+		case <-fenced:
+			return fmt.Errorf("fleet: node %s: no heartbeat for %s: its runs were killed and it takes no more", n.Name, n.LostAfter)
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			<-slots
+			if ctx.Err() != nil {
+				return nil
+			}
+			n.Logger.Warn("fetching submissions", "error", err)
+			time.Sleep(n.Heartbeat)
+			continue
+		}
+		got := false
+		for msg := range batch.Messages() {
+			got = true
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots }()
+				n.take(ctx, msg)
+			}()
+		}
+		if !got {
+			<-slots
+		}
+	}
+	return nil
+}
+
+// beat writes the node's heartbeat.
+func (n *Node) beat(ctx context.Context) error {
+	b, _ := json.Marshal(Heartbeat{Node: n.Name, Time: time.Now(), Running: int(n.running.Load())})
+	_, err := n.Fleet.Nodes.Put(ctx, n.Name, b)
+	return err
+}
+
+// heartbeats beats every Heartbeat and reaps the runs of dead nodes; when
+// no beat got through for LostAfter, it kills this node's runs (the fleet
+// calls them lost by now) and closes fenced.
+func (n *Node) heartbeats(ctx context.Context, fenced chan struct{}) {
+	t := time.NewTicker(n.Heartbeat)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		bctx, cancel := context.WithTimeout(ctx, n.Heartbeat)
+		err := n.beat(bctx)
+		cancel()
+		if err == nil {
+			last = time.Now()
+			rctx, cancel := context.WithTimeout(ctx, n.Heartbeat)
+			n.Fleet.ReapLost(rctx, n.LostAfter)
+			cancel()
+			continue
+		}
+		if time.Since(last) >= n.LostAfter {
+			n.Logger.Error("no heartbeat got through: killing this node's runs", "node", n.Name, "for", time.Since(last))
+			n.mu.Lock()
+			for _, c := range n.cancels {
+				c()
+			}
+			n.mu.Unlock()
+			close(fenced)
+			return
+		}
+	}
+}
+
+// take claims a submission and runs it.
+func (n *Node) take(ctx context.Context, msg jetstream.Msg) {
+	var s Submission
+	if err := json.Unmarshal(msg.Data(), &s); err != nil || s.ID == "" {
+		n.Logger.Warn("a submission that does not decode: dropped", "error", err)
+		msg.Term()
+		return
+	}
+	st, rev, err := n.Fleet.State(ctx, s.ID)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			n.Logger.Warn("a submission with no state: dropped", "submission", s.ID)
+			msg.Term()
+		} else {
+			msg.Nak() // the bucket is unreachable: try later
+		}
+		return
+	}
+	if st.State != StateQueued {
+		msg.Ack() // another node's, or lost: never run twice
+		return
+	}
+	st.State, st.Node, st.Started = StateRunning, n.Name, time.Now().UTC()
+	ok, err := n.Fleet.swap(ctx, st, rev)
+	if err != nil {
+		msg.Nak()
+		return
+	}
+	if !ok {
+		msg.Ack()
+		return
+	}
+	// The claim is ours: acknowledge before running, so the submission
+	// is never delivered again (at most once).
+	if err := msg.DoubleAck(ctx); err != nil {
+		n.Logger.Warn("acknowledging a claimed submission", "submission", s.ID, "error", err)
+	}
+	n.running.Add(1)
+	defer n.running.Add(-1)
+	rctx, cancel := context.WithCancel(ctx)
+	n.mu.Lock()
+	n.cancels[s.ID] = cancel
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		delete(n.cancels, s.ID)
+		n.mu.Unlock()
+		cancel()
+	}()
+	final := n.execute(rctx, s, st)
+	n.finish(context.WithoutCancel(ctx), final)
+}
+
+// execute runs a claimed submission and returns its final state.
+func (n *Node) execute(ctx context.Context, s Submission, st RunState) RunState {
+	refuse := func(format string, args ...any) RunState {
+		st.State, st.Error, st.Ended = StateRefused, fmt.Sprintf(format, args...), time.Now().UTC()
+		return st
+	}
+	dir, err := os.MkdirTemp(n.WorkDir, "run-"+s.ID[:8]+"-*")
+	if err != nil {
+		return refuse("node %s: %v", n.Name, err)
+	}
+	defer os.RemoveAll(dir)
+	if !fs.ValidPath(s.Manifest) || path.Base(s.Manifest) != s.Manifest {
+		return refuse("manifest name %q is not a file name", s.Manifest)
+	}
+	for rel, f := range s.Files {
+		if !fs.ValidPath(rel) || rel == "." {
+			return refuse("file path %q is not inside the manifest's folder", rel)
+		}
+		data := f.Data
+		if f.Module != "" {
+			b, err := n.Fleet.Modules.GetBytes(ctx, f.Module)
+			if err != nil {
+				return refuse("module %s: %v", f.Module, err)
+			}
+			if got := sandbox.Digest(b); got != f.Module {
+				return refuse("module %s arrived with digest %s: not run", f.Module, got)
+			}
+			data = b
+		}
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return refuse("node %s: %v", n.Name, err)
+		}
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			return refuse("node %s: %v", n.Name, err)
+		}
+	}
+	mpath := filepath.Join(dir, s.Manifest)
+	m, err := manifest.Parse(s.Source, mpath, dir, s.Vars)
+	if err != nil {
+		return refuse("%v", err)
+	}
+	r, err := n.Host.Start(ctx, host.RunSpec{Manifest: m, Input: s.Input, Logger: n.Logger.With("submission", s.ID)})
+	if err != nil {
+		var re *host.RefusedError
+		if errors.As(err, &re) {
+			st.RunID = re.Record.Run.ID
+		}
+		return refuse("%v", err)
+	}
+	st.RunID = r.ID()
+	out, err := r.Wait(context.WithoutCancel(ctx))
+	if err != nil {
+		st.State, st.Error, st.Ended = StateDone, err.Error(), time.Now().UTC()
+		st.Exit = host.ExitUsage
+		return st
+	}
+	st.State, st.Exit, st.Ended = StateDone, out.Exit, time.Now().UTC()
+	st.Result, st.HasResult = out.Result, out.HasResult
+	if !out.ResultLabel.IsZero() {
+		st.ResultLabel, _ = json.Marshal(out.ResultLabel)
+	}
+	if out.Err != nil {
+		st.Error = out.Err.Error()
+	}
+	return st
+}
+
+// finish writes a run's final state over its running one; if the fleet
+// marked it lost meanwhile (this node's heartbeat was late), the outcome is
+// written all the same, saying so: the record is what happened.
+func (n *Node) finish(ctx context.Context, final RunState) {
+	for i := 0; i < 5; i++ {
+		cur, rev, err := n.Fleet.State(ctx, final.ID)
+		if err != nil {
+			n.Logger.Error("reading a run's state to end it", "submission", final.ID, "error", err)
+			time.Sleep(n.Heartbeat)
+			continue
+		}
+		if cur.State == StateLost {
+			final.Error = "marked lost at " + cur.Ended.Format(time.RFC3339Nano) + " (" + cur.Error + "), then finished on " + n.Name + joinErr(final.Error)
+		}
+		if ok, err := n.Fleet.swap(ctx, final, rev); err == nil && ok {
+			return
+		} else if err != nil {
+			n.Logger.Error("ending a run's state", "submission", final.ID, "error", err)
+			time.Sleep(n.Heartbeat)
+		}
+	}
+}
+
+func joinErr(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + s
+}

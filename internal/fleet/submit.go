@@ -1,0 +1,171 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mandatevm/mandate/manifest"
+	"github.com/mandatevm/mandate/sandbox"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// BuildFunc builds a guest folder into a module (host.BuildGuest).
+type BuildFunc func(ctx context.Context, dir string) ([]byte, error)
+
+// Bundle reads the manifest at path (with vars) and what it names: the
+// module (built with build when it is a folder), each spawn capability's
+// modules given by path, and each seed file, by their paths relative to
+// the manifest's folder. A path outside that folder is refused: a node
+// recreates the folder, nothing above it.
+func Bundle(ctx context.Context, path string, vars map[string]string, input []byte, build BuildFunc) (Submission, map[string][]byte, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return Submission{}, nil, err
+	}
+	m, err := manifest.Load(path, vars)
+	if err != nil {
+		return Submission{}, nil, err
+	}
+	dir := m.Dir
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	s := Submission{ID: newID(), Manifest: filepath.Base(path), Source: src, Vars: vars, Input: input,
+		Files: map[string]File{}, Time: time.Now().UTC()}
+	modules := map[string][]byte{}
+	rel := func(abs string) (string, error) {
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			abs = real
+		}
+		r, err := filepath.Rel(dir, abs)
+		if err != nil || r == "." || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) || filepath.IsAbs(r) {
+			return "", fmt.Errorf("%s is outside the manifest's folder %s: a fleet run carries that folder alone", abs, dir)
+		}
+		return filepath.ToSlash(r), nil
+	}
+	addModule := func(abs string) error {
+		r, err := rel(abs)
+		if err != nil {
+			return err
+		}
+		var wasm []byte
+		if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+			wasm, err = build(ctx, abs)
+			if err != nil {
+				return err
+			}
+		} else if wasm, err = os.ReadFile(abs); err != nil {
+			return err
+		}
+		d := sandbox.Digest(wasm)
+		modules[d] = wasm
+		s.Files[r] = File{Module: d}
+		return nil
+	}
+	if err := addModule(m.ModulePath); err != nil {
+		return Submission{}, nil, err
+	}
+	for _, c := range m.Caps {
+		if c.Kind != "spawn" {
+			continue
+		}
+		var spec struct {
+			Modules []string `json:"modules"`
+		}
+		json.Unmarshal(c.Spec, &spec)
+		for _, p := range spec.Modules {
+			if sandbox.IsDigest(strings.ToLower(p)) {
+				continue
+			}
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(m.Dir, p)
+			}
+			if err := addModule(p); err != nil {
+				return Submission{}, nil, err
+			}
+		}
+	}
+	for _, sd := range m.Seeds {
+		r, err := rel(sd.File)
+		if err != nil {
+			return Submission{}, nil, err
+		}
+		b, err := os.ReadFile(sd.File)
+		if err != nil {
+			return Submission{}, nil, err
+		}
+		s.Files[r] = File{Data: b}
+	}
+	return s, modules, nil
+}
+
+// Submit stores the submission's modules (those not stored yet), records
+// it queued and publishes it for a node to take.
+func (f *Fleet) Submit(ctx context.Context, s Submission, modules map[string][]byte) error {
+	for d, wasm := range modules {
+		if _, err := f.Modules.GetInfo(ctx, d); err == nil {
+			continue
+		} else if !errors.Is(err, jetstream.ErrObjectNotFound) {
+			return fmt.Errorf("fleet: module %s: %w", d, err)
+		}
+		if _, err := f.Modules.PutBytes(ctx, d, wasm); err != nil {
+			return fmt.Errorf("fleet: storing module %s: %w", d, err)
+		}
+	}
+	state, err := json.Marshal(RunState{ID: s.ID, State: StateQueued, Submitted: s.Time})
+	if err != nil {
+		return err
+	}
+	if _, err := f.States.Create(ctx, s.ID, state); err != nil {
+		return fmt.Errorf("fleet: recording submission %s: %w", s.ID, err)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	if _, err := f.JS.Publish(ctx, SubjectSubmit, b, jetstream.WithMsgID(s.ID)); err != nil {
+		return fmt.Errorf("fleet: publishing submission %s: %w", s.ID, err)
+	}
+	return nil
+}
+
+// Wait returns the submission's state once it is final. While waiting it
+// also marks lost the runs of nodes that stopped answering (lostAfter), so
+// a submitter never waits on a dead node.
+func (f *Fleet) Wait(ctx context.Context, id string, lostAfter time.Duration) (RunState, error) {
+	w, err := f.States.Watch(ctx, id)
+	if err != nil {
+		return RunState{}, err
+	}
+	defer w.Stop()
+	tick := time.NewTicker(lostAfter / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return RunState{}, ctx.Err()
+		case <-tick.C:
+			f.ReapLost(ctx, lostAfter)
+		case e, ok := <-w.Updates():
+			if !ok {
+				return RunState{}, errors.New("fleet: the state watch ended")
+			}
+			if e == nil {
+				continue // the initial values are all delivered
+			}
+			var s RunState
+			if err := json.Unmarshal(e.Value(), &s); err != nil {
+				return RunState{}, err
+			}
+			if s.Final() {
+				return s, nil
+			}
+		}
+	}
+}
