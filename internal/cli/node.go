@@ -189,7 +189,9 @@ func (e *env) runFleet(ctx context.Context, o runOptions, urls string) int {
 		return exitUsage
 	}
 	defer nc.Close()
-	build := func(ctx context.Context, dir string) ([]byte, error) { return host.BuildGuest(ctx, dir, false, o.cache) }
+	build := func(ctx context.Context, dir string) ([]byte, error) {
+		return host.BuildGuest(ctx, dir, false, o.cache)
+	}
 	s, modules, err := fleet.Bundle(ctx, o.manifest, o.vars, input, build)
 	if err != nil {
 		return e.manifestError(err)
