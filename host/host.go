@@ -27,6 +27,10 @@ type Options struct {
 	// (runs.db) and the data store (data.db); created 0700 when missing.
 	// Required.
 	StateDir string
+	// DataStore is the data kind's store: a SQLite file path, or a
+	// postgres:// URL for a database a fleet of nodes shares; default
+	// $MANDATE_DATA_STORE, else STATE_DIR/data.db (see DataStore).
+	DataStore string
 	// CacheDir holds built guests and compiled modules; default
 	// $MANDATE_CACHE_DIR, else the user cache directory + /mandate.
 	CacheDir string
@@ -93,6 +97,9 @@ func Open(ctx context.Context, o Options) (*Host, error) {
 	}
 	if o.Approver == nil {
 		o.Approver = kernel.DenyAll
+	}
+	if o.DataStore == "" {
+		o.DataStore = DataStore(o.StateDir)
 	}
 	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
@@ -285,7 +292,7 @@ func (h *Host) start(ctx context.Context, spec RunSpec) (*Run, error) {
 	r.modules = newModuleSet()
 	r.auditor = NewAuditor(h.log.ForRun(r.info.ID), logger.Named("audit"))
 	r.auditor.notify = r.notify
-	ks, closeKinds := Kinds(h.opts.StateDir)
+	ks, closeKinds := KindsWith(h.opts.StateDir, h.opts.DataStore)
 	r.closeKinds = closeKinds
 	r.k, err = kernel.New(kernel.Config{
 		Engine: r.eng, Kinds: ks, Logger: logger,
@@ -299,7 +306,7 @@ func (h *Host) start(ctx context.Context, spec RunSpec) (*Run, error) {
 	if err := resolveSpawnModules(ctx, &m, r.eng, h.opts.CacheDir, r.modules, digest); err != nil {
 		return refuse(err)
 	}
-	if err := Seed(ctx, m.Seeds, h.opts.StateDir); err != nil {
+	if err := SeedTo(ctx, m.Seeds, h.opts.DataStore); err != nil {
 		return refuse(err)
 	}
 	grants, err := m.Grants(r.k)

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 
@@ -15,15 +16,22 @@ import (
 
 // Kinds returns the capability kinds a run's kernel registers: one line per
 // kind. A manifest's cap "KIND" blocks must name one of these. state is
-// the state directory: the data kind opens STATE/data.db on its first use
-// (a run that uses no data capability creates no database). close
+// the state directory: the data kind opens its store, STATE/data.db unless
+// $MANDATE_DATA_STORE says otherwise (DataStore), on its first use (a run
+// that uses no data capability opens no database). close
 // releases what the kinds opened; call it when the run ends.
 func Kinds(state string) (ks []kernel.Kind, close func() error) {
-	d := data.NewLazy(func() (*data.Store, error) {
-		if state == "" {
+	return KindsWith(state, DataStore(state))
+}
+
+// KindsWith is Kinds with the data kind's store at dataStore (a path or a
+// postgres:// URL; see OpenDataStore) rather than where DataStore says.
+func KindsWith(state, dataStore string) (ks []kernel.Kind, close func() error) {
+	d := data.NewLazy(func() (data.Backend, error) {
+		if dataStore == "" {
 			return nil, errors.New("data: no state directory, so no data store")
 		}
-		return data.Open(DataStorePath(state))
+		return OpenDataStore(context.Background(), dataStore)
 	})
 	return []kernel.Kind{
 		net.New(),

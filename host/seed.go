@@ -8,12 +8,18 @@ import (
 )
 
 // Seed imports a manifest's seed blocks into the data store of the state
-// directory, each in one transaction, before anything runs.
+// directory (DataStore), each in one transaction, before anything runs.
 func Seed(ctx context.Context, seeds []manifest.Seed, state string) error {
+	return SeedTo(ctx, seeds, DataStore(state))
+}
+
+// SeedTo is Seed into the data store at dataStore (a path or a
+// postgres:// URL; see OpenDataStore).
+func SeedTo(ctx context.Context, seeds []manifest.Seed, dataStore string) error {
 	if len(seeds) == 0 {
 		return nil
 	}
-	st, err := data.Open(DataStorePath(state))
+	st, err := OpenDataStore(ctx, dataStore)
 	if err != nil {
 		return err
 	}

@@ -28,9 +28,9 @@ const (
 // Kind is the data capability kind. It is safe for concurrent use.
 type Kind struct {
 	mu     sync.Mutex
-	store  *Store
+	store  Backend
 	err    error
-	open   func() (*Store, error)
+	open   func() (Backend, error)
 	opened bool // the kind opened store itself, and Close closes it
 }
 
@@ -39,9 +39,9 @@ var _ kindapi.Kind = (*Kind)(nil)
 // Option configures a Kind.
 type Option func(*Kind)
 
-// New returns the data kind over store. Close does not close store: its
-// opener does.
-func New(store *Store, opts ...Option) *Kind {
+// New returns the data kind over store (nil: every operation fails).
+// Close does not close store: its opener does.
+func New(store Backend, opts ...Option) *Kind {
 	k := &Kind{store: store}
 	for _, o := range opts {
 		o(k)
@@ -52,7 +52,7 @@ func New(store *Store, opts ...Option) *Kind {
 // NewLazy returns the data kind over the store open returns, called on
 // the first operation (not on Grant or Narrow), so that a run that never
 // uses data opens no database. Close closes that store.
-func NewLazy(open func() (*Store, error), opts ...Option) *Kind {
+func NewLazy(open func() (Backend, error), opts ...Option) *Kind {
 	k := &Kind{open: open}
 	for _, o := range opts {
 		o(k)
@@ -74,7 +74,7 @@ func (k *Kind) Close() error {
 	return nil
 }
 
-func (k *Kind) getStore() (*Store, error) {
+func (k *Kind) getStore() (Backend, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.store != nil {
@@ -278,7 +278,7 @@ func projection(s *Scope, fields []string) ([]string, error) {
 // principal, caching relation lookups.
 type checker struct {
 	ctx       context.Context
-	q         querier
+	q         Reader
 	s         *Scope
 	principal string
 	rel       map[string]map[string]bool // relation -> objects
@@ -320,7 +320,7 @@ func (c *checker) related(relation string) (map[string]bool, error) {
 	}
 	m := map[string]bool{}
 	if c.principal != "" {
-		objs, err := related(c.ctx, c.q, c.principal, relation)
+		objs, err := c.q.Related(c.ctx, c.principal, relation)
 		if err != nil {
 			return nil, err
 		}
@@ -373,7 +373,7 @@ func (c *checker) candidates() ([]Record, error) {
 	switch {
 	case haveIDs:
 		for _, id := range ids {
-			r, ok, err := getRecord(c.ctx, c.q, col, id)
+			r, ok, err := c.q.Get(c.ctx, col, id)
 			if err != nil {
 				return nil, err
 			}
@@ -383,7 +383,7 @@ func (c *checker) candidates() ([]Record, error) {
 		}
 	case haveOwners:
 		for _, o := range owners {
-			rs, err := selectRecords(c.ctx, c.q, `SELECT id, owner, fields, labels FROM records WHERE collection = ? AND owner = ? ORDER BY id`, col, o)
+			rs, err := c.q.Owned(c.ctx, col, o)
 			if err != nil {
 				return nil, err
 			}
@@ -438,10 +438,10 @@ func (k *Kind) read(ctx context.Context, s *Scope, principal string, a readArgs)
 	if err != nil {
 		return nil, err
 	}
-	c := &checker{ctx: ctx, q: st.db, s: s, principal: principal}
+	c := &checker{ctx: ctx, q: st, s: s, principal: principal}
 	var found *Record
 	if a.ID != nil {
-		r, ok, err := getRecord(ctx, st.db, s.collection, *a.ID)
+		r, ok, err := st.Get(ctx, s.collection, *a.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -456,7 +456,7 @@ func (k *Kind) read(ctx context.Context, s *Scope, principal string, a readArgs)
 			return nil, errOutside(fmt.Sprintf("record %q", trunc(*a.ID)))
 		}
 	} else {
-		rs, err := selectRecords(ctx, st.db, `SELECT id, owner, fields, labels FROM records WHERE collection = ? AND owner = ? ORDER BY id`, s.collection, *a.Owner)
+		rs, err := st.Owned(ctx, s.collection, *a.Owner)
 		if err != nil {
 			return nil, err
 		}
@@ -520,7 +520,7 @@ func (k *Kind) query(ctx context.Context, s *Scope, principal string, a queryArg
 	if err != nil {
 		return nil, err
 	}
-	c := &checker{ctx: ctx, q: st.db, s: s, principal: principal}
+	c := &checker{ctx: ctx, q: st, s: s, principal: principal}
 	cands, err := c.candidates()
 	if err != nil {
 		return nil, err
@@ -603,7 +603,7 @@ func (k *Kind) write(ctx context.Context, s *Scope, principal string, from kinda
 	if err != nil {
 		return err
 	}
-	return st.update(ctx, s.collection, a.ID, func(q querier, r *Record, ok bool) error {
+	return st.Update(ctx, s.collection, a.ID, func(q Reader, r *Record, ok bool) error {
 		if ok {
 			c := &checker{ctx: ctx, q: q, s: s, principal: principal}
 			allowed, err := c.allows(*r)

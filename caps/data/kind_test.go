@@ -224,7 +224,7 @@ func TestNarrowProperty(t *testing.T) {
 	// allowed returns the (record, field, op) triples scope allows for p.
 	allowed := func(sc *Scope, p string) map[string]bool {
 		out := map[string]bool{}
-		c := &checker{ctx: ctx, q: s.db, s: sc, principal: p}
+		c := &checker{ctx: ctx, q: s, s: sc, principal: p}
 		for _, r := range recs {
 			ok, err := c.allows(r)
 			if err != nil {
@@ -507,7 +507,7 @@ func TestOps(t *testing.T) {
 func TestLazyKind(t *testing.T) {
 	opened := 0
 	var st *Store
-	k := NewLazy(func() (*Store, error) {
+	k := NewLazy(func() (Backend, error) {
 		opened++
 		var err error
 		st, err = Open(t.TempDir() + "/d.db")

@@ -59,8 +59,9 @@ type ImportOptions struct {
 	Relations map[string]string
 }
 
-// Store is an embedded SQLite database of records and relations. It is
-// safe for concurrent use; every method honours its context.
+// Store is an embedded SQLite database of records and relations, the
+// default Backend. It is safe for concurrent use; every method honours its
+// context.
 type Store struct {
 	db   *sql.DB
 	path string
@@ -104,6 +105,9 @@ func Open(path string) (*Store, error) {
 
 // Path returns the file the store was opened from.
 func (s *Store) Path() string { return s.path }
+
+// Location returns the file the store was opened from.
+func (s *Store) Location() string { return s.path }
 
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
@@ -211,70 +215,35 @@ func normalize(r Record) (Record, error) {
 // one import are an error. Errors name the record's index (0-based).
 // It returns how many records were stored.
 func (s *Store) Import(ctx context.Context, collection string, records []Record, opts ImportOptions) (int, error) {
-	if err := validName(collection, MaxNameLen); err != nil {
-		return 0, fmt.Errorf("collection: %v", err)
-	}
-	if len(records) > MaxImportRecords {
-		return 0, fmt.Errorf("%d records (max %d)", len(records), MaxImportRecords)
-	}
-	for f, rel := range opts.Relations {
-		if err := validFieldName(f); err != nil {
-			return 0, fmt.Errorf("relation field: %v", err)
-		}
-		if err := validName(rel, MaxNameLen); err != nil {
-			return 0, fmt.Errorf("relation name: %v", err)
-		}
-	}
-	norm := make([]Record, len(records))
-	seen := make(map[string]int, len(records))
-	for i, r := range records {
-		n, err := normalize(r)
-		if err != nil {
-			return 0, fmt.Errorf("record %d: %v", i, err)
-		}
-		if j, dup := seen[n.ID]; dup {
-			return 0, fmt.Errorf("record %d: id %q repeats record %d", i, n.ID, j)
-		}
-		seen[n.ID] = i
-		norm[i] = n
+	plan, err := PlanImport(collection, records, opts)
+	if err != nil {
+		return 0, err
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
 	}
 	defer tx.Rollback()
-	for i, r := range norm {
-		fields, _ := json.Marshal(r.Fields)
-		labels, _ := json.Marshal(r.Labels)
+	for _, r := range plan.Records {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO records (collection, id, owner, fields, labels) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (collection, id) DO UPDATE SET owner = excluded.owner, fields = excluded.fields, labels = excluded.labels`,
-			collection, r.ID, r.Owner, string(fields), string(labels)); err != nil {
-			return 0, fmt.Errorf("record %d: %w", i, err)
+			collection, r.Record.ID, r.Record.Owner, r.Fields, r.Labels); err != nil {
+			return 0, fmt.Errorf("record %d: %w", r.Index, err)
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM relations WHERE src_collection = ? AND src_id = ?`, collection, r.ID); err != nil {
-			return 0, fmt.Errorf("record %d: %w", i, err)
+		if _, err := tx.ExecContext(ctx, `DELETE FROM relations WHERE src_collection = ? AND src_id = ?`, collection, r.Record.ID); err != nil {
+			return 0, fmt.Errorf("record %d: %w", r.Index, err)
 		}
-		for f, rel := range opts.Relations {
-			v, ok := r.Fields[f]
-			if !ok {
-				continue
-			}
-			subjects, err := relationSubjects(v)
-			if err != nil {
-				return 0, fmt.Errorf("record %d: relation field %s: %v", i, f, err)
-			}
-			for _, sub := range subjects {
-				if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO relations (subject, relation, object, src_collection, src_id) VALUES (?, ?, ?, ?, ?)`,
-					sub, rel, r.Owner, collection, r.ID); err != nil {
-					return 0, fmt.Errorf("record %d: %w", i, err)
-				}
+		for _, e := range r.Edges {
+			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO relations (subject, relation, object, src_collection, src_id) VALUES (?, ?, ?, ?, ?)`,
+				e.Subject, e.Relation, e.Object, collection, r.Record.ID); err != nil {
+				return 0, fmt.Errorf("record %d: %w", r.Index, err)
 			}
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, err
 	}
-	return len(norm), nil
+	return len(plan.Records), nil
 }
 
 // relationSubjects reads a relation field: a string, or an array of
@@ -305,12 +274,8 @@ func relationSubjects(v json.RawMessage) ([]string, error) {
 // AddRelations records relations directly (not derived from a record), in
 // one transaction.
 func (s *Store) AddRelations(ctx context.Context, rels []Relation) error {
-	for i, r := range rels {
-		for _, v := range []string{r.Subject, r.Relation, r.Object} {
-			if err := validName(v, MaxNameLen); err != nil {
-				return fmt.Errorf("relation %d: %v", i, err)
-			}
-		}
+	if err := CheckRelations(rels); err != nil {
+		return err
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -330,6 +295,21 @@ func (s *Store) AddRelations(ctx context.Context, rels []Relation) error {
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// sqlReader reads through a *sql.DB or, in Update, its *sql.Tx.
+type sqlReader struct{ q querier }
+
+func (r sqlReader) Get(ctx context.Context, collection, id string) (Record, bool, error) {
+	return getRecord(ctx, r.q, collection, id)
+}
+
+func (r sqlReader) Owned(ctx context.Context, collection, owner string) ([]Record, error) {
+	return ownedRecords(ctx, r.q, collection, owner)
+}
+
+func (r sqlReader) Related(ctx context.Context, subject, relation string) ([]string, error) {
+	return related(ctx, r.q, subject, relation)
 }
 
 // Get returns the record collection/id, or ok false.
@@ -367,6 +347,16 @@ func decodeRecord(id, owner, fields, labels string) (Record, error) {
 // Records returns every record of collection, sorted by id.
 func (s *Store) Records(ctx context.Context, collection string) ([]Record, error) {
 	return selectRecords(ctx, s.db, `SELECT id, owner, fields, labels FROM records WHERE collection = ? ORDER BY id`, collection)
+}
+
+// Owned returns the records of collection whose owner is owner, sorted by
+// id.
+func (s *Store) Owned(ctx context.Context, collection, owner string) ([]Record, error) {
+	return ownedRecords(ctx, s.db, collection, owner)
+}
+
+func ownedRecords(ctx context.Context, q querier, collection, owner string) ([]Record, error) {
+	return selectRecords(ctx, q, `SELECT id, owner, fields, labels FROM records WHERE collection = ? AND owner = ? ORDER BY id`, collection, owner)
 }
 
 func selectRecords(ctx context.Context, q querier, query string, args ...any) ([]Record, error) {
@@ -412,11 +402,11 @@ func related(ctx context.Context, q querier, subject, relation string) ([]string
 	return out, rows.Err()
 }
 
-// update runs fn on the record collection/id inside one write
-// transaction and stores what fn leaves in the record when it returns nil.
-// fn is called with ok false when the record does not exist; nothing is
-// written when fn fails.
-func (s *Store) update(ctx context.Context, collection, id string, fn func(q querier, r *Record, ok bool) error) error {
+// Update runs fn on the record collection/id inside one write
+// transaction (SQLite's, taken at once: writers are serialized) and stores
+// what fn leaves in the record's fields when it returns nil; see
+// Backend.Update.
+func (s *Store) Update(ctx context.Context, collection, id string, fn func(tx Reader, r *Record, ok bool) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -426,14 +416,14 @@ func (s *Store) update(ctx context.Context, collection, id string, fn func(q que
 	if err != nil {
 		return err
 	}
-	if err := fn(tx, &r, ok); err != nil {
+	if err := fn(sqlReader{tx}, &r, ok); err != nil {
 		return err
 	}
-	fields, err := json.Marshal(r.Fields)
+	fields, err := EncodeFields(r.Fields)
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE records SET fields = ? WHERE collection = ? AND id = ?`, string(fields), collection, id); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE records SET fields = ? WHERE collection = ? AND id = ?`, fields, collection, id); err != nil {
 		return err
 	}
 	return tx.Commit()
