@@ -262,6 +262,9 @@ func (n *Node) execute(ctx context.Context, s Submission, st RunState) RunState 
 		return refuse("%v", err)
 	}
 	st.RunID = r.ID()
+	// What is known, as soon as it is: were this node to die now, the lost
+	// run names its record in this node's state directory.
+	n.annotate(ctx, s.ID, func(cur *RunState) { cur.RunID = st.RunID })
 	out, err := r.Wait(context.WithoutCancel(ctx))
 	if err != nil {
 		st.State, st.Error, st.Ended = StateDone, err.Error(), time.Now().UTC()
@@ -277,6 +280,21 @@ func (n *Node) execute(ctx context.Context, s Submission, st RunState) RunState 
 		st.Error = out.Err.Error()
 	}
 	return st
+}
+
+// annotate changes this node's running state of a submission (a few
+// tries; the state may move on only through a lost mark).
+func (n *Node) annotate(ctx context.Context, id string, change func(*RunState)) {
+	for i := 0; i < 3; i++ {
+		cur, rev, err := n.Fleet.State(ctx, id)
+		if err != nil || cur.State != StateRunning || cur.Node != n.Name {
+			return
+		}
+		change(&cur)
+		if ok, err := n.Fleet.swap(ctx, cur, rev); err == nil && ok {
+			return
+		}
+	}
 }
 
 // finish writes a run's final state over its running one; if the fleet

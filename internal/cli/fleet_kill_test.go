@@ -1,0 +1,160 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mandatevm/mandate/host"
+	"github.com/mandatevm/mandate/internal/fleet"
+	"github.com/mandatevm/mandate/internal/kerneltest"
+	"github.com/mandatevm/mandate/internal/natsembed"
+	"github.com/mandatevm/mandate/internal/testengine"
+)
+
+// TestFleetNodeKilled: a "mandate node" process takes a run whose task is
+// in the middle of a request, and is killed (SIGKILL). The run is marked
+// lost with the node's name, the fixture saw the one request and no other
+// (nothing re-ran it), and a second node started afterwards runs the next
+// submission normally. Then "mandate run --nats" prints a fleet run's
+// result as a local run does.
+func TestFleetNodeKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds mandate and runs nodes")
+	}
+	bin := buildMandate(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	srv, err := natsembed.Start(ctx, natsembed.Config{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+
+	var requests atomic.Int64
+	hold := make(chan struct{})
+	defer close(hold)
+	got := make(chan struct{}, 100)
+	fixture := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		first := requests.Add(1) == 1
+		got <- struct{}{}
+		if first { // the run the node is killed in
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+			}
+		}
+		fmt.Fprint(w, "results")
+	}))
+	defer fixture.Close()
+
+	// The manifest and its module in one folder, as a fleet run carries.
+	dir := t.TempDir()
+	wasm, err := host.BuildGuest(ctx, "testdata/guests/cli-guest", false, testCache())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "guest.wasm"), wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	manifestPath := filepath.Join(dir, "fetch.hcl")
+	if err := os.WriteFile(manifestPath, []byte(`task "fetch" {
+  module    = "guest.wasm"
+  principal = "alice"
+  cap "net" "web" {
+    origin        = var.origin
+    methods       = ["GET"]
+    paths         = ["/search"]
+    allow_private = true
+  }
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	node := func(name string) (*exec.Cmd, *kerneltest.Buffer) {
+		var logs kerneltest.Buffer
+		cmd := exec.Command(bin, "node", "--nats", srv.ClientURL(), "--name", name, "--state-dir", t.TempDir(),
+			"--cache-dir", testCache(), "--engine", testengine.Name(), "--heartbeat", "200ms", "--log-level", "debug")
+		cmd.Stderr = &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd, &logs
+	}
+
+	f := connectFleetT(t, srv.ClientURL())
+	submit := func(input string) string {
+		s, modules, err := fleet.Bundle(ctx, manifestPath, map[string]string{"origin": fixture.URL}, []byte(input), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Submit(ctx, s, modules); err != nil {
+			t.Fatal(err)
+		}
+		return s.ID
+	}
+
+	a, aLogs := node("node-a")
+	id := submit("fetch")
+	select {
+	case <-got:
+	case <-ctx.Done():
+		t.Fatalf("the node never made the request\n%s", aLogs)
+	}
+	if err := a.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	a.Wait()
+	st, err := f.Wait(ctx, id, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != fleet.StateLost || st.Node != "node-a" || st.RunID == "" {
+		t.Fatalf("after the kill: %+v\n%s", st, aLogs)
+	}
+
+	_, bLogs := node("node-b")
+	id2 := submit("fetch")
+	st2, err := f.Wait(ctx, id2, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st2.State != fleet.StateDone || st2.Node != "node-b" || st2.Exit != 0 || !strings.Contains(string(st2.Result), "results") {
+		t.Fatalf("the next run: %+v\n%s", st2, bLogs)
+	}
+	if n := requests.Load(); n != 2 {
+		t.Errorf("the fixture saw %d requests, want 2: the lost run's one and the next run's (its /admin is refused)", n)
+	}
+
+	// mandate run --nats: the result on stdout, the node on stderr.
+	cmd := exec.Command(bin, "run", "--nats", srv.ClientURL(), manifestPath, "--var", "origin="+fixture.URL,
+		"--input", "-", "--cache-dir", testCache())
+	cmd.Stdin = strings.NewReader("fetch")
+	var stderr kerneltest.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil || !strings.Contains(string(out), "results") || !strings.Contains(stderr.String(), "on node node-b") {
+		t.Errorf("mandate run --nats: %v\nstdout: %s\nstderr: %s", err, out, &stderr)
+	}
+}
+
+func connectFleetT(t *testing.T, url string) *fleet.Fleet {
+	t.Helper()
+	nc, f, err := connectFleet(context.Background(), url, "test", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return f
+}
