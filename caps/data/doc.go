@@ -26,6 +26,20 @@
 // each manager manager_of their reports. Store.AddRelations adds edges
 // directly. Relation names are free strings.
 //
+// # Backends
+//
+// The kind reads and writes through the Backend interface. Store (the
+// embedded SQLite file above) is the default; a fleet of nodes shares a
+// PostgreSQL database through caps/data/pgstore, named by a postgres://
+// URL wherever a store's path goes: $MANDATE_DATA_STORE,
+// host.Options.DataStore, mandate data --store. The URL's password is never
+// printed (keep it in PGPASSWORD or PGPASSFILE). Both validate with the same
+// code (PlanImport, CheckRelations), sort ids bytewise, keep an update's
+// read-modify-write atomic (SQLite: one writer at a time; PostgreSQL: the
+// record locked with SELECT ... FOR UPDATE, a transaction that fails on a
+// serialization failure or deadlock retried a bounded number of times), and
+// pass one conformance suite, caps/data/datatest.
+//
 // # Import files
 //
 // mandate data import FILE.json|FILE.csv --collection NAME reads:

@@ -10,14 +10,16 @@ import (
 	"syscall"
 
 	"github.com/mandatevm/mandate/caps/data"
+	"github.com/mandatevm/mandate/caps/data/pgstore"
 	"github.com/mandatevm/mandate/host"
 )
 
-const dataHelp = `Usage: mandate data import FILE.json|FILE.csv --collection NAME [--relation FIELD=RELATION]... [--store PATH]
-       mandate data export --collection NAME [--store PATH]
+const dataHelp = `Usage: mandate data import FILE.json|FILE.csv --collection NAME [--relation FIELD=RELATION]... [--store PATH|URL]
+       mandate data export --collection NAME [--store PATH|URL]
 
-Loads records into the embedded data store that "data" capabilities read
-(a SQLite file, by default STATE_DIR/data.db). The whole file is imported
+Loads records into the data store that "data" capabilities read: a SQLite
+file, by default STATE_DIR/data.db, or a PostgreSQL database that a fleet
+of nodes shares (a postgres:// URL). The whole file is imported
 in one transaction: if any record is bad, nothing is imported and the
 error names the record (JSON: its index from 0; CSV: its line). A record
 whose id is already in the collection is replaced.
@@ -48,7 +50,10 @@ Flags:
 	                           list of them) records "S RELATION owner", e.g.
 	                           --relation manager=manager_of for rules like
 	                           records = { relation = "manager_of" }
-	--store PATH               the store file (default STATE_DIR/data.db)
+	--store PATH|URL           the store: a SQLite file, or a postgres:// URL
+	                           (its password best in PGPASSWORD or PGPASSFILE;
+	                           never printed); default $MANDATE_DATA_STORE,
+	                           else STATE_DIR/data.db
 	--state-dir DIR            the state directory (default $MANDATE_STATE_DIR,
 	                           else $XDG_STATE_HOME/mandate, else
 	                           ~/.local/state/mandate)
@@ -106,6 +111,9 @@ func runData(e *env, args []string) int {
 	}
 	path := *store
 	if path == "" {
+		path = os.Getenv(host.DataStoreEnv)
+	}
+	if path == "" {
 		state, err := e.stateDir(*stateFlag)
 		if err != nil {
 			e.errorf("%v", err)
@@ -134,36 +142,40 @@ func runData(e *env, args []string) int {
 		e.errorf("%v", err)
 		return exitUsage
 	}
-	st, err := data.Open(path)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	st, err := host.OpenDataStore(ctx, path)
 	if err != nil {
 		e.errorf("%v", err)
 		return exitUsage
 	}
 	defer st.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	n, err := st.Import(ctx, *collection, recs, data.ImportOptions{Relations: rels})
 	if err != nil {
 		e.errorf("%s: %v (nothing imported)", file, err)
 		return exitUsage
 	}
-	fmt.Fprintf(e.stdout, "imported %d records into %s (%s)\n", n, *collection, path)
+	fmt.Fprintf(e.stdout, "imported %d records into %s (%s)\n", n, *collection, st.Location())
 	return exitOK
 }
 
 // dataExport prints collection's records as a JSON array.
 func (e *env) dataExport(path, collection string) int {
-	if _, err := os.Stat(path); err != nil {
-		e.errorf("data store: %v", err)
-		return exitUsage
+	if !pgstore.IsURL(path) {
+		if _, err := os.Stat(path); err != nil {
+			e.errorf("data store: %v", err)
+			return exitUsage
+		}
 	}
-	st, err := data.Open(path)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	st, err := host.OpenDataStore(ctx, path)
 	if err != nil {
 		e.errorf("%v", err)
 		return exitUsage
 	}
 	defer st.Close()
-	recs, err := st.Records(context.Background(), collection)
+	recs, err := st.Records(ctx, collection)
 	if err != nil {
 		e.errorf("%v", err)
 		return exitUsage
