@@ -1,15 +1,19 @@
 package natsembed_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"net"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -177,4 +181,71 @@ func TestPermissionDoc(t *testing.T) {
 	if want := append(sub, "y"); !slices.Equal(u.Subscribe, want) {
 		t.Errorf("JetStreamUser subscribe = %q, doc says %q", u.Subscribe, want)
 	}
+}
+
+func TestLogger(t *testing.T) {
+	var buf syncBuffer
+	l := hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Info})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	srv, err := natsembed.Start(ctx, natsembed.Config{StoreDir: t.TempDir(), Logger: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Shutdown()
+	out := buf.String()
+	for _, want := range []string{"[INFO]  Starting nats-server", "[INFO]  Server is ready"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q; log:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "[DEBUG]") {
+		t.Errorf("log at Info has debug lines:\n%s", out)
+	}
+}
+
+// TestWaitReadyAlone: a cluster member whose peers never come says what it
+// waits for when ctx ends.
+func TestWaitReadyAlone(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	srv, err := natsembed.Start(ctx, natsembed.Config{
+		Name:     "a",
+		StoreDir: t.TempDir(),
+		Cluster:  &natsembed.ClusterConfig{Name: "c", Listen: route, Peers: []string{"nats://127.0.0.1:1", "nats://127.0.0.1:2"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	wctx, wcancel := context.WithTimeout(ctx, time.Second)
+	defer wcancel()
+	err = srv.WaitReady(wctx)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "not ready") {
+		t.Errorf("WaitReady() = %v, want not ready: deadline exceeded", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer the server's goroutines may write to.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
