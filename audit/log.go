@@ -348,7 +348,9 @@ func (l *Log) append(batch []*pending) (err error) {
 type Filter struct {
 	Run    string
 	Task   string
-	Denied bool // only denials
+	Denied bool  // only denials
+	From   int64 // only entries with seq >= From
+	Before int64 // only entries with seq < Before; 0: no bound
 }
 
 // Entries returns the entries matching f, in log order.
@@ -366,6 +368,14 @@ func (l *Log) Entries(ctx context.Context, f Filter) ([]Entry, error) {
 	if f.Denied {
 		q += " AND decision = ?"
 		args = append(args, string(kernel.Deny))
+	}
+	if f.From > 0 {
+		q += " AND idx >= ?"
+		args = append(args, f.From)
+	}
+	if f.Before > 0 {
+		q += " AND idx < ?"
+		args = append(args, f.Before)
 	}
 	q += " ORDER BY idx"
 	rows, err := l.db.QueryContext(ctx, q, args...)

@@ -12,6 +12,7 @@
 //	MANDATE_RUN_STATE  key-value: a submission's state by its id (queued,
 //	                   running on a node, done, refused, lost)
 //	MANDATE_NODES      key-value: each node's heartbeat
+//	MANDATE_AUDIT      every node's audit log, copied (see VerifyAudit)
 //
 // Ensure creates them (replicated Replicas times, 3 in a cluster).
 //
@@ -125,6 +126,7 @@ type Heartbeat struct {
 type Fleet struct {
 	JS      jetstream.JetStream
 	Runs    jetstream.Stream
+	Audit   jetstream.Stream
 	Modules jetstream.ObjectStore
 	States  jetstream.KeyValue
 	Nodes   jetstream.KeyValue
@@ -144,6 +146,9 @@ func Ensure(ctx context.Context, js jetstream.JetStream, replicas int) (*Fleet, 
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fleet: stream %s: %w", StreamRuns, err)
+	}
+	if f.Audit, err = ensureAudit(ctx, js, replicas); err != nil {
+		return nil, err
 	}
 	if f.Modules, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket: BucketModules, Replicas: replicas, Description: "Mandate modules by digest",

@@ -60,7 +60,7 @@ func startNode(t *testing.T, f *Fleet, name string) *host.Host {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &Node{Name: name, Fleet: f, Host: h, WorkDir: t.TempDir(), Heartbeat: 200 * time.Millisecond, Parallel: 2}
+	n := &Node{Name: name, Fleet: f, Host: h, WorkDir: t.TempDir(), Heartbeat: 250 * time.Millisecond, LostAfter: 5 * time.Second, Parallel: 2}
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx) }()
 	t.Cleanup(func() {
@@ -110,7 +110,7 @@ func TestFleetRuns(t *testing.T) {
 	errs := make([]error, n)
 	for i, id := range ids {
 		wg.Add(1)
-		go func() { defer wg.Done(); states[i], errs[i] = f.Wait(ctx, id, 2*time.Second) }()
+		go func() { defer wg.Done(); states[i], errs[i] = f.Wait(ctx, id, 5*time.Second) }()
 	}
 	wg.Wait()
 	runIDs := map[string]string{}
@@ -152,6 +152,35 @@ func TestFleetRuns(t *testing.T) {
 	if total != n {
 		t.Errorf("%d runs recorded, want %d", total, n)
 	}
+
+	// The fleet's records: each node's copied log verifies, and every
+	// denial (Alice asking for Bob's) is in the copy of its node's log.
+	for name, h := range hosts {
+		n := &Node{Name: name, Fleet: f, Host: h}
+		n.defaults()
+		n.copyAudit(ctx) // what the node copies as it stops, now
+	}
+	logs, err := VerifyAudit(ctx, f.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inCopy := map[string]bool{}
+	for _, na := range logs {
+		if na.Err != nil || na.Checkpoint == 0 || na.Checkpoint > na.Entries {
+			t.Errorf("%s: %+v", na.Node, na)
+		}
+		for _, r := range na.Runs {
+			if runIDs[r] != na.Node {
+				t.Errorf("%s's log names run %s, which ran on %q", na.Node, r, runIDs[r])
+			}
+			inCopy[r] = true
+		}
+	}
+	for i, st := range states {
+		if i%2 == 1 && !inCopy[st.RunID] {
+			t.Errorf("the denial of run %s (on %s) is in no copied log", st.RunID, st.Node)
+		}
+	}
 }
 
 // TestFleetModuleVerified: a module whose bytes in the object store do not
@@ -171,7 +200,7 @@ func TestFleetModuleVerified(t *testing.T) {
 	if err := f.Submit(ctx, s, modules); err != nil {
 		t.Fatal(err)
 	}
-	st, err := f.Wait(ctx, s.ID, 2*time.Second)
+	st, err := f.Wait(ctx, s.ID, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

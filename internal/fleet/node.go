@@ -43,6 +43,9 @@ type Node struct {
 	running atomic.Int64
 	mu      sync.Mutex
 	cancels map[string]context.CancelFunc
+
+	auditMu sync.Mutex
+	copier  *auditCopier
 }
 
 func (n *Node) defaults() {
@@ -59,6 +62,18 @@ func (n *Node) defaults() {
 		n.Logger = hclog.NewNullLogger()
 	}
 	n.cancels = map[string]context.CancelFunc{}
+	n.copier = &auditCopier{node: n.Name, log: n.Host.Log(), js: n.Fleet.JS, s: n.Fleet.Audit, next: -1}
+}
+
+// copyAudit copies the node's new audit entries and a checkpoint to the
+// fleet's stream; a failure is logged and retried with the next run.
+func (n *Node) copyAudit(ctx context.Context) {
+	n.auditMu.Lock()
+	defer n.auditMu.Unlock()
+	if err := n.copier.copyNew(ctx); err != nil {
+		n.copier.next = -1 // read the stream again next time
+		n.Logger.Warn("copying the audit log to the fleet", "error", err)
+	}
 }
 
 // Run takes and runs submissions until ctx ends, then waits for the runs
@@ -68,6 +83,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if err := n.beat(ctx); err != nil {
 		return fmt.Errorf("fleet: node %s: first heartbeat: %w", n.Name, err)
 	}
+	n.copyAudit(ctx)
 	cons, err := n.Fleet.JS.CreateOrUpdateConsumer(ctx, StreamRuns, jetstream.ConsumerConfig{
 		Durable: consumerName, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
 	})
@@ -75,6 +91,7 @@ func (n *Node) Run(ctx context.Context) error {
 		return fmt.Errorf("fleet: node %s: consumer: %w", n.Name, err)
 	}
 	var wg sync.WaitGroup
+	defer n.copyAudit(context.WithoutCancel(ctx)) // after the runs end
 	defer wg.Wait()
 	fenced := make(chan struct{})
 	wg.Add(1)
@@ -122,10 +139,13 @@ func (n *Node) beat(ctx context.Context) error {
 	return err
 }
 
-// heartbeats beats every Heartbeat and reaps the runs of dead nodes; when
-// no beat got through for LostAfter, it kills this node's runs (the fleet
-// calls them lost by now) and closes fenced.
+// heartbeats beats every Heartbeat (each beat may take up to half of
+// LostAfter: a slow server is not a dead node); when no beat got through
+// for LostAfter, it kills this node's runs (the fleet calls them lost by
+// now) and closes fenced. Reaping the runs of dead nodes runs beside it,
+// so a slow reap never delays a beat.
 func (n *Node) heartbeats(ctx context.Context, fenced chan struct{}) {
+	go n.reaper(ctx)
 	t := time.NewTicker(n.Heartbeat)
 	defer t.Stop()
 	last := time.Now()
@@ -135,15 +155,15 @@ func (n *Node) heartbeats(ctx context.Context, fenced chan struct{}) {
 			return
 		case <-t.C:
 		}
-		bctx, cancel := context.WithTimeout(ctx, n.Heartbeat)
+		bctx, cancel := context.WithTimeout(ctx, max(n.Heartbeat, n.LostAfter/2))
 		err := n.beat(bctx)
 		cancel()
 		if err == nil {
 			last = time.Now()
-			rctx, cancel := context.WithTimeout(ctx, n.Heartbeat)
-			n.Fleet.ReapLost(rctx, n.LostAfter)
-			cancel()
 			continue
+		}
+		if ctx.Err() != nil {
+			return
 		}
 		if time.Since(last) >= n.LostAfter {
 			n.Logger.Error("no heartbeat got through: killing this node's runs", "node", n.Name, "for", time.Since(last))
@@ -155,6 +175,24 @@ func (n *Node) heartbeats(ctx context.Context, fenced chan struct{}) {
 			close(fenced)
 			return
 		}
+	}
+}
+
+// reaper marks lost the runs of nodes silent for LostAfter.
+func (n *Node) reaper(ctx context.Context) {
+	t := time.NewTicker(n.LostAfter / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, n.LostAfter)
+		if k, err := n.Fleet.ReapLost(rctx, n.LostAfter); err == nil && k > 0 {
+			n.Logger.Warn("runs of silent nodes marked lost", "runs", k)
+		}
+		cancel()
 	}
 }
 
@@ -209,6 +247,7 @@ func (n *Node) take(ctx context.Context, msg jetstream.Msg) {
 	}()
 	final := n.execute(rctx, s, st)
 	n.finish(context.WithoutCancel(ctx), final)
+	n.copyAudit(context.WithoutCancel(ctx))
 }
 
 // execute runs a claimed submission and returns its final state.
