@@ -102,8 +102,8 @@ func (a *auditCopier) copyNew(ctx context.Context) error {
 type NodeAudit struct {
 	Node       string
 	Key        string
-	Entries    int64 // entries in the stream
-	Checkpoint int64 // entries the latest checkpoint covers
+	Entries    int64    // entries in the stream
+	Checkpoint int64    // entries the latest checkpoint covers
 	Runs       []string // the runs the entries name, sorted
 	Err        error
 }
