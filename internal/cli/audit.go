@@ -14,6 +14,7 @@ import (
 
 const auditHelp = `Usage: mandate audit [RUN | --run ID | --all] [--task T] [--denied] [--format text|json] [--state-dir DIR]
        mandate audit verify [RUN] [--state-dir DIR]
+       mandate audit verify --nats URLS
 
 Shows the audit log: every decision on an audited capability (written before
 its effect) and every denial, for the last run (or run ID, or --all runs).
@@ -27,8 +28,14 @@ It exits 0 when the log verifies and 1 when it does not. With RUN, it also
 says how many of the log's entries are that run's and whether a signed
 checkpoint covers them all (a run signs one when it ends).
 
+With --nats, it verifies a fleet's records instead (see "mandate node"):
+every node's copy of its audit log in the fleet's MANDATE_AUDIT stream,
+against that node's latest signed checkpoint and its own key. It prints one
+line per node and exits 1 when any copy does not verify.
+
 Flags:
 
+	--nats URLS       verify the fleet's copied logs on these NATS servers
 	--run ID          the run to show (default: the last run)
 	--all             every run
 	--task T          only entries of task T (e.g. t2)
@@ -55,9 +62,16 @@ func runAudit(e *env, args []string) int {
 	denied := fs.Bool("denied", false, "")
 	format := fs.String("format", "text", "")
 	stateFlag := stateDirFlag(fs)
+	natsURLs := fs.String("nats", "", "")
 	pos, code, ok := e.parse(c, fs, args)
 	if !ok {
 		return code
+	}
+	if *natsURLs != "" {
+		if len(pos) != 1 || pos[0] != "verify" {
+			return e.usageError(c, "--nats goes with verify alone: mandate audit verify --nats URLS")
+		}
+		return e.verifyFleetAudit(*natsURLs)
 	}
 	verify := false
 	switch {

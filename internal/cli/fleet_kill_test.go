@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -84,7 +85,7 @@ func TestFleetNodeKilled(t *testing.T) {
 	node := func(name string) (*exec.Cmd, *kerneltest.Buffer) {
 		var logs kerneltest.Buffer
 		cmd := exec.Command(bin, "node", "--nats", srv.ClientURL(), "--name", name, "--state-dir", t.TempDir(),
-			"--cache-dir", testCache(), "--engine", testengine.Name(), "--heartbeat", "200ms", "--log-level", "debug")
+			"--cache-dir", testCache(), "--engine", testengine.Name(), "--heartbeat", "500ms", "--lost-after", "5s", "--log-level", "debug")
 		cmd.Stderr = &logs
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -116,7 +117,7 @@ func TestFleetNodeKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Wait()
-	st, err := f.Wait(ctx, id, time.Second)
+	st, err := f.Wait(ctx, id, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestFleetNodeKilled(t *testing.T) {
 
 	_, bLogs := node("node-b")
 	id2 := submit("fetch")
-	st2, err := f.Wait(ctx, id2, 2*time.Second)
+	st2, err := f.Wait(ctx, id2, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +147,17 @@ func TestFleetNodeKilled(t *testing.T) {
 	out, err := cmd.Output()
 	if err != nil || !strings.Contains(string(out), "results") || !strings.Contains(stderr.String(), "on node node-b") {
 		t.Errorf("mandate run --nats: %v\nstdout: %s\nstderr: %s", err, out, &stderr)
+	}
+
+	// The fleet's records: the lost run and the done ones; every node's
+	// copied log verifies (node-b's holds the /admin denials).
+	out, err = exec.Command(bin, "runs", "--nats", srv.ClientURL()).CombinedOutput()
+	if err != nil || !regexp.MustCompile(id+`\s+lost\s+node-a\s+\S+`).Match(out) || strings.Count(string(out), "done") != 2 {
+		t.Errorf("mandate runs --nats: %v\n%s", err, out)
+	}
+	out, err = exec.Command(bin, "audit", "verify", "--nats", srv.ClientURL()).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "node-a: ok: ") || !regexp.MustCompile(`node-b: ok: [1-9]\d* entries of 2 runs`).Match(out) {
+		t.Errorf("mandate audit verify --nats: %v\n%s", err, out)
 	}
 }
 

@@ -9,8 +9,11 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -246,4 +249,84 @@ func (e *env) runFleet(ctx context.Context, o runOptions, urls string) int {
 		}
 	}
 	return st.Exit
+}
+
+// listFleetRuns is mandate runs --nats.
+func (e *env) listFleetRuns(urls, format string) int {
+	ctx, cancel := context.WithTimeout(e.context(), time.Minute)
+	defer cancel()
+	nc, f, err := connectFleet(ctx, urls, "mandate runs", 1)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	defer nc.Close()
+	states, err := f.AllStates(ctx)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	sort.Slice(states, func(i, j int) bool { return states[i].Submitted.After(states[j].Submitted) })
+	if format == "json" {
+		if states == nil {
+			states = []fleet.RunState{}
+		}
+		if err := writeJSON(e.stdout, states); err != nil {
+			e.errorf("%v", err)
+			return exitUsage
+		}
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SUBMISSION\tSTATE\tNODE\tRUN\tEXIT\tSUBMITTED\tENDED")
+	for _, s := range states {
+		ended := ""
+		if !s.Ended.IsZero() {
+			ended = s.Ended.Format(time.RFC3339)
+		}
+		exit := ""
+		if s.State == fleet.StateDone {
+			exit = strconv.Itoa(s.Exit)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, kernel.EscapeText(s.Node), kernel.EscapeText(s.RunID),
+			exit, s.Submitted.Format(time.RFC3339), ended)
+	}
+	tw.Flush()
+	return exitOK
+}
+
+// verifyFleetAudit is mandate audit verify --nats.
+func (e *env) verifyFleetAudit(urls string) int {
+	ctx, cancel := context.WithTimeout(e.context(), 10*time.Minute)
+	defer cancel()
+	nc, f, err := connectFleet(ctx, urls, "mandate audit verify", 1)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	defer nc.Close()
+	logs, err := fleet.VerifyAudit(ctx, f.JS)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	if len(logs) == 0 {
+		fmt.Fprintln(e.stdout, "no node has copied an audit log to the fleet yet")
+		return exitOK
+	}
+	code := exitOK
+	for _, na := range logs {
+		if na.Err != nil {
+			code = exitTaskFailed
+			fmt.Fprintf(e.stdout, "%s: DOES NOT VERIFY: %s (%d entries copied)\n", kernel.EscapeText(na.Node), kernel.EscapeText(na.Err.Error()), na.Entries)
+			continue
+		}
+		tail := ""
+		if na.Entries > na.Checkpoint {
+			tail = fmt.Sprintf("; %d after it, not yet signed", na.Entries-na.Checkpoint)
+		}
+		fmt.Fprintf(e.stdout, "%s: ok: %d entries of %d runs, the signed checkpoint covers %d%s (key %s)\n",
+			kernel.EscapeText(na.Node), na.Entries, len(na.Runs), na.Checkpoint, tail, kernel.EscapeText(na.Key))
+	}
+	return code
 }

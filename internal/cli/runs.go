@@ -12,6 +12,7 @@ import (
 )
 
 const runsHelp = `Usage: mandate runs [--state-dir DIR] [--format text|json]
+       mandate runs --nats URLS [--format text|json]
 
 Lists the recorded runs, newest first: id, state, exit code, principal,
 number of tasks and capabilities, denials, and the manifest. A run whose
@@ -31,6 +32,10 @@ With --format json, stdout is a JSON array, newest first, of objects with
 id, manifest, task, module, digest, principal, engine, started, ended
 (absent while running or crashed), exit (absent likewise), state, error,
 tasks, caps and denials.
+
+With --nats, it lists a fleet's submissions instead (see "mandate node"):
+id, state (queued, running, done, refused, lost), the node that owns it
+and the run's id in that node's records, exit, submitted and ended.
 `
 
 func runRuns(e *env, args []string) int {
@@ -38,6 +43,7 @@ func runRuns(e *env, args []string) int {
 	fs := flagSet("runs")
 	stateFlag := stateDirFlag(fs)
 	format := fs.String("format", "text", "")
+	natsURLs := fs.String("nats", "", "")
 	pos, code, ok := e.parse(c, fs, args)
 	if !ok {
 		return code
@@ -47,6 +53,9 @@ func runRuns(e *env, args []string) int {
 	}
 	if *format != "text" && *format != "json" {
 		return e.usageError(c, "unknown format %q (formats: text, json)", *format)
+	}
+	if *natsURLs != "" {
+		return e.listFleetRuns(*natsURLs, *format)
 	}
 	dir, err := e.stateDir(*stateFlag)
 	if err != nil {

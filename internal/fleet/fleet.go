@@ -249,8 +249,10 @@ func (f *Fleet) heartbeats(ctx context.Context) (map[string]Heartbeat, error) {
 }
 
 // ReapLost marks lost every running submission whose node's heartbeat is
-// older than lostAfter (or absent), and returns how many it marked.
-func (f *Fleet) ReapLost(ctx context.Context, lostAfter time.Duration) (int, error) {
+// older than lostAfter (or absent), but self's (a node never declares
+// itself dead: it fences itself instead, see Node), and returns how many
+// it marked.
+func (f *Fleet) ReapLost(ctx context.Context, lostAfter time.Duration, self string) (int, error) {
 	beats, err := f.heartbeats(ctx)
 	if err != nil {
 		return 0, err
@@ -266,7 +268,7 @@ func (f *Fleet) ReapLost(ctx context.Context, lostAfter time.Duration) (int, err
 	n := 0
 	for key := range lister.Keys() {
 		s, rev, err := f.State(ctx, key)
-		if err != nil || s.State != StateRunning {
+		if err != nil || s.State != StateRunning || (self != "" && s.Node == self) {
 			continue
 		}
 		if h, ok := beats[s.Node]; ok && now.Sub(h.Time) < lostAfter {

@@ -189,7 +189,7 @@ func (n *Node) reaper(ctx context.Context) {
 		case <-t.C:
 		}
 		rctx, cancel := context.WithTimeout(ctx, n.LostAfter)
-		if k, err := n.Fleet.ReapLost(rctx, n.LostAfter); err == nil && k > 0 {
+		if k, err := n.Fleet.ReapLost(rctx, n.LostAfter, n.Name); err == nil && k > 0 {
 			n.Logger.Warn("runs of silent nodes marked lost", "runs", k)
 		}
 		cancel()

@@ -151,7 +151,7 @@ func (f *Fleet) Wait(ctx context.Context, id string, lostAfter time.Duration) (R
 		case <-ctx.Done():
 			return RunState{}, ctx.Err()
 		case <-tick.C:
-			f.ReapLost(ctx, lostAfter)
+			f.ReapLost(ctx, lostAfter, "")
 		case e, ok := <-w.Updates():
 			if !ok {
 				return RunState{}, errors.New("fleet: the state watch ended")
