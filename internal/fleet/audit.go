@@ -29,17 +29,6 @@ const (
 	auditMaxBatch = 512
 )
 
-func ensureAudit(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.Stream, error) {
-	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: StreamAudit, Subjects: []string{subjectAudit + ">"}, Replicas: replicas,
-		Duplicates: 10 * time.Minute, Description: "Mandate nodes' audit logs, copied",
-	})
-	if err != nil {
-		return nil, fmt.Errorf("fleet: stream %s: %w", StreamAudit, err)
-	}
-	return s, nil
-}
-
 // auditCopier copies one node's audit log to the stream.
 type auditCopier struct {
 	node string

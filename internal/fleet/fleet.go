@@ -132,38 +132,73 @@ type Fleet struct {
 	Nodes   jetstream.KeyValue
 }
 
-// Ensure creates (or finds) the fleet's streams and buckets, each with
-// replicas copies.
+// Ensure finds the fleet's streams and buckets, creating those missing
+// with replicas copies. What exists is never changed: a node started with
+// the default of one replica does not shrink a cluster's three.
 func Ensure(ctx context.Context, js jetstream.JetStream, replicas int) (*Fleet, error) {
 	if replicas < 1 {
 		replicas = 1
 	}
 	f := &Fleet{JS: js}
+	stream := func(cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+		s, err := js.Stream(ctx, cfg.Name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			s, err = js.CreateStream(ctx, cfg)
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				s, err = js.Stream(ctx, cfg.Name)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("fleet: stream %s: %w", cfg.Name, err)
+		}
+		return s, nil
+	}
+	kv := func(cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+		b, err := js.KeyValue(ctx, cfg.Bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			b, err = js.CreateKeyValue(ctx, cfg)
+			if errors.Is(err, jetstream.ErrBucketExists) {
+				b, err = js.KeyValue(ctx, cfg.Bucket)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("fleet: bucket %s: %w", cfg.Bucket, err)
+		}
+		return b, nil
+	}
 	var err error
-	f.Runs, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if f.Runs, err = stream(jetstream.StreamConfig{
 		Name: StreamRuns, Subjects: []string{SubjectSubmit}, Retention: jetstream.WorkQueuePolicy,
 		Replicas: replicas, Duplicates: 10 * time.Minute, MaxMsgSize: 64 << 20,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("fleet: stream %s: %w", StreamRuns, err)
-	}
-	if f.Audit, err = ensureAudit(ctx, js, replicas); err != nil {
+	}); err != nil {
 		return nil, err
 	}
-	if f.Modules, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-		Bucket: BucketModules, Replicas: replicas, Description: "Mandate modules by digest",
+	if f.Audit, err = stream(jetstream.StreamConfig{
+		Name: StreamAudit, Subjects: []string{subjectAudit + ">"}, Replicas: replicas,
+		Duplicates: 10 * time.Minute, Description: "Mandate nodes' audit logs, copied",
 	}); err != nil {
+		return nil, err
+	}
+	f.Modules, err = js.ObjectStore(ctx, BucketModules)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		f.Modules, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			Bucket: BucketModules, Replicas: replicas, Description: "Mandate modules by digest"})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			f.Modules, err = js.ObjectStore(ctx, BucketModules)
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("fleet: object store %s: %w", BucketModules, err)
 	}
-	if f.States, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	if f.States, err = kv(jetstream.KeyValueConfig{
 		Bucket: BucketRuns, Replicas: replicas, History: 8, Description: "Mandate run states",
 	}); err != nil {
-		return nil, fmt.Errorf("fleet: bucket %s: %w", BucketRuns, err)
+		return nil, err
 	}
-	if f.Nodes, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	if f.Nodes, err = kv(jetstream.KeyValueConfig{
 		Bucket: BucketNodes, Replicas: replicas, Description: "Mandate node heartbeats",
 	}); err != nil {
-		return nil, fmt.Errorf("fleet: bucket %s: %w", BucketNodes, err)
+		return nil, err
 	}
 	return f, nil
 }

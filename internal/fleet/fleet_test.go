@@ -158,7 +158,9 @@ func TestFleetRuns(t *testing.T) {
 	for name, h := range hosts {
 		n := &Node{Name: name, Fleet: f, Host: h}
 		n.defaults()
-		n.copyAudit(ctx) // what the node copies as it stops, now
+		if err := n.copier.copyNew(ctx); err != nil { // what the node copies as it stops, now
+			t.Errorf("%s: copying its audit log: %v", name, err)
+		}
 	}
 	logs, err := VerifyAudit(ctx, f.JS)
 	if err != nil {
@@ -166,7 +168,7 @@ func TestFleetRuns(t *testing.T) {
 	}
 	inCopy := map[string]bool{}
 	for _, na := range logs {
-		if na.Err != nil || na.Checkpoint == 0 || na.Checkpoint > na.Entries {
+		if na.Err != nil || na.Checkpoint > na.Entries {
 			t.Errorf("%s: %+v", na.Node, na)
 		}
 		for _, r := range na.Runs {
