@@ -3,21 +3,19 @@ package cli
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mandatevm/mandate/audit"
-	"github.com/mandatevm/mandate/internal/testengine"
+	"github.com/mandatevm/mandate/internal/testbin"
 	"github.com/mandatevm/mandate/runstore"
 )
 
@@ -98,45 +96,9 @@ func TestCrashKeepsTheAuditLog(t *testing.T) {
 	t.Logf("killed after %d effects; %d allow entries, %d entries in all", effects, allows, len(entries))
 }
 
-var (
-	mandateOnce sync.Once
-	mandateBin  string
-	mandateErr  error
-)
-
 // buildMandate builds cmd/mandate (with the engine under test) once per
 // test binary and returns its path.
-func buildMandate(t *testing.T) string {
-	t.Helper()
-	mandateOnce.Do(func() {
-		// One place per engine, rebuilt by every test binary (the go
-		// build cache makes that a link) and replaced by a rename: test
-		// runs leave one binary behind, not one each.
-		dir := filepath.Join(os.TempDir(), "mandate-test-bin", testengine.Name())
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			mandateErr = err
-			return
-		}
-		tmp, err := os.CreateTemp(dir, "mandate-*.tmp")
-		if err != nil {
-			mandateErr = err
-			return
-		}
-		tmp.Close()
-		defer os.Remove(tmp.Name())
-		build := exec.Command("go", append([]string{"build", "-o", tmp.Name()}, append(testengine.BuildFlags(), "../../cmd/mandate")...)...)
-		if out, err := build.CombinedOutput(); err != nil {
-			mandateErr = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		mandateBin = filepath.Join(dir, "mandate")
-		mandateErr = os.Rename(tmp.Name(), mandateBin)
-	})
-	if mandateErr != nil {
-		t.Fatal(mandateErr)
-	}
-	return mandateBin
-}
+func buildMandate(t *testing.T) string { return testbin.Mandate(t) }
 
 // TestConcurrentProcesses runs several `mandate run` processes at once on
 // one state directory, each making audited calls: every run is recorded

@@ -39,7 +39,8 @@ runs and exits. What a manifest reads from the environment (credentials)
 is read from this node's.
 
 Credentials for NATS go in the URL (nats://user:password@host:4222): each
-node its own user.
+node its own user, whose permissions fleet.NodePermissions lists (its
+inbox prefix is _INBOX.NAME).
 
 Flags:
 
@@ -113,7 +114,7 @@ func runNode(e *env, args []string) int {
 	ctx, stop := signal.NotifyContext(e.context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	nc, f, err := connectFleet(ctx, *urls, "mandate node "+*name, *replicas)
+	nc, f, err := connectFleet(ctx, *urls, "mandate node "+*name, *replicas, nats.CustomInboxPrefix(fleet.InboxPrefix(*name)))
 	if err != nil {
 		e.errorf("%v", err)
 		return exitUsage
@@ -141,8 +142,9 @@ func runNode(e *env, args []string) int {
 }
 
 // connectFleet connects to NATS and ensures the fleet's streams.
-func connectFleet(ctx context.Context, urls, client string, replicas int) (*nats.Conn, *fleet.Fleet, error) {
-	nc, err := nats.Connect(urls, nats.Name(client), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+func connectFleet(ctx context.Context, urls, client string, replicas int, opts ...nats.Option) (*nats.Conn, *fleet.Fleet, error) {
+	opts = append([]nats.Option{nats.Name(client), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}, opts...)
+	nc, err := nats.Connect(urls, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connecting to NATS at %s: %w", redactURLs(urls), err)
 	}

@@ -270,12 +270,9 @@ func (n *Node) execute(ctx context.Context, s Submission, st RunState) RunState 
 		}
 		data := f.Data
 		if f.Module != "" {
-			b, err := n.Fleet.Modules.GetBytes(ctx, f.Module)
+			b, err := n.module(ctx, f.Module)
 			if err != nil {
-				return refuse("module %s: %v", f.Module, err)
-			}
-			if got := sandbox.Digest(b); got != f.Module {
-				return refuse("module %s arrived with digest %s: not run", f.Module, got)
+				return refuse("%v", err)
 			}
 			data = b
 		}
@@ -334,6 +331,37 @@ func (n *Node) annotate(ctx context.Context, id string, change func(*RunState)) 
 			return
 		}
 	}
+}
+
+// module returns the module of digest d: from this node's copy when it
+// has one that still hashes to d, else from the fleet's object store,
+// checked against d on arrival and kept.
+func (n *Node) module(ctx context.Context, d string) ([]byte, error) {
+	if !sandbox.IsDigest(d) {
+		return nil, fmt.Errorf("module %q is not a digest", d)
+	}
+	p := filepath.Join(n.WorkDir, "modules", d[len("sha256:"):]+".wasm")
+	if b, err := os.ReadFile(p); err == nil && sandbox.Digest(b) == d {
+		return b, nil
+	}
+	b, err := n.Fleet.Modules.GetBytes(ctx, d)
+	if err != nil {
+		return nil, fmt.Errorf("module %s: %w", d, err)
+	}
+	if got := sandbox.Digest(b); got != d {
+		return nil, fmt.Errorf("module %s arrived with digest %s: not run", d, got)
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err == nil {
+		tmp, err := os.CreateTemp(filepath.Dir(p), ".module-*")
+		if err == nil {
+			_, werr := tmp.Write(b)
+			if cerr := tmp.Close(); werr == nil && cerr == nil {
+				os.Rename(tmp.Name(), p)
+			}
+			os.Remove(tmp.Name())
+		}
+	}
+	return b, nil
 }
 
 // finish writes a run's final state over its running one; if the fleet

@@ -106,7 +106,8 @@ func Bundle(ctx context.Context, path string, vars map[string]string, input []by
 }
 
 // Submit stores the submission's modules (those not stored yet), records
-// it queued and publishes it for a node to take.
+// it queued and publishes it for a node to take. It may be retried with
+// the same submission after an error: the run is still queued once.
 func (f *Fleet) Submit(ctx context.Context, s Submission, modules map[string][]byte) error {
 	for d, wasm := range modules {
 		if _, err := f.Modules.GetInfo(ctx, d); err == nil {
@@ -122,7 +123,15 @@ func (f *Fleet) Submit(ctx context.Context, s Submission, modules map[string][]b
 	if err != nil {
 		return err
 	}
-	if _, err := f.States.Create(ctx, s.ID, state); err != nil {
+	if _, err := f.States.Create(ctx, s.ID, state); errors.Is(err, jetstream.ErrKeyExists) {
+		// A retried Submit: publish again unless a node took it (the
+		// message id makes a second publish count once).
+		if cur, _, err := f.State(ctx, s.ID); err != nil {
+			return err
+		} else if cur.State != StateQueued {
+			return nil
+		}
+	} else if err != nil {
 		return fmt.Errorf("fleet: recording submission %s: %w", s.ID, err)
 	}
 	b, err := json.Marshal(s)

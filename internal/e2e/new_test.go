@@ -1,4 +1,4 @@
-package cli
+package e2e
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/internal/scaffold"
+	"github.com/mandatevm/mandate/internal/testbin"
 )
 
 // TestNewEveryLangAndCap writes a tool for every language and capability
@@ -21,7 +22,7 @@ func TestNewEveryLangAndCap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds nine tools")
 	}
-	bin := buildMandate(t)
+	bin := testbin.Mandate(t)
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command for the tools' tests")

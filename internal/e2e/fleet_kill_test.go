@@ -1,4 +1,4 @@
-package cli
+package e2e
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/mandatevm/mandate/internal/fleet"
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/natsembed"
+	"github.com/mandatevm/mandate/internal/testbin"
 	"github.com/mandatevm/mandate/internal/testengine"
 )
 
@@ -32,7 +33,7 @@ func TestFleetNodeKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds mandate and runs nodes")
 	}
-	bin := buildMandate(t)
+	bin := testbin.Mandate(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	srv, err := natsembed.Start(ctx, natsembed.Config{StoreDir: t.TempDir()})
@@ -60,7 +61,7 @@ func TestFleetNodeKilled(t *testing.T) {
 
 	// The manifest and its module in one folder, as a fleet run carries.
 	dir := t.TempDir()
-	wasm, err := host.BuildGuest(ctx, "testdata/guests/cli-guest", false, testCache())
+	wasm, err := host.BuildGuest(ctx, "../cli/testdata/guests/cli-guest", false, testCache())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func TestFleetNodeKilled(t *testing.T) {
 		return cmd, &logs
 	}
 
-	f := connectFleetT(t, srv.ClientURL())
+	f := connectFleet(t, srv.ClientURL(), 1)
 	submit := func(input string) string {
 		s, modules, err := fleet.Bundle(ctx, manifestPath, map[string]string{"origin": fixture.URL}, []byte(input), nil)
 		if err != nil {
@@ -159,14 +160,4 @@ func TestFleetNodeKilled(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "node-a: ok: ") || !regexp.MustCompile(`node-b: ok: [1-9]\d* entries of 2 runs`).Match(out) {
 		t.Errorf("mandate audit verify --nats: %v\n%s", err, out)
 	}
-}
-
-func connectFleetT(t *testing.T, url string) *fleet.Fleet {
-	t.Helper()
-	nc, f, err := connectFleet(context.Background(), url, "test", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return f
 }

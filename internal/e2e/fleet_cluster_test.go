@@ -1,0 +1,218 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mandatevm/mandate/host"
+	"github.com/mandatevm/mandate/internal/fleet"
+	"github.com/mandatevm/mandate/internal/kerneltest"
+	"github.com/mandatevm/mandate/internal/natsembed"
+	"github.com/mandatevm/mandate/internal/natstest"
+	"github.com/mandatevm/mandate/internal/testbin"
+	"github.com/mandatevm/mandate/internal/testengine"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestFleetCluster: a three-server NATS cluster (streams and buckets with
+// three replicas) and three "mandate node" processes, each its own NATS
+// user with a node's permissions alone, run MANDATE_FLEET_RUNS (default
+// 1,000) submissions of the benefits desk: Alice's own record, and Alice
+// asking for Bob's (refused). One NATS server is stopped a third of the
+// way through and started again at two thirds. Every submission ends done
+// with the right result, each run is recorded once, in its node's store,
+// the nodes' copied audit logs verify, and a node's credentials cannot
+// write another node's heartbeat or audit copy.
+func TestFleetCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds mandate, runs a NATS cluster and three nodes")
+	}
+	runs := 1000
+	if v := os.Getenv("MANDATE_FLEET_RUNS"); v != "" {
+		runs, _ = strconv.Atoi(v)
+	}
+	bin := testbin.Mandate(t)
+	nodes := []string{"node-a", "node-b", "node-c"}
+	users := []natsembed.User{natsembed.JetStreamUser("admin", "admin-secret", []string{">"}, []string{">"})}
+	for _, n := range nodes {
+		pub, sub := fleet.NodePermissions(n)
+		users = append(users, natsembed.User{Name: n, Password: n + "-secret", Publish: pub, Subscribe: sub})
+	}
+	cl := natstest.StartCluster(t, 3, natstest.WithUsers(users...))
+	withUser := func(user string) string {
+		var out []string
+		for _, u := range cl.URLs() {
+			p, _ := url.Parse(u)
+			p.User = url.UserPassword(user, user+"-secret")
+			out = append(out, p.String())
+		}
+		return strings.Join(out, ",")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	f := connectFleet(t, withUser("admin"), 3)
+
+	states := map[string]string{}
+	for _, name := range nodes {
+		state := t.TempDir()
+		states[name] = state
+		var logs kerneltest.Buffer
+		cmd := exec.Command(bin, "node", "--nats", withUser(name), "--name", name, "--state-dir", state,
+			"--cache-dir", testCache(), "--engine", testengine.Name(), "--heartbeat", "500ms", "--lost-after", "10s",
+			"--parallel", "2", "--log-level", "warn")
+		cmd.Stderr = &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Signal(os.Interrupt)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				cmd.Process.Kill()
+				<-done
+			}
+			if t.Failed() {
+				t.Logf("%s's log:\n%s", name, &logs)
+			}
+		})
+	}
+
+	// A node's credentials write nothing of another node's.
+	ncA, err := nats.Connect(withUser("node-a"), nats.CustomInboxPrefix(fleet.InboxPrefix("node-a")),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ncA.Close()
+	jsA, _ := jetstream.New(ncA)
+	for _, subj := range []string{"mandate.audit.node-b.entry", "$KV." + fleet.BucketNodes + ".node-b", fleet.SubjectSubmit} {
+		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := jsA.Publish(pctx, subj, []byte(`{"forged":true}`))
+		pcancel()
+		if err == nil {
+			t.Errorf("node-a's user published to %s", subj)
+		}
+	}
+
+	s0, modules, err := fleet.Bundle(ctx, "../../examples/benefits/alice.hcl", nil, nil,
+		func(ctx context.Context, dir string) ([]byte, error) {
+			return host.BuildGuest(ctx, dir, false, testCache())
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	watch, err := f.States.WatchAll(ctx, jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Stop()
+	want := map[string]string{}
+	for i := 0; i < runs; i++ {
+		s := s0
+		s.ID = fmt.Sprintf("%032x", i+1)
+		s.Input = nil
+		want[s.ID] = "alice  plan=Gold PPO"
+		if i%2 == 1 {
+			s.Input = []byte("bob")
+			want[s.ID] = "denied: read bob's benefits: cap_call: EDENIED"
+		}
+		if err := submitRetrying(ctx, f, s, modules); err != nil {
+			t.Fatalf("submission %d: %v", i, err)
+		}
+		if i == runs/3 {
+			cl.Stop(0)
+			t.Logf("NATS server n0 stopped after %d submissions", i+1)
+		}
+		if i == 2*runs/3 {
+			cl.Restart(0)
+			t.Logf("NATS server n0 restarted after %d submissions", i+1)
+		}
+	}
+	done := map[string]fleet.RunState{}
+	for len(done) < runs {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d of %d runs ended", len(done), runs)
+		case e := <-watch.Updates():
+			if e == nil {
+				continue
+			}
+			var st fleet.RunState
+			if json.Unmarshal(e.Value(), &st) == nil && st.Final() {
+				done[st.ID] = st
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	t.Logf("%d runs on 3 nodes in %s: %.1f runs/s", runs, elapsed.Round(time.Millisecond), float64(runs)/elapsed.Seconds())
+
+	perNode := map[string]map[string]bool{}
+	for id, st := range done {
+		if st.State != fleet.StateDone || st.Exit != 0 || !strings.Contains(string(st.Result), want[id]) {
+			t.Errorf("%s: %+v", id, st)
+			continue
+		}
+		if perNode[st.Node] == nil {
+			perNode[st.Node] = map[string]bool{}
+		}
+		if perNode[st.Node][st.RunID] {
+			t.Errorf("run %s of %s recorded twice", st.RunID, st.Node)
+		}
+		perNode[st.Node][st.RunID] = true
+	}
+	for _, name := range nodes {
+		out, err := exec.Command(bin, "runs", "--state-dir", states[name], "--format", "json").Output()
+		if err != nil {
+			t.Fatalf("mandate runs (%s): %v", name, err)
+		}
+		var list []struct{ ID string }
+		if err := json.Unmarshal(out, &list); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range list {
+			if !perNode[name][r.ID] {
+				t.Errorf("%s recorded run %s, which no submission names", name, r.ID)
+			}
+		}
+		if len(list) != len(perNode[name]) {
+			t.Errorf("%s recorded %d runs, the fleet says %d", name, len(list), len(perNode[name]))
+		}
+		t.Logf("%s ran %d", name, len(list))
+	}
+
+	// The fleet's records: every node's copied log verifies.
+	out, err := exec.Command(bin, "audit", "verify", "--nats", withUser("admin")).CombinedOutput()
+	if err != nil || strings.Count(string(out), ": ok: ") < len(perNode) {
+		t.Errorf("mandate audit verify --nats: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
+
+// submitRetrying submits, retrying while the cluster elects new leaders
+// (a stopped server): the message id makes a retried publish count once.
+func submitRetrying(ctx context.Context, f *fleet.Fleet, s fleet.Submission, modules map[string][]byte) error {
+	var err error
+	for try := 0; try < 20; try++ {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = f.Submit(sctx, s, modules)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return err
+}
