@@ -193,6 +193,22 @@ func TestFleetCluster(t *testing.T) {
 		t.Logf("%s ran %d", name, len(list))
 	}
 
+	// What the fleet holds per run (for the sizing in docs/fleet.md).
+	for _, name := range []string{fleet.StreamRuns, fleet.StreamAudit, "KV_" + fleet.BucketRuns, "OBJ_" + fleet.BucketModules} {
+		st, err := f.JS.Stream(ctx, name)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		t.Logf("%s: %d messages, %d bytes (%.0f bytes per run), %d replicas", name, info.State.Msgs, info.State.Bytes,
+			float64(info.State.Bytes)/float64(runs), info.Config.Replicas)
+	}
+
 	// The fleet's records: every node's copied log verifies.
 	out, err := exec.Command(bin, "audit", "verify", "--nats", withUser("admin")).CombinedOutput()
 	if err != nil || strings.Count(string(out), ": ok: ") < len(perNode) {

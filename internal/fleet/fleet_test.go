@@ -17,7 +17,7 @@ import (
 )
 
 // startFleet starts one NATS server and returns a connected fleet.
-func startFleet(t *testing.T) (*natsembed.Server, *Fleet) {
+func startFleet(t testing.TB) (*natsembed.Server, *Fleet) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -29,7 +29,7 @@ func startFleet(t *testing.T) (*natsembed.Server, *Fleet) {
 	return srv, connect(t, srv.ClientURL())
 }
 
-func connect(t *testing.T, url string) *Fleet {
+func connect(t testing.TB, url string) *Fleet {
 	t.Helper()
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
 	if err != nil {
@@ -51,7 +51,7 @@ func connect(t *testing.T, url string) *Fleet {
 
 // startNode runs a node on its own host and state directory until the
 // test ends.
-func startNode(t *testing.T, f *Fleet, name string) *host.Host {
+func startNode(t testing.TB, f *Fleet, name string) *host.Host {
 	t.Helper()
 	state := t.TempDir()
 	h, err := host.Open(context.Background(), host.Options{StateDir: state, Engine: testengine.Name(),
