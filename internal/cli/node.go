@@ -19,12 +19,13 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/internal/fleet"
+	"github.com/mandatevm/mandate/internal/natsembed"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-const nodeHelp = `Usage: mandate node --nats URL[,URL...] [--name NAME] [--parallel N]
+const nodeHelp = `Usage: mandate node --nats URL[,URL...] | --embedded-nats DIR [--name NAME] [--parallel N]
                     [--heartbeat 1s] [--lost-after 5s] [--replicas N]
                     [--state-dir DIR] [--cache-dir DIR] [--engine NAME] [--log-level LEVEL]
 
@@ -45,6 +46,10 @@ inbox prefix is _INBOX.NAME).
 Flags:
 
 	--nats URLS        the NATS servers, comma-separated
+	--embedded-nats DIR  run a NATS server with JetStream in this process,
+	                   its streams in DIR, on 127.0.0.1 (--embedded-port,
+	                   default 4222), for trying a fleet on one machine:
+	                   other nodes and "mandate run --nats" connect to it
 	--name NAME        this node's name in the fleet (default: the host name)
 	--parallel N       runs at once (default 2)
 	--heartbeat D      how often the node says it is alive (default 1s)
@@ -58,6 +63,8 @@ Flags:
 
 Examples:
 
+	mandate node --embedded-nats /tmp/js --name node-a     # a fleet of one, to try
+	mandate node --nats nats://127.0.0.1:4222 --name node-b
 	mandate node --nats nats://node-a:secret@127.0.0.1:4222 --name node-a
 	mandate run --nats nats://127.0.0.1:4222 examples/benefits/alice.hcl
 `
@@ -68,6 +75,8 @@ func runNode(e *env, args []string) int {
 	c := lookupCommand("node")
 	fs := flagSet("node")
 	urls := fs.String("nats", "", "")
+	embedded := fs.String("embedded-nats", "", "")
+	embeddedPort := fs.Int("embedded-port", 4222, "")
 	name := fs.String("name", "", "")
 	parallel := fs.Int("parallel", 2, "")
 	heartbeat := fs.Duration("heartbeat", time.Second, "")
@@ -84,8 +93,8 @@ func runNode(e *env, args []string) int {
 	if len(pos) > 0 {
 		return e.usageError(c, "unexpected argument %q", pos[0])
 	}
-	if *urls == "" {
-		return e.usageError(c, "missing --nats")
+	if (*urls == "") == (*embedded == "") {
+		return e.usageError(c, "give --nats URLS or --embedded-nats DIR (one of them)")
 	}
 	if *name == "" {
 		h, _ := os.Hostname()
@@ -113,6 +122,17 @@ func runNode(e *env, args []string) int {
 	logger := hclog.New(&hclog.LoggerOptions{Name: "mandate.node", Level: lvl, Output: e.stderr})
 	ctx, stop := signal.NotifyContext(e.context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *embedded != "" {
+		srv, err := natsembed.Start(ctx, natsembed.Config{StoreDir: *embedded, Port: *embeddedPort,
+			Logger: logger.Named("nats")})
+		if err != nil {
+			e.errorf("the embedded NATS server: %v", err)
+			return exitUsage
+		}
+		defer srv.Shutdown()
+		*urls = srv.ClientURL()
+		logger.Info("embedded NATS server with JetStream", "url", *urls, "store", *embedded)
+	}
 
 	nc, f, err := connectFleet(ctx, *urls, "mandate node "+*name, *replicas, nats.CustomInboxPrefix(fleet.InboxPrefix(*name)))
 	if err != nil {
