@@ -20,16 +20,7 @@ func VerifyEntries(entries []Entry, signed []byte, vkey string) (Checkpoint, err
 		return c, fmt.Errorf("audit: the checkpoint covers %d entries, %d are here", c.Size, len(entries))
 	}
 	var hashes []tlog.Hash
-	reader := tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
-		out := make([]tlog.Hash, len(idx))
-		for i, x := range idx {
-			if x < 0 || x >= int64(len(hashes)) {
-				return nil, fmt.Errorf("hash %d not computed", x)
-			}
-			out[i] = hashes[x]
-		}
-		return out, nil
-	})
+	reader := computedHashes(&hashes)
 	for n := int64(0); n < c.Size; n++ {
 		e := entries[n]
 		if e.Seq != n {

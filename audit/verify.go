@@ -218,16 +218,7 @@ func (l *Log) verify(ctx context.Context, extra []byte) (*VerifyReport, error) {
 
 	// Recompute the tree from the entry rows alone.
 	var hashes []tlog.Hash
-	reader := tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
-		out := make([]tlog.Hash, len(idx))
-		for i, x := range idx {
-			if x < 0 || x >= int64(len(hashes)) {
-				return nil, fmt.Errorf("hash %d not computed", x)
-			}
-			out[i] = hashes[x]
-		}
-		return out, nil
-	})
+	reader := computedHashes(&hashes)
 	rows, err := tx.QueryContext(ctx, `SELECT idx, time, run, task, principal, module, cap, ancestry, kind, op, args, decision, errno, reason, label FROM entries ORDER BY idx`)
 	if err != nil {
 		return nil, fmt.Errorf("audit verify: %w", err)
@@ -347,6 +338,21 @@ func storedHashes(ctx context.Context, tx *sql.Tx) tlog.HashReader {
 				return nil, fmt.Errorf("stored hash %d: %d bytes", x, len(b))
 			}
 			copy(out[i][:], b)
+		}
+		return out, nil
+	})
+}
+
+// computedHashes reads the stored hashes computed so far into *hashes
+// (tlog.StoredHashes appends them as each entry is hashed).
+func computedHashes(hashes *[]tlog.Hash) tlog.HashReader {
+	return tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(idx))
+		for i, x := range idx {
+			if x < 0 || x >= int64(len(*hashes)) {
+				return nil, fmt.Errorf("hash %d not computed", x)
+			}
+			out[i] = (*hashes)[x]
 		}
 		return out, nil
 	})

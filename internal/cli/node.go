@@ -22,7 +22,6 @@ import (
 	"github.com/mandatevm/mandate/internal/natsembed"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 const nodeHelp = `Usage: mandate node --nats URL[,URL...] | --embedded-nats DIR [--name NAME] [--parallel N]
@@ -163,42 +162,11 @@ func runNode(e *env, args []string) int {
 
 // connectFleet connects to NATS and ensures the fleet's streams.
 func connectFleet(ctx context.Context, urls, client string, replicas int, opts ...nats.Option) (*nats.Conn, *fleet.Fleet, error) {
-	opts = append([]nats.Option{nats.Name(client), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}, opts...)
-	nc, err := nats.Connect(urls, opts...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("connecting to NATS at %s: %w", redactURLs(urls), err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	f, err := fleet.Ensure(ectx, js, replicas)
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	return nc, f, nil
+	return fleet.Connect(ctx, urls, replicas, append([]nats.Option{nats.Name(client)}, opts...)...)
 }
 
 // redactURLs hides the passwords of NATS URLs.
-func redactURLs(urls string) string {
-	var out []string
-	for _, u := range strings.Split(urls, ",") {
-		if at := strings.LastIndex(u, "@"); at >= 0 {
-			if i := strings.Index(u, "://"); i >= 0 && i < at {
-				cred := u[i+3 : at]
-				if c := strings.Index(cred, ":"); c >= 0 {
-					u = u[:i+3] + cred[:c] + ":***" + u[at:]
-				}
-			}
-		}
-		out = append(out, u)
-	}
-	return strings.Join(out, ",")
-}
+func redactURLs(urls string) string { return fleet.RedactURLs(urls) }
 
 // runFleet is mandate run --nats: the run is submitted to the fleet, one
 // node runs it, and its outcome is printed as a local run's would be.

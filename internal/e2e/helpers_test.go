@@ -8,8 +8,6 @@ import (
 
 	"github.com/mandatevm/mandate/internal/fleet"
 	"github.com/mandatevm/mandate/internal/guestbuild"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // testCache is the cache root the tests share (see internal/cli).
@@ -18,20 +16,12 @@ func testCache() string { return filepath.Dir(guestbuild.DefaultCacheDir()) }
 // connectFleet connects to NATS and ensures the fleet's streams.
 func connectFleet(t *testing.T, urls string, replicas int) *fleet.Fleet {
 	t.Helper()
-	nc, err := nats.Connect(urls, nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc, f, err := fleet.Connect(ctx, urls, replicas)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	f, err := fleet.Ensure(ctx, js, replicas)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return f
 }

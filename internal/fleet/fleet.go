@@ -49,8 +49,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -317,4 +319,46 @@ func (f *Fleet) ReapLost(ctx context.Context, lostAfter time.Duration, self stri
 		}
 	}
 	return n, nil
+}
+
+// Connect connects to the NATS servers urls (comma-separated; credentials
+// in the URLs), reconnecting for ever, and finds or creates the fleet's
+// streams and buckets (Ensure, with replicas copies). The caller closes the
+// connection.
+func Connect(ctx context.Context, urls string, replicas int, opts ...nats.Option) (*nats.Conn, *Fleet, error) {
+	opts = append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}, opts...)
+	nc, err := nats.Connect(urls, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connecting to NATS at %s: %w", RedactURLs(urls), err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	f, err := Ensure(ectx, js, replicas)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, f, nil
+}
+
+// RedactURLs hides the passwords of NATS URLs (for logs and errors).
+func RedactURLs(urls string) string {
+	var out []string
+	for _, u := range strings.Split(urls, ",") {
+		if at := strings.LastIndex(u, "@"); at >= 0 {
+			if i := strings.Index(u, "://"); i >= 0 && i < at {
+				cred := u[i+3 : at]
+				if c := strings.Index(cred, ":"); c >= 0 {
+					u = u[:i+3] + cred[:c] + ":***" + u[at:]
+				}
+			}
+		}
+		out = append(out, u)
+	}
+	return strings.Join(out, ",")
 }

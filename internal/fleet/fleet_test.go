@@ -12,8 +12,6 @@ import (
 	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/internal/natsembed"
 	"github.com/mandatevm/mandate/internal/testengine"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // startFleet starts one NATS server and returns a connected fleet.
@@ -31,21 +29,13 @@ func startFleet(t testing.TB) (*natsembed.Server, *Fleet) {
 
 func connect(t testing.TB, url string) *Fleet {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc, f, err := Connect(ctx, url, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	f, err := Ensure(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return f
 }
 
