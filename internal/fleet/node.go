@@ -41,6 +41,7 @@ type Node struct {
 	Parallel int
 
 	running atomic.Int64
+	fenced  atomic.Bool // no heartbeat got through for LostAfter
 	mu      sync.Mutex
 	cancels map[string]context.CancelFunc
 
@@ -68,6 +69,11 @@ func (n *Node) defaults() {
 // copyAudit copies the node's new audit entries and a checkpoint to the
 // fleet's stream; a failure is logged and retried with the next run.
 func (n *Node) copyAudit(ctx context.Context) {
+	if n.fenced.Load() {
+		return // cut off: the copy waits for the next start
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	n.auditMu.Lock()
 	defer n.auditMu.Unlock()
 	if err := n.copier.copyNew(ctx); err != nil {
@@ -167,6 +173,7 @@ func (n *Node) heartbeats(ctx context.Context, fenced chan struct{}) {
 		}
 		if time.Since(last) >= n.LostAfter {
 			n.Logger.Error("no heartbeat got through: killing this node's runs", "node", n.Name, "for", time.Since(last))
+			n.fenced.Store(true)
 			n.mu.Lock()
 			for _, c := range n.cancels {
 				c()
@@ -368,7 +375,9 @@ func (n *Node) module(ctx context.Context, d string) ([]byte, error) {
 // marked it lost meanwhile (this node's heartbeat was late), the outcome is
 // written all the same, saying so: the record is what happened.
 func (n *Node) finish(ctx context.Context, final RunState) {
-	for i := 0; i < 5; i++ {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for i := 0; i < 5 && !n.fenced.Load() && ctx.Err() == nil; i++ {
 		cur, rev, err := n.Fleet.State(ctx, final.ID)
 		if err != nil {
 			n.Logger.Error("reading a run's state to end it", "submission", final.ID, "error", err)
