@@ -375,25 +375,32 @@ func (n *Node) module(ctx context.Context, d string) ([]byte, error) {
 // marked it lost meanwhile (this node's heartbeat was late), the outcome is
 // written all the same, saying so: the record is what happened.
 func (n *Node) finish(ctx context.Context, final RunState) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// The outcome must be written: retried (the cluster may be electing
+	// leaders) for up to five minutes, unless this node is cut off.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	for i := 0; i < 5 && !n.fenced.Load() && ctx.Err() == nil; i++ {
+	wait := 100 * time.Millisecond
+	for !n.fenced.Load() && ctx.Err() == nil {
 		cur, rev, err := n.Fleet.State(ctx, final.ID)
+		if err == nil {
+			if cur.State == StateLost {
+				final.Error = "marked lost at " + cur.Ended.Format(time.RFC3339Nano) + " (" + cur.Error + "), then finished on " + n.Name + joinErr(final.Error)
+			}
+			var ok bool
+			if ok, err = n.Fleet.swap(ctx, final, rev); err == nil && ok {
+				return
+			}
+		}
 		if err != nil {
-			n.Logger.Error("reading a run's state to end it", "submission", final.ID, "error", err)
-			time.Sleep(n.Heartbeat)
-			continue
+			n.Logger.Warn("ending a run's state; retrying", "submission", final.ID, "error", err)
 		}
-		if cur.State == StateLost {
-			final.Error = "marked lost at " + cur.Ended.Format(time.RFC3339Nano) + " (" + cur.Error + "), then finished on " + n.Name + joinErr(final.Error)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
 		}
-		if ok, err := n.Fleet.swap(ctx, final, rev); err == nil && ok {
-			return
-		} else if err != nil {
-			n.Logger.Error("ending a run's state", "submission", final.ID, "error", err)
-			time.Sleep(n.Heartbeat)
-		}
+		wait = min(2*wait, 2*time.Second)
 	}
+	n.Logger.Error("the outcome of a run could not be written to the fleet", "submission", final.ID, "run", final.RunID)
 }
 
 func joinErr(s string) string {
