@@ -191,6 +191,11 @@ type RunSpec struct {
 	// Begun, when set, is called with the run's id once the run is in the
 	// run store, before its task starts.
 	Begun func(id string)
+	// Module, when set, is the root task's module: these bytes are run
+	// instead of the module the manifest names (which is not read or
+	// built); the manifest's digest pin still applies. A fleet node runs a
+	// submitted module this way.
+	Module []byte
 }
 
 // RefusedError is a run refused before its task ran: recorded in the run
@@ -240,15 +245,18 @@ func (h *Host) start(ctx context.Context, spec RunSpec) (*Run, error) {
 	if approver == nil {
 		approver = h.opts.Approver
 	}
-	if m.ModuleIsDir {
+	if m.ModuleIsDir && spec.Module == nil {
 		logger.Debug("building guest", "dir", m.ModulePath)
 	}
 	if ctx.Value(buildNotesKey{}) == nil {
 		ctx = WithBuildNotes(ctx, func(msg string) { logger.Info(msg) })
 	}
-	wasm, err := loadModule(ctx, &m, h.opts.CacheDir)
-	if err != nil {
-		return nil, m.ModuleError(err)
+	wasm := spec.Module
+	var err error
+	if wasm == nil {
+		if wasm, err = loadModule(ctx, &m, h.opts.CacheDir); err != nil {
+			return nil, m.ModuleError(err)
+		}
 	}
 	digest := sandbox.Digest(wasm)
 	if err := m.CheckDigest(digest); err != nil {

@@ -83,7 +83,11 @@ type Submission struct {
 	Vars     map[string]string `json:"vars,omitempty"`
 	Input    []byte            `json:"input,omitempty"`
 	Files    map[string]File   `json:"files,omitempty"` // by slash path relative to the manifest
-	Time     time.Time         `json:"time"`
+	// Module is the root task's module, by digest: what the node runs,
+	// whatever the manifest's module names (a guest folder, "." for a
+	// tool's own folder, a .wasm file).
+	Module string    `json:"module"`
+	Time   time.Time `json:"time"`
 }
 
 // File is a file a manifest names: a module by digest, or data inline.

@@ -11,6 +11,7 @@ import (
 	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/internal/natsembed"
+	"github.com/mandatevm/mandate/internal/scaffold"
 	"github.com/mandatevm/mandate/internal/testengine"
 )
 
@@ -252,5 +253,38 @@ func TestFleetLostNode(t *testing.T) {
 	list, err := h.Store().List(ctx)
 	if err != nil || len(list) != 0 {
 		t.Errorf("node-b ran %d runs (%v), want none", len(list), err)
+	}
+}
+
+// TestFleetScaffoldedTool: a tool written by mandate new (its manifest's
+// module is ".", its own folder, outside this repository) runs on a node:
+// the submitter builds it, the node runs the built module and the seeds
+// travel with the submission.
+func TestFleetScaffoldedTool(t *testing.T) {
+	_, f := startFleet(t)
+	startNode(t, f, "node-a")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := filepath.Join(t.TempDir(), "notes")
+	if _, err := scaffold.New(scaffold.Options{Dir: dir, Lang: "go", Cap: "data"}); err != nil {
+		t.Fatal(err)
+	}
+	s, modules, err := Bundle(ctx, filepath.Join(dir, "notes.hcl"), nil, nil, build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Module == "" || len(modules) != 1 || len(s.Files) != 1 {
+		t.Fatalf("bundle: module %q, %d modules, files %v", s.Module, len(modules), s.Files)
+	}
+	if err := f.Submit(ctx, s, modules); err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.Wait(ctx, s.ID, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateDone || !strings.Contains(string(st.Result), "allowed  read alice's note") ||
+		!strings.Contains(string(st.Result), "denied   read bob's note: EDENIED") {
+		t.Errorf("%+v\n%s", st, st.Result)
 	}
 }

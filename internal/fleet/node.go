@@ -291,12 +291,19 @@ func (n *Node) execute(ctx context.Context, s Submission, st RunState) RunState 
 			return refuse("node %s: %v", n.Name, err)
 		}
 	}
+	if s.Module == "" {
+		return refuse("the submission names no module")
+	}
+	module, err := n.module(ctx, s.Module)
+	if err != nil {
+		return refuse("%v", err)
+	}
 	mpath := filepath.Join(dir, s.Manifest)
 	m, err := manifest.Parse(s.Source, mpath, dir, s.Vars)
 	if err != nil {
 		return refuse("%v", err)
 	}
-	r, err := n.Host.Start(ctx, host.RunSpec{Manifest: m, Input: s.Input, Logger: n.Logger.With("submission", s.ID)})
+	r, err := n.Host.Start(ctx, host.RunSpec{Manifest: m, Input: s.Input, Module: module, Logger: n.Logger.With("submission", s.ID)})
 	if err != nil {
 		var re *host.RefusedError
 		if errors.As(err, &re) {

@@ -49,8 +49,11 @@ func Bundle(ctx context.Context, path string, vars map[string]string, input []by
 		}
 		return filepath.ToSlash(r), nil
 	}
-	addModule := func(abs string) error {
+	addModule := func(abs string, root bool) error {
 		r, err := rel(abs)
+		if root && r == "" && err != nil && samePath(abs, dir) {
+			err = nil // the manifest's own folder: a tool's module = "."
+		}
 		if err != nil {
 			return err
 		}
@@ -65,10 +68,15 @@ func Bundle(ctx context.Context, path string, vars map[string]string, input []by
 		}
 		d := sandbox.Digest(wasm)
 		modules[d] = wasm
-		s.Files[r] = File{Module: d}
+		if root {
+			s.Module = d
+		}
+		if r != "" {
+			s.Files[r] = File{Module: d}
+		}
 		return nil
 	}
-	if err := addModule(m.ModulePath); err != nil {
+	if err := addModule(m.ModulePath, true); err != nil {
 		return Submission{}, nil, err
 	}
 	for _, c := range m.Caps {
@@ -86,7 +94,7 @@ func Bundle(ctx context.Context, path string, vars map[string]string, input []by
 			if !filepath.IsAbs(p) {
 				p = filepath.Join(m.Dir, p)
 			}
-			if err := addModule(p); err != nil {
+			if err := addModule(p, false); err != nil {
 				return Submission{}, nil, err
 			}
 		}
@@ -103,6 +111,17 @@ func Bundle(ctx context.Context, path string, vars map[string]string, input []by
 		s.Files[r] = File{Data: b}
 	}
 	return s, modules, nil
+}
+
+// samePath reports whether a and b name one folder.
+func samePath(a, b string) bool {
+	if ra, err := filepath.EvalSymlinks(a); err == nil {
+		a = ra
+	}
+	if rb, err := filepath.EvalSymlinks(b); err == nil {
+		b = rb
+	}
+	return filepath.Clean(a) == filepath.Clean(b)
 }
 
 // Submit stores the submission's modules (those not stored yet), records
