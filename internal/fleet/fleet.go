@@ -32,13 +32,15 @@
 //
 // # What travels
 //
-// A submission carries the manifest's text, its variables and input, and
-// the files the manifest names relative to its folder: seed files inline,
-// modules (built by the submitter when the manifest names a guest folder)
-// by digest through MANDATE_MODULES. The node recreates the folder, with a
-// module's built bytes at the path that named its folder, and parses the
-// manifest there. What a manifest reads from the environment (credentials:
-// a net header's env, a pay instrument's env) is read on the node: secrets
+// A submission carries the manifest's text, its variables and input, the
+// root task's module by digest (built by the submitter when the manifest
+// names a guest folder, "." included), and the files the manifest names
+// relative to its folder: seed files inline, spawn modules by digest.
+// Modules travel through MANDATE_MODULES. The node recreates the folder
+// (a spawn module's bytes at the path that named it), parses the manifest
+// there and runs the root module's bytes. What a manifest reads from the
+// environment (credentials: a net header's env, a pay instrument's env) is
+// read on the node: secrets
 // live with the nodes that use them, never in a submission.
 package fleet
 
