@@ -313,18 +313,25 @@ func (s *Session) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest) *
 			return toolError("%s: %v", kernel.ErrnoOf(err), err)
 		}
 	}
-	// The task outlives this request when it waits for the person's
-	// answer (a multi round-trip call); a canceled call kills it (await).
-	if err := p.Start(context.Background()); err != nil {
-		p.Discard()
-		return toolError("%s: %v", kernel.ErrnoOf(err), err)
-	}
+	// Registered before it starts: the task's first call may need the
+	// person's yes, and the approver finds the call by its task (CI found
+	// a task asking before it was registered, refused unasked).
 	task := p.Task()
 	rc := &running{task: task, asks: make(chan approvalAsk)}
 	s.mu.Lock()
 	s.calls++
 	s.byTask[task.ID()] = rc
 	s.mu.Unlock()
+	// The task outlives this request when it waits for the person's
+	// answer (a multi round-trip call); a canceled call kills it (await).
+	if err := p.Start(context.Background()); err != nil {
+		s.mu.Lock()
+		s.calls--
+		delete(s.byTask, task.ID())
+		s.mu.Unlock()
+		p.Discard()
+		return toolError("%s: %v", kernel.ErrnoOf(err), err)
+	}
 	s.progress(ctx, req, task)
 	return s.await(ctx, t, rc)
 }
