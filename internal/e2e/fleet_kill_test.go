@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -15,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/internal/fleet"
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/natsembed"
@@ -59,29 +56,7 @@ func TestFleetNodeKilled(t *testing.T) {
 	}))
 	defer fixture.Close()
 
-	// The manifest and its module in one folder, as a fleet run carries.
-	dir := t.TempDir()
-	wasm, err := host.BuildGuest(ctx, "../cli/testdata/guests/cli-guest", false, testCache())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "guest.wasm"), wasm, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	manifestPath := filepath.Join(dir, "fetch.hcl")
-	if err := os.WriteFile(manifestPath, []byte(`task "fetch" {
-  module    = "guest.wasm"
-  principal = "alice"
-  cap "net" "web" {
-    origin        = var.origin
-    methods       = ["GET"]
-    paths         = ["/search"]
-    allow_private = true
-  }
-}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	manifestPath := fetchManifest(t, ctx)
 
 	node := func(name string) (*exec.Cmd, *kerneltest.Buffer) {
 		var logs kerneltest.Buffer

@@ -8,16 +8,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/internal/fleet"
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/natsembed"
@@ -114,28 +111,7 @@ func TestFleetNodePartitioned(t *testing.T) {
 	}))
 	defer fixture.Close()
 
-	dir := t.TempDir()
-	wasm, err := host.BuildGuest(ctx, "../cli/testdata/guests/cli-guest", false, testCache())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "guest.wasm"), wasm, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	manifestPath := filepath.Join(dir, "fetch.hcl")
-	if err := os.WriteFile(manifestPath, []byte(`task "fetch" {
-  module    = "guest.wasm"
-  principal = "alice"
-  cap "net" "web" {
-    origin        = var.origin
-    methods       = ["GET"]
-    paths         = ["/search"]
-    allow_private = true
-  }
-}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	manifestPath := fetchManifest(t, ctx)
 
 	p := startProxy(t, target)
 	var logs kerneltest.Buffer
