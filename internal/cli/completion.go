@@ -59,6 +59,7 @@ var (
 	flagValues = regexp.MustCompile(`(--[a-z][a-z0-9-]*)[ =]([a-z0-9]+(?:\|[a-z0-9]+)+)`)
 	subToken   = regexp.MustCompile(`^\s*(?:Usage: )?mandate ([a-z]+) ([a-z]+)\b`)
 	flagLine   = regexp.MustCompile(`^\t(--?[a-z][a-z0-9-]*)`)
+	shellWord  = regexp.MustCompile(`^[a-zA-Z0-9_.-]+$`)
 )
 
 // knownValues are the words of flags whose help names a placeholder.
@@ -142,7 +143,7 @@ func sortedKeys(m map[string]bool) []string {
 // letters, digits and dashes, checked here all the same.
 func shellWords(words []string) string {
 	for _, w := range words {
-		if !regexp.MustCompile(`^[a-zA-Z0-9_.-]+$`).MatchString(w) {
+		if !shellWord.MatchString(w) {
 			panic("completion: word " + w)
 		}
 	}
