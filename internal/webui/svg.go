@@ -81,7 +81,10 @@ func SanitizeSVG(b []byte) ([]byte, error) {
 				continue
 			}
 			if depth == 0 {
-				if root || t.Name.Local != "svg" {
+				if root || t.Name.Local != "svg" || !svgSpace(t.Name.Space) {
+					// The root is one svg element in SVG's
+					// namespace: a root in another is not a
+					// picture, and dropping it would leave nothing.
 					return nil, errors.New("svg: not one svg document")
 				}
 				root = true

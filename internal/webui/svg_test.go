@@ -42,6 +42,8 @@ func TestSanitizeSVG(t *testing.T) {
 			keep: []string{`fill="url(#g1)"`, `d="M0 0"`}, drop: []string{"evil", "javascript"}},
 		{name: "entities", in: `<!DOCTYPE svg [<!ENTITY x "<script>alert(1)</script>">]><svg xmlns="http://www.w3.org/2000/svg"><text>&x;</text></svg>`, err: true},
 		{name: "not svg", in: `<html><script>alert(1)</script></html>`, err: true},
+		{name: "root in another namespace", in: `<svg xmlns="0"></svg>`, err: true},
+		{name: "root in html", in: `<svg xmlns="http://www.w3.org/1999/xhtml"><text>x</text></svg>`, err: true},
 		{name: "two roots", in: `<svg xmlns="http://www.w3.org/2000/svg"/><svg xmlns="http://www.w3.org/2000/svg"/>`, err: true},
 		{name: "not xml", in: `<svg><g></svg>`, err: true},
 		{name: "empty", in: ``, err: true},
