@@ -149,6 +149,10 @@ func (h *Host) Log() *audit.Log { return h.log }
 // Store is the host's run store.
 func (h *Host) Store() *runstore.Store { return h.store }
 
+// Options returns the options the host was opened with, defaults filled
+// in.
+func (h *Host) Options() Options { return h.opts }
+
 // Subscribe streams the events of every run on the host from now on into a
 // channel of the given buffer. Events are never waited for: when the
 // channel is full they are dropped, and the next one delivered counts them
@@ -196,6 +200,10 @@ type RunSpec struct {
 	// built); the manifest's digest pin still applies. A fleet node runs a
 	// submitted module this way.
 	Module []byte
+	// Placer runs the children a spawn capability places on other nodes
+	// (kernel.Config.Placer); a fleet node sets it. Without it such a
+	// spawn is ENOTSUP.
+	Placer kernel.Placer
 }
 
 // RefusedError is a run refused before its task ran: recorded in the run
@@ -306,6 +314,7 @@ func (h *Host) start(ctx context.Context, spec RunSpec) (*Run, error) {
 		Engine: r.eng, Kinds: ks, Logger: logger,
 		Approver: approver, Constraints: constraint.New(), Modules: r.modules,
 		Auditor: r.auditor, Declassifiers: Declassifiers, Observer: (*observer)(r),
+		Placer: spec.Placer,
 	})
 	if err != nil {
 		return refuse(err)

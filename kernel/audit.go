@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -65,4 +66,19 @@ func (a logAuditor) Record(_ context.Context, ev AuditEvent) error {
 		a.logger.Debug("audit: "+string(ev.Decision), args...)
 	}
 	return nil
+}
+
+// RecordElsewhere records a refusal the kernel made for the task ctx
+// belongs to (the ctx the kernel gave Module.Run) outside any one host
+// call: a child placed on another node whose node was lost, so that its
+// calls from then on cannot reach the kernel and none is performed. op
+// names what was refused ("forward"); the entry is a deny with EINTERNAL.
+func RecordElsewhere(ctx context.Context, op string, reason error) error {
+	t := taskFrom(ctx)
+	if t == nil {
+		return errors.New("kernel: no task in the context")
+	}
+	err := Errorf(abi.EINTERNAL, "%v", reason)
+	t.fail(op, err)
+	return t.k.audit(ctx, t, nil, op, Deny, err)
 }

@@ -249,6 +249,25 @@ func hostBlobRead(ctx context.Context, t *Task, mem sandbox.Memory, p []uint64) 
 	if n > abi.MaxBlobLen {
 		n = abi.MaxBlobLen
 	}
+	if _, copies := mem.(sandbox.CopyingMemory); copies {
+		// A guest elsewhere: its memory changes only through Write, and
+		// what is written back is what the blob holds, not the buffer.
+		if b, err := t.table.GetBlob(abi.Handle(u32(p[0]))); err == nil && int64(b.Len())-int64(u32(p[1])) < int64(n) {
+			n = uint32(max(0, int64(b.Len())-int64(u32(p[1]))))
+		}
+		buf := make([]byte, n)
+		got, err := t.ReadBlob(ctx, abi.Handle(u32(p[0])), u32(p[1]), buf)
+		if err != nil {
+			return ErrnoOf(err)
+		}
+		if got > 0 && !mem.Write(ptr, buf[:got]) {
+			return faulted(t, abi.BlobReadName, abi.EFAULT)
+		}
+		if !mem.WriteUint32Le(u32(p[4]), uint32(got)) {
+			return abi.EFAULT
+		}
+		return abi.ESUCCESS
+	}
 	buf, ok := mem.Read(ptr, n)
 	if !ok {
 		return faulted(t, abi.BlobReadName, abi.EFAULT)

@@ -55,6 +55,20 @@ type Config struct {
 	Declassifiers []string
 	// Observer, when set, is told of every task's start and end.
 	Observer Observer
+	// Placer runs children whose spawn capability places them elsewhere
+	// (a fleet node); without it, such a spawn is ENOTSUP.
+	Placer Placer
+}
+
+// Placer runs a child's module away from this kernel's engine while the
+// kernel keeps its authority: Place returns a module whose Run executes
+// mod's guest where placement says and hands every host call the guest
+// makes to host (this kernel's own host functions, with the ctx Run was
+// given), so each is mediated here exactly as a local call is. A refused
+// placement (no such node, none free) is an error, and the spawn is
+// refused before any effect.
+type Placer interface {
+	Place(ctx context.Context, placement string, mod sandbox.Module, host []sandbox.HostFunc) (sandbox.Module, error)
 }
 
 // registered is a kind as the kernel knows it: its static Info, read once,
@@ -76,7 +90,9 @@ type Kernel struct {
 	compiler ConstraintCompiler
 	modules  ModuleResolver
 	maxTasks int
-	observer Observer     // nil: none
+	observer Observer // nil: none
+	placer   Placer   // nil: children run here only
+	funcs    []sandbox.HostFunc
 	live     atomic.Int64 // running tasks
 
 	mu       sync.Mutex
@@ -105,6 +121,7 @@ func New(cfg Config) (*Kernel, error) {
 	k.modules = cfg.Modules
 	k.maxTasks = cfg.MaxTasks
 	k.observer = cfg.Observer
+	k.placer = cfg.Placer
 	if k.maxTasks <= 0 {
 		k.maxTasks = DefaultMaxTasks
 	}
@@ -137,11 +154,17 @@ func New(cfg Config) (*Kernel, error) {
 		}
 		r.lowers = true
 	}
-	if err := cfg.Engine.Host(abi.ModuleName, k.hostFuncs()); err != nil {
+	k.funcs = k.hostFuncs()
+	if err := cfg.Engine.Host(abi.ModuleName, k.funcs); err != nil {
 		return nil, fmt.Errorf("kernel: registering host functions: %w", err)
 	}
 	return k, nil
 }
+
+// HostFuncs returns the kernel's host functions, the ones it registered on
+// its engine: what a module running a task elsewhere serves that task's
+// calls with (package sandbox/forward).
+func (k *Kernel) HostFuncs() []sandbox.HostFunc { return slices.Clone(k.funcs) }
 
 // Engine is the engine tasks run on.
 func (k *Kernel) Engine() sandbox.Engine { return k.engine }

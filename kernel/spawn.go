@@ -160,6 +160,19 @@ func (t *Task) planChild(ctx context.Context, sc *Cap, b *SpawnBounds, raw []byt
 	if mod.Digest() != r.Module {
 		return nil, Errorf(abi.EINTERNAL, "spawn: resolver returned %s for %s", mod.Digest(), r.Module)
 	}
+	if b.Placement != "" {
+		if k.placer == nil {
+			return nil, Errorf(abi.ENOTSUP, "spawn: placement %q needs a kernel on a fleet node (mandate node); this one runs children only here", b.Placement)
+		}
+		placed, err := k.placer.Place(ctx, b.Placement, mod, k.funcs)
+		if err != nil {
+			return nil, Errorf(abi.EIO, "spawn: placement %q: %v", b.Placement, err)
+		}
+		if placed.Digest() != r.Module {
+			return nil, Errorf(abi.EINTERNAL, "spawn: placer returned %s for %s", placed.Digest(), r.Module)
+		}
+		mod = placed
+	}
 	p := &childPlan{parent: t, module: mod, limits: limits, clearance: t.clearance, depth: depth, bounds: b}
 	if r.Clearance != nil {
 		want := NewLabel(*r.Clearance, nil)

@@ -37,6 +37,16 @@ type Memory interface {
 	Size() uint32
 }
 
+// CopyingMemory is a Memory whose Read returns a copy rather than a view:
+// a proxy of the memory of a guest running elsewhere (package
+// sandbox/forward), where only Write and WriteUint32Le reach the guest. A
+// host function that would fill a view returned by Read writes through
+// Write instead when mem is one.
+type CopyingMemory interface {
+	Memory
+	ReadCopies()
+}
+
 // HostFunc is one host function of an import module. Every parameter is an
 // i32 and the function returns one i32.
 type HostFunc struct {

@@ -22,6 +22,14 @@
 //	max_children  int       8         children one task may spawn, at most 1024
 //	max_memory    size      0         most memory per child; 0: the parent's limit
 //	max_timeout   duration  0         most time per child; 0: the parent's time left
+//	placement     string    "local"   where a child runs: "local" (this kernel's machine), "fleet" (any
+//	                                  other node of the run's fleet), or "node:NAME" (that node)
+//
+// A child placed on another node runs its guest there, but every host call
+// it makes is forwarded to this kernel and mediated here, so revocation,
+// budgets, labels and the audit log are exactly as for a local child (see
+// package sandbox/forward and docs/fleet.md). Placement is not narrowed: a
+// narrowing request may repeat it but not change it.
 //
 // A narrowing request has the same fields, all optional: fewer modules,
 // smaller numbers, smaller bounds (a bound of 0 in the parent means "the
@@ -89,7 +97,7 @@ func (*Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 	}
 	return kindapi.Op{
 		Spawn: &kindapi.SpawnBounds{Module: r.Module, MaxDepth: s.maxDepth, MaxChildren: s.maxChildren,
-			MaxMemory: s.maxMemory, MaxTimeout: s.maxTimeout},
+			MaxMemory: s.maxMemory, MaxTimeout: s.maxTimeout, Placement: s.placement},
 		Show: func() kindapi.Effect {
 			return kindapi.Effect{
 				Summary: "start a child task running " + r.Module,
@@ -116,6 +124,9 @@ func (*Kind) Describe(sc kindapi.Scope) kindapi.Description {
 	if s.maxTimeout > 0 {
 		d.Fields = append(d.Fields, kindapi.Detail{Name: "max_timeout", Value: s.maxTimeout.String()})
 	}
+	if s.placement != "" {
+		d.Fields = append(d.Fields, kindapi.Detail{Name: "placement", Value: s.placement})
+	}
 	d.Reaches = slices.Clone(s.modules)
 	return d
 }
@@ -127,6 +138,7 @@ type Scope struct {
 	maxChildren int
 	maxMemory   uint64
 	maxTimeout  time.Duration
+	placement   string // "" is local
 }
 
 // AllowsModule reports whether a child may run the module with digest d.
@@ -144,6 +156,9 @@ func (s *Scope) MaxMemory() uint64 { return s.maxMemory }
 // MaxTimeout is the scope's MaxTimeout bound.
 func (s *Scope) MaxTimeout() time.Duration { return s.maxTimeout }
 
+// Placement is where a child runs: "" (local), "fleet" or "node:NAME".
+func (s *Scope) Placement() string { return s.placement }
+
 // Modules returns a copy of the allowed digests.
 func (s *Scope) Modules() []string { return slices.Clone(s.modules) }
 
@@ -153,6 +168,7 @@ type scopeJSON struct {
 	MaxChildren int      `json:"max_children"`
 	MaxMemory   uint64   `json:"max_memory"`
 	MaxTimeout  string   `json:"max_timeout"`
+	Placement   string   `json:"placement,omitempty"`
 }
 
 // MarshalJSON implements kindapi.Scope.
@@ -161,7 +177,7 @@ func (s *Scope) MarshalJSON() ([]byte, error) {
 	if s.maxTimeout > 0 {
 		t = s.maxTimeout.String()
 	}
-	return json.Marshal(scopeJSON{s.modules, s.maxDepth, s.maxChildren, s.maxMemory, t})
+	return json.Marshal(scopeJSON{s.modules, s.maxDepth, s.maxChildren, s.maxMemory, t, s.placement})
 }
 
 // bound reports whether child bound c is within parent bound p, where 0
@@ -179,7 +195,7 @@ func (s *Scope) Contains(o kindapi.Scope) bool {
 			return false
 		}
 	}
-	return t.maxDepth <= s.maxDepth && t.maxChildren <= s.maxChildren &&
+	return t.placement == s.placement && t.maxDepth <= s.maxDepth && t.maxChildren <= s.maxChildren &&
 		within(t.maxMemory, s.maxMemory) && within(uint64(t.maxTimeout), uint64(s.maxTimeout))
 }
 
@@ -189,6 +205,7 @@ type spec struct {
 	MaxChildren *int      `json:"max_children"`
 	MaxMemory   *abi.Size `json:"max_memory"`
 	MaxTimeout  *string   `json:"max_timeout"`
+	Placement   *string   `json:"placement"`
 }
 
 func decode(b []byte) (spec, error) {
@@ -250,7 +267,40 @@ func (*Kind) Grant(_ kindapi.GrantContext, b []byte) (kindapi.Scope, error) {
 		}
 		s.maxTimeout = d
 	}
+	if sp.Placement != nil {
+		pl, err := canonPlacement(*sp.Placement)
+		if err != nil {
+			return nil, &kindapi.FieldError{Field: "placement", Msg: err.Error()}
+		}
+		s.placement = pl
+	}
 	return s, nil
+}
+
+// maxNodeName bounds the node name of a "node:NAME" placement.
+const maxNodeName = 128
+
+// canonPlacement checks a placement and returns its stored form ("" for
+// local).
+func canonPlacement(p string) (string, error) {
+	switch {
+	case p == "local":
+		return "", nil
+	case p == "fleet":
+		return p, nil
+	case strings.HasPrefix(p, "node:"):
+		name := p[len("node:"):]
+		if name == "" || len(name) > maxNodeName {
+			return "", fmt.Errorf("node name must be 1 to %d characters", maxNodeName)
+		}
+		for _, c := range name {
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return "", fmt.Errorf("node name %q may hold only letters, digits, - and _", name)
+			}
+		}
+		return p, nil
+	}
+	return "", fmt.Errorf("%q is not a placement: \"local\", \"fleet\" or \"node:NAME\"", p)
 }
 
 // Narrow implements kindapi.Kind.
@@ -315,8 +365,24 @@ func (*Kind) Narrow(parent kindapi.Scope, b []byte) (kindapi.Scope, error) {
 		}
 		c.maxTimeout = d
 	}
+	if v := sp.Placement; v != nil {
+		pl, err := canonPlacement(*v)
+		if err != nil {
+			return nil, kindapi.Errorf(abi.EINVAL, "spawn: narrow: placement: %v", err)
+		}
+		if pl != p.placement {
+			widen = append(widen, fmt.Sprintf("placement %q is not the capability's %q", *v, placementName(p.placement)))
+		}
+	}
 	if len(widen) > 0 {
 		return nil, kindapi.Errorf(abi.EDENIED, "spawn: narrowing would widen the capability: %s", strings.Join(widen, "; "))
 	}
 	return &c, nil
+}
+
+func placementName(p string) string {
+	if p == "" {
+		return "local"
+	}
+	return p
 }

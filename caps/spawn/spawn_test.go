@@ -119,3 +119,46 @@ func TestNarrowNeverWidens(t *testing.T) {
 		}
 	}
 }
+
+// TestPlacement: placement is granted as "local", "fleet" or "node:NAME",
+// travels to the kernel in the child's bounds, and is never changed by
+// narrowing.
+func TestPlacement(t *testing.T) {
+	k := New()
+	for in, want := range map[string]string{`"local"`: "", `"fleet"`: "fleet", `"node:eu-1"`: "node:eu-1"} {
+		s := grant(t, fmt.Sprintf(`{"modules":[%q],"placement":%s}`, dA, in))
+		if s.Placement() != want {
+			t.Errorf("placement %s = %q, want %q", in, s.Placement(), want)
+		}
+		op, err := k.Prepare(&kernel.Call{Scope: s, Op: kernel.OpSpawn, Args: []byte(fmt.Sprintf(`{"module":%q}`, dA))})
+		if err != nil || op.Spawn == nil || op.Spawn.Placement != want {
+			t.Errorf("prepare with placement %s: %+v, %v", in, op.Spawn, err)
+		}
+	}
+	for _, bad := range []string{`"anywhere"`, `"node:"`, `"node:a.b"`, `"node:a b"`, `""`, `7`} {
+		_, err := k.Grant(kernel.GrantContext{}, []byte(fmt.Sprintf(`{"modules":[%q],"placement":%s}`, dA, bad)))
+		var fe *kernel.FieldError
+		if !errors.As(err, &fe) || fe.Field != "placement" && bad != `7` {
+			t.Errorf("placement %s: %v, want a placement FieldError", bad, err)
+		}
+	}
+	p := grant(t, fmt.Sprintf(`{"modules":[%q],"placement":"fleet"}`, dA))
+	for req, want := range map[string]error{
+		`{"placement":"fleet"}`: nil, `{}`: nil,
+		`{"placement":"local"}`: kernel.ErrDenied, `{"placement":"node:x"}`: kernel.ErrDenied,
+		`{"placement":"moon"}`: kernel.ErrInvalid,
+	} {
+		c, err := k.Narrow(p, []byte(req))
+		if (want == nil) != (err == nil) || want != nil && !errors.Is(err, want) {
+			t.Errorf("Narrow(%s) = %v, want %v", req, err, want)
+			continue
+		}
+		if err == nil && c.(*Scope).Placement() != "fleet" {
+			t.Errorf("Narrow(%s) placed the child %q", req, c.(*Scope).Placement())
+		}
+	}
+	local := grant(t, fmt.Sprintf(`{"modules":[%q]}`, dA))
+	if local.Contains(p) || p.Contains(local) {
+		t.Error("scopes with different placements contain each other")
+	}
+}

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,65 +15,10 @@ import (
 	"github.com/mandatevm/mandate/internal/fleet"
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/natsembed"
+	"github.com/mandatevm/mandate/internal/natstest"
 	"github.com/mandatevm/mandate/internal/testbin"
 	"github.com/mandatevm/mandate/internal/testengine"
 )
-
-// proxy is a TCP relay that can be cut, as a network partition cuts a
-// node off: every connection is closed and new ones are refused.
-type proxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	cut   bool
-}
-
-func startProxy(t *testing.T, target string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln}
-	t.Cleanup(p.Cut)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			if p.cut {
-				p.mu.Unlock()
-				c.Close()
-				s.Close()
-				return
-			}
-			p.conns = append(p.conns, c, s)
-			p.mu.Unlock()
-			go func() { io.Copy(s, c); s.Close() }()
-			go func() { io.Copy(c, s); c.Close() }()
-		}
-	}()
-	return p
-}
-
-func (p *proxy) URL() string { return "nats://" + p.ln.Addr().String() }
-
-func (p *proxy) Cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = true
-	p.ln.Close()
-	for _, c := range p.conns {
-		c.Close()
-	}
-}
 
 // TestFleetNodePartitioned: a node cut off from NATS while its task waits
 // on a request fails closed: once no heartbeat got through for lost-after
@@ -113,7 +55,7 @@ func TestFleetNodePartitioned(t *testing.T) {
 
 	manifestPath := fetchManifest(t, ctx)
 
-	p := startProxy(t, target)
+	p := natstest.StartRelay(t, target)
 	var logs kerneltest.Buffer
 	node := exec.Command(bin, "node", "--nats", p.URL(), "--name", "node-a", "--state-dir", t.TempDir(),
 		"--cache-dir", testCache(), "--engine", testengine.Name(), "--heartbeat", "300ms", "--lost-after", "3s",

@@ -39,11 +39,16 @@ type Node struct {
 	Heartbeat, LostAfter time.Duration
 	// Parallel bounds the runs at once (default 2).
 	Parallel int
+	// Children bounds the guests of children other nodes place here,
+	// running at once (default 4; see place.go).
+	Children int
 
 	running atomic.Int64
-	fenced  atomic.Bool // no heartbeat got through for LostAfter
-	mu      sync.Mutex
-	cancels map[string]context.CancelFunc
+	// placedChildren counts the children of other nodes' runs run here.
+	placedChildren atomic.Int64
+	fenced         atomic.Bool // no heartbeat got through for LostAfter
+	mu             sync.Mutex
+	cancels        map[string]context.CancelFunc
 
 	auditMu sync.Mutex
 	copier  *auditCopier
@@ -59,6 +64,9 @@ func (n *Node) defaults() {
 	if n.Parallel <= 0 {
 		n.Parallel = 2
 	}
+	if n.Children <= 0 {
+		n.Children = 4
+	}
 	if n.Logger == nil {
 		n.Logger = hclog.NewNullLogger()
 	}
@@ -69,7 +77,7 @@ func (n *Node) defaults() {
 // copyAudit copies the node's new audit entries and a checkpoint to the
 // fleet's stream; a failure is logged and retried with the next run.
 func (n *Node) copyAudit(ctx context.Context) {
-	if n.fenced.Load() {
+	if n.fenced.Load() || !n.Fleet.JS.Conn().IsConnected() {
 		return // cut off: the copy waits for the next start
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -96,8 +104,13 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("fleet: node %s: consumer: %w", n.Name, err)
 	}
+	stopChildren, err := n.serveChildren(ctx)
+	if err != nil {
+		return fmt.Errorf("fleet: node %s: serving placed children: %w", n.Name, err)
+	}
 	var wg sync.WaitGroup
 	defer n.copyAudit(context.WithoutCancel(ctx)) // after the runs end
+	defer stopChildren()
 	defer wg.Wait()
 	fenced := make(chan struct{})
 	wg.Add(1)
@@ -303,7 +316,8 @@ func (n *Node) execute(ctx context.Context, s Submission, st RunState) RunState 
 	if err != nil {
 		return refuse("%v", err)
 	}
-	r, err := n.Host.Start(ctx, host.RunSpec{Manifest: m, Input: s.Input, Module: module, Logger: n.Logger.With("submission", s.ID)})
+	r, err := n.Host.Start(ctx, host.RunSpec{Manifest: m, Input: s.Input, Module: module, Logger: n.Logger.With("submission", s.ID),
+		Placer: &placer{n: n, run: s.ID}})
 	if err != nil {
 		var re *host.RefusedError
 		if errors.As(err, &re) {

@@ -6,7 +6,10 @@ package fleet
 // JetStream API and acknowledgements, claims and ends of runs (the run
 // state bucket), its own heartbeat and its own audit log's copy. So a node
 // cannot beat for another, copy entries into another's log, or submit
-// runs, and it reads no other node's replies.
+// runs, and it reads no other node's replies. For children placed on other
+// nodes (place.go) it may ask any node to run one, send a child's calls only
+// as the child's node (mandate.fwd.*.<node>.>) and answer them only as the
+// owner (mandate.ret.*.<node>.>), and receive only its own.
 //
 // The JetStream API subjects ($JS.API.>) are one grant in NATS: a node's
 // user could also, say, delete a stream. A deployment that needs that
@@ -21,8 +24,11 @@ func NodePermissions(node string) (publish, subscribe []string) {
 		"$KV." + BucketRuns + ".>",
 		"$KV." + BucketNodes + "." + node,
 		subjectAudit + node + ".>",
+		subjectExec + "*",
+		subjectFwd + "*." + node + ".>",
+		subjectRet + "*." + node + ".>",
 	}
-	subscribe = []string{InboxPrefix(node) + ".>"}
+	subscribe = []string{InboxPrefix(node) + ".>", subjectExec + node, subjectFwd + node + ".>", subjectRet + node + ".>"}
 	return publish, subscribe
 }
 

@@ -193,6 +193,10 @@ type SpawnBounds struct {
 	MaxChildren int
 	MaxMemory   uint64        // 0: the parent's own limit
 	MaxTimeout  time.Duration // 0: the parent's remaining time
+	// Placement is where the child runs: "" on this kernel's machine,
+	// else a placement the kernel's Placer understands ("fleet",
+	// "node:NAME").
+	Placement string
 }
 
 // Description is the static view of a scope a kind gives.

@@ -1,0 +1,327 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/mandatevm/mandate/examples/tripplanner/sites"
+	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/host"
+	"github.com/mandatevm/mandate/internal/guestbuild"
+	"github.com/mandatevm/mandate/internal/kerneltest"
+	"github.com/mandatevm/mandate/internal/natstest"
+	"github.com/mandatevm/mandate/internal/testengine"
+	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/sandbox"
+)
+
+// runNode runs a node until the test ends and returns it once the fleet
+// sees it alive.
+func runNode(t testing.TB, f *Fleet, name string, opts host.Options) *Node {
+	t.Helper()
+	opts.StateDir = t.TempDir()
+	opts.Engine = testengine.Name()
+	opts.CacheDir = filepath.Dir(guestbuild.DefaultCacheDir())
+	h, err := host.Open(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{Name: name, Fleet: f, Host: h, WorkDir: t.TempDir(), Heartbeat: 250 * time.Millisecond, LostAfter: 3 * time.Second, Parallel: 2,
+		Logger: hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Warn, Output: os.Stderr})}
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		h.Close()
+	})
+	for i := 0; ; i++ {
+		live, err := n.liveNodes(context.Background())
+		if err == nil {
+			if _, ok := live[name]; ok {
+				return n
+			}
+		}
+		if i > 200 {
+			t.Fatalf("node %s never beat", name)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// timedAuditor keeps every audit event.
+type timedAuditor struct {
+	mu  sync.Mutex
+	evs []kernel.AuditEvent
+}
+
+func (a *timedAuditor) Record(_ context.Context, ev kernel.AuditEvent) error {
+	a.mu.Lock()
+	a.evs = append(a.evs, ev)
+	a.mu.Unlock()
+	return nil
+}
+
+func (a *timedAuditor) events() []kernel.AuditEvent {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]kernel.AuditEvent(nil), a.evs...)
+}
+
+// placedTask starts guest as a task of a kernel on owner whose every call
+// is forwarded from the node named on (its module put in the fleet's
+// object store, as a submission puts it), with the test kind granted.
+func placedTask(t *testing.T, f *Fleet, owner *Node, on, guest string, rec kernel.Auditor) (*kernel.Kernel, *kernel.Task) {
+	t.Helper()
+	ctx := context.Background()
+	wasm, _, err := guestbuild.Build(ctx, filepath.Join("..", "..", "testdata", "guests", guest), guestbuild.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Modules.PutBytes(ctx, sandbox.Digest(wasm), wasm); err != nil {
+		t.Fatal(err)
+	}
+	eng := testengine.New(t)
+	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{kerneltest.New()}, Auditor: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := eng.Compile(ctx, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	placed, err := (&placer{n: owner, run: "test"}).Place(ctx, "node:"+on, mod, k.HostFuncs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope, err := k.Grant("test", kernel.GrantContext{}, []byte(`{"level":5}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := k.Start(ctx, kernel.TaskSpec{Module: placed, Principal: "alice",
+		Grants: []kernel.GrantSpec{{Name: "test", Kind: "test", Scope: scope, Audit: true}},
+		Limits: kernel.Limits{Timeout: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, task
+}
+
+// waitAllowed waits until the task has made n allowed calls.
+func waitAllowed(t *testing.T, rec *timedAuditor, n int) {
+	t.Helper()
+	for i := 0; ; i++ {
+		got := 0
+		for _, ev := range rec.events() {
+			if ev.Decision == kernel.Allow && ev.Op == "call:noop" {
+				got++
+			}
+		}
+		if got >= n {
+			return
+		}
+		if i > 600 {
+			t.Fatalf("%d allowed calls after 30 s, want %d", got, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestPlacedRevoke: a task whose guest runs on another node uses its
+// capability in a loop; the owner revokes it, and the very next call the
+// guest makes is refused EREVOKED: no call is allowed after the revocation
+// returned, because every call is decided by the owner's kernel.
+func TestPlacedRevoke(t *testing.T) {
+	_, f := startFleet(t)
+	owner := runNode(t, f, "owner", host.Options{})
+	runNode(t, f, "other", host.Options{})
+	rec := &timedAuditor{}
+	k, task := placedTask(t, f, owner, "other", "revoke-wait", rec)
+	waitAllowed(t, rec, 20)
+
+	var capID string
+	for _, c := range k.Graph().Caps {
+		if c.Holder == task.ID() && c.Name == "test" {
+			capID = c.ID
+		}
+	}
+	if capID == "" {
+		t.Fatalf("no capability test in %+v", k.Graph().Caps)
+	}
+	revoked := time.Now()
+	if _, err := k.RevokeID(capID); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := task.Wait(ctx); err != nil {
+		t.Fatalf("task: %v\n%s", err, task.Stderr())
+	}
+	if got, _ := task.Result(); string(got) != "EREVOKED" {
+		t.Fatalf("result %q, want EREVOKED", got)
+	}
+	var refused time.Time
+	for _, ev := range rec.events() {
+		if ev.Op != "call:noop" || ev.Time.Before(revoked) {
+			continue
+		}
+		if ev.Decision == kernel.Allow {
+			t.Errorf("a call allowed after the revocation: %+v", ev)
+		}
+		if ev.Decision == kernel.Deny && ev.Errno == abi.EREVOKED && refused.IsZero() {
+			refused = ev.Time
+		}
+	}
+	if refused.IsZero() {
+		t.Fatal("no refusal audited")
+	}
+	t.Logf("revoked on the owner; the remote guest's next call refused %v later (it calls every ~1 ms)", refused.Sub(revoked))
+}
+
+// TestPlacedNodePartitioned: the node running a task's guest is cut off
+// from NATS while the guest uses its capability in a loop. Its calls can no
+// longer reach the owner: none is performed after the cut, the owner audits
+// that the child's node was lost (EINTERNAL) and the task ends failed.
+func TestPlacedNodePartitioned(t *testing.T) {
+	srv, f := startFleet(t)
+	owner := runNode(t, f, "owner", host.Options{})
+	relay := natstest.StartRelay(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
+	nc, cf, err := Connect(context.Background(), relay.URL(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	runNode(t, cf, "cut", host.Options{})
+	rec := &timedAuditor{}
+	_, task := placedTask(t, f, owner, "cut", "revoke-wait", rec)
+	waitAllowed(t, rec, 20)
+	cut := time.Now()
+	relay.Cut()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = task.Wait(ctx)
+	if task.State() != kernel.TaskFailed {
+		t.Fatalf("task ended %s (%v), want failed", task.State(), err)
+	}
+	ended := time.Now()
+	var lost bool
+	for _, ev := range rec.events() {
+		// A call sent before the cut may still be answered as the cut
+		// lands; anything allowed later than a beat after it is a hole.
+		if ev.Decision == kernel.Allow && ev.Time.After(cut.Add(250*time.Millisecond)) {
+			t.Errorf("a call allowed %v after the cut: %+v", ev.Time.Sub(cut), ev)
+		}
+		if ev.Op == "forward" && ev.Decision == kernel.Deny && ev.Errno == abi.EINTERNAL && strings.Contains(ev.Reason, "node cut") {
+			lost = true
+		}
+	}
+	if !lost {
+		t.Errorf("the owner audited no lost node: %+v", rec.events())
+	}
+	t.Logf("cut at 0; the owner ended the task %v later (lost-after 3 s): %v", ended.Sub(cut), err)
+}
+
+// TestPlacedTripChild: the trip planner on a fleet of two nodes, its
+// finder child placed on the other node (placement = "fleet"): the story
+// is the local one (the 37-hour offer refused by the token, one charge,
+// the passport at the airline only) and the finder ran on the other node.
+func TestPlacedTripChild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the trip planner's guests")
+	}
+	s := sites.Start()
+	t.Cleanup(s.Close)
+	_, f := startFleet(t)
+	t.Setenv("TRIP_CARD_TOKEN", sites.CardToken)
+	yes := host.Options{Approver: kernel.ApproverFunc(func(context.Context, kernel.ApprovalRequest) (bool, error) { return true, nil })}
+	nodes := []*Node{runNode(t, f, "node-a", yes), runNode(t, f, "node-b", yes)}
+	// The example's manifest, its guests built to files beside it, and the
+	// finder placed on the fleet.
+	dir := t.TempDir()
+	src := "../../examples/tripplanner"
+	copyDir(t, filepath.Join(src, "data"), filepath.Join(dir, "data"))
+	b, err := os.ReadFile(filepath.Join(src, "planner.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"planner", "finder"} {
+		wasm, err := build(context.Background(), filepath.Join(src, g))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, g+".wasm"), wasm, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := strings.Replace(string(b), `module    = "planner"`, `module    = "planner.wasm"`, 1)
+	m = strings.Replace(m, `modules      = ["finder"]`, `modules      = ["finder.wasm"]
+    placement    = "fleet"`, 1)
+	if m == string(b) || !strings.Contains(m, "placement") || !strings.Contains(m, "planner.wasm") {
+		t.Fatal("planner.hcl changed: the test's edits no longer apply")
+	}
+	p := filepath.Join(dir, "planner.hcl")
+	if err := os.WriteFile(p, []byte(m), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sub, modules, err := Bundle(ctx, p, s.Vars(), nil, build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Submit(ctx, sub, modules); err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.Wait(ctx, sub.ID, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateDone || st.Exit != 0 {
+		t.Fatalf("%+v", st)
+	}
+	if err := s.Check([]string{string(st.Result)}); err != nil {
+		t.Error(err)
+	}
+	placed := 0
+	for _, n := range nodes {
+		if n.Name != st.Node {
+			placed += int(n.placedChildren.Load())
+		} else if n.placedChildren.Load() != 0 {
+			t.Errorf("the owner %s ran a placed child itself", n.Name)
+		}
+	}
+	if placed == 0 {
+		t.Errorf("no child ran on the node other than the owner %s", st.Node)
+	}
+	t.Logf("owner %s; %d child(ren) ran on the other node", st.Node, placed)
+}
+
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	err := filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, p)
+		dst := filepath.Join(to, rel)
+		if d.IsDir() {
+			return os.MkdirAll(dst, 0o700)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o600)
+	})
+	if err != nil {
+		t.Fatal(fmt.Errorf("copying %s: %w", from, err))
+	}
+}
