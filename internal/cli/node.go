@@ -25,7 +25,7 @@ import (
 )
 
 const nodeHelp = `Usage: mandate node --nats URL[,URL...] | --embedded-nats DIR [--name NAME] [--parallel N]
-                    [--heartbeat 1s] [--lost-after 5s] [--replicas N]
+                    [--children N] [--heartbeat 1s] [--lost-after 5s] [--replicas N]
                     [--state-dir DIR] [--cache-dir DIR] [--engine NAME] [--log-level LEVEL]
 
 Runs a Mandate node of a fleet on NATS JetStream: it takes runs that
@@ -36,7 +36,14 @@ node claims it before acknowledging it, and a node whose heartbeat stops
 for --lost-after is dead to the fleet, its runs marked lost, never re-run.
 A node whose own heartbeat cannot get through for --lost-after kills its
 runs and exits. What a manifest reads from the environment (credentials)
-is read from this node's.
+is read from this node's. A use that needs a person's yes is refused:
+a node has no one to ask.
+
+A spawn capability with placement = "fleet" (or "node:NAME") runs its
+children's guests on another node: the child's node holds only the guest,
+and every call it makes comes back to the run's owner and is decided, and
+audited, there. A node runs up to --children such guests for other nodes'
+runs at once.
 
 Credentials for NATS go in the URL (nats://user:password@host:4222): each
 node its own user, whose permissions fleet.NodePermissions lists (its
@@ -51,6 +58,7 @@ Flags:
 	                   other nodes and "mandate run --nats" connect to it
 	--name NAME        this node's name in the fleet (default: the host name)
 	--parallel N       runs at once (default 2)
+	--children N       guests of other nodes' children at once (default 4)
 	--heartbeat D      how often the node says it is alive (default 1s)
 	--lost-after D     silence that makes a node dead (default 5 heartbeats)
 	--replicas N       copies of the fleet's streams when this node creates
@@ -78,6 +86,7 @@ func runNode(e *env, args []string) int {
 	embeddedPort := fs.Int("embedded-port", 4222, "")
 	name := fs.String("name", "", "")
 	parallel := fs.Int("parallel", 2, "")
+	children := fs.Int("children", 4, "")
 	heartbeat := fs.Duration("heartbeat", time.Second, "")
 	lostAfter := fs.Duration("lost-after", 0, "")
 	replicas := fs.Int("replicas", 1, "")
@@ -107,8 +116,8 @@ func runNode(e *env, args []string) int {
 	if !nodeName.MatchString(*name) {
 		return e.usageError(c, "node name %q: letters, digits, - and _ (at most 64)", *name)
 	}
-	if *heartbeat <= 0 || *lostAfter < 0 || *parallel < 1 || *replicas < 1 {
-		return e.usageError(c, "--heartbeat, --parallel and --replicas must be positive")
+	if *heartbeat <= 0 || *lostAfter < 0 || *parallel < 1 || *replicas < 1 || *children < 1 {
+		return e.usageError(c, "--heartbeat, --parallel, --children and --replicas must be positive")
 	}
 	lvl := hclog.LevelFromString(*level)
 	if lvl == hclog.NoLevel {
@@ -151,7 +160,7 @@ func runNode(e *env, args []string) int {
 		return exitUsage
 	}
 	n := &fleet.Node{Name: *name, Fleet: f, Host: h, WorkDir: work, Logger: logger,
-		Heartbeat: *heartbeat, LostAfter: *lostAfter, Parallel: *parallel}
+		Heartbeat: *heartbeat, LostAfter: *lostAfter, Parallel: *parallel, Children: *children}
 	logger.Info("node started", "node", *name, "nats", redactURLs(*urls), "state", state)
 	if err := n.Run(ctx); err != nil {
 		e.errorf("%v", err)

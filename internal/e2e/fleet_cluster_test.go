@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mandatevm/mandate/examples/tripplanner/sites"
 	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/internal/fleet"
 	"github.com/mandatevm/mandate/internal/kerneltest"
@@ -26,8 +27,10 @@ import (
 // TestFleetCluster: a three-server NATS cluster (streams and buckets with
 // three replicas) and three "mandate node" processes, each its own NATS
 // user with a node's permissions alone, run MANDATE_FLEET_RUNS (default
-// 1,000) submissions of the benefits desk: Alice's own record, and Alice
-// asking for Bob's (refused). One NATS server is stopped a third of the
+// 1,000) submissions: of the benefits desk (Alice's own record, and Alice
+// asking for Bob's, refused) and, one in ten, of the trip planner with its
+// finder child placed on another node, its calls forwarded to the owner
+// (the story of every trip is the local one, one charge each). One NATS server is stopped a third of the
 // way through and started again at two thirds. Every submission ends done
 // with the right result, each run is recorded once, in its node's store,
 // the nodes' copied audit logs verify, and a node's credentials cannot
@@ -70,6 +73,7 @@ func TestFleetCluster(t *testing.T) {
 			"--cache-dir", testCache(), "--engine", testengine.Name(), "--heartbeat", "500ms", "--lost-after", "10s",
 			"--parallel", "2", "--log-level", "warn")
 		cmd.Stderr = &logs
+		cmd.Env = append(os.Environ(), "TRIP_CARD_TOKEN="+sites.CardToken)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -113,18 +117,37 @@ func TestFleetCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	trip := sites.Start()
+	defer trip.Close()
+	tripManifest, err := sites.FleetManifest(ctx, "../../examples/tripplanner", t.TempDir(), func(ctx context.Context, dir string) ([]byte, error) {
+		return host.BuildGuest(ctx, dir, false, testCache())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0, tripModules, err := fleet.Bundle(ctx, tripManifest, trip.Vars(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	want := map[string]string{}
+	trips := map[string]bool{}
 	for i := 0; i < runs; i++ {
-		s := s0
+		s, mods := s0, modules
 		s.ID = fmt.Sprintf("%032x", i+1)
 		s.Input = nil
 		want[s.ID] = "alice  plan=Gold PPO"
-		if i%2 == 1 {
+		switch {
+		case i%10 == 5:
+			s, mods = t0, tripModules
+			s.ID = fmt.Sprintf("%032x", i+1)
+			want[s.ID] = "booked F1"
+			trips[s.ID] = true
+		case i%2 == 1:
 			s.Input = []byte("bob")
 			want[s.ID] = "denied: read bob's benefits: cap_call: EDENIED"
 		}
-		if err := submitRetrying(ctx, f, s, modules); err != nil {
+		if err := submitRetrying(ctx, f, s, mods); err != nil {
 			t.Fatalf("submission %d: %v", i, err)
 		}
 		if i == runs/3 {
@@ -169,6 +192,15 @@ func TestFleetCluster(t *testing.T) {
 	}
 	elapsed := time.Since(start)
 	t.Logf("%d runs on 3 nodes in %s: %.1f runs/s", runs, elapsed.Round(time.Millisecond), float64(runs)/elapsed.Seconds())
+
+	var tripReports []string
+	for id := range trips {
+		tripReports = append(tripReports, string(done[id].Result))
+	}
+	if err := trip.Check(tripReports); err != nil {
+		t.Errorf("the trips: %v", err)
+	}
+	t.Logf("%d trips, each with its finder on another node; %d charges", len(trips), len(trip.Pay.Charges()))
 
 	perNode := map[string]map[string]bool{}
 	for id, st := range done {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/internal/cputime"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -77,5 +78,46 @@ func runBatch(b *testing.B, f *Fleet, s0 Submission, modules map[string][]byte, 
 				delete(ids, st.ID)
 			}
 		}
+	}
+}
+
+// BenchmarkForwardedCall: a no-op capability call from a guest whose kernel
+// is on this node (local) and from the same guest placed on another node,
+// its every call forwarded over NATS to the owner's kernel and back
+// (forwarded). Both nodes and the NATS server are in this process, on
+// loopback. The guest times its own calls (bench-noop's "bench": b.N
+// calls, one at a time) and reports the median and the mean per call.
+//
+//	go test ./internal/fleet -run '^$' -bench ForwardedCall -benchtime 2000x -count 3
+func BenchmarkForwardedCall(b *testing.B) {
+	_, f := startFleet(b)
+	owner := runNode(b, f, "owner", host.Options{})
+	runNode(b, f, "other", host.Options{})
+	for _, where := range []string{"local", "forwarded"} {
+		b.Run(where, func(b *testing.B) {
+			on := ""
+			if where == "forwarded" {
+				on = "other"
+			}
+			_, task := startTask(b, f, owner, on, "bench-noop", nil, "bench", []byte(fmt.Sprintf("%d 1", b.N)))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			if err := task.Wait(ctx); err != nil {
+				b.Fatalf("%v\n%s", err, task.Stderr())
+			}
+			res, _ := task.Result()
+			var r struct {
+				Calls int     `json:"calls"`
+				Mean  float64 `json:"mean_ns"`
+				P50   float64 `json:"p50_ns"`
+				P90   float64 `json:"p90_ns"`
+			}
+			if err := json.Unmarshal(res, &r); err != nil || r.Calls != b.N {
+				b.Fatalf("result %q: %v", res, err)
+			}
+			b.ReportMetric(r.P50, "p50-ns/call")
+			b.ReportMetric(r.P90, "p90-ns/call")
+			b.ReportMetric(r.Mean, "mean-ns/call")
+		})
 	}
 }

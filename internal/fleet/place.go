@@ -48,7 +48,14 @@ const (
 const (
 	tagAccept = 'A'
 	tagKill   = 'K'
+	tagAck    = 'E' // the owner has the exit
 )
+
+// resend is how long a message of a placed child waits for its answer
+// before it is sent again: core NATS delivers at most once, and a server
+// stopping loses what it held. A call sent again is answered with the
+// reply already sent, never run twice.
+var resend = time.Second
 
 // execRequest asks a node to run a child's guest.
 type execRequest struct {
@@ -162,10 +169,17 @@ func (n *Node) startRemote(ctx context.Context, target, run string, mod sandbox.
 		sub.Unsubscribe()
 		return nil, err
 	}
-	// The child's node says whether it took the run.
+	// The child's node says whether it took the run; the request is sent
+	// again until it does (the node answers a nonce it knows again).
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	tick := time.NewTicker(resend)
+	defer tick.Stop()
+wait:
 	select {
+	case <-tick.C:
+		nc.Publish(subjectExec+target, b)
+		goto wait
 	case m := <-c.msgs:
 		var a accept
 		if len(m.Data) == 0 || m.Data[0] != tagAccept || json.Unmarshal(m.Data[1:], &a) != nil {
@@ -192,6 +206,7 @@ type remoteConn struct {
 	sub    *nats.Subscription
 	msgs   chan *nats.Msg
 	seq    uint64
+	last   []byte // the reply to call seq, sent again if the call comes again
 }
 
 // Next implements forward.Conn. The child's node is watched: when its
@@ -203,12 +218,20 @@ func (c *remoteConn) Next(ctx context.Context) (*forward.Call, *forward.Exit, er
 	for {
 		select {
 		case m := <-c.msgs:
+			if len(m.Data) > 0 && m.Data[0] == tagAccept {
+				continue // an answer to a placement sent again
+			}
 			call, _, exit, err := forward.Unmarshal(m.Data)
 			if err != nil {
 				return nil, nil, fmt.Errorf("node %s: %w", c.target, err)
 			}
 			if exit != nil {
+				c.n.Fleet.JS.Conn().Publish(c.ret, []byte{tagAck})
 				return nil, exit, nil
+			}
+			if call != nil && call.Seq == c.seq && c.last != nil {
+				c.n.Fleet.JS.Conn().Publish(c.ret, c.last) // its reply was lost
+				continue
 			}
 			if call == nil || call.Seq != c.seq+1 {
 				return nil, nil, fmt.Errorf("node %s: a message out of order", c.target)
@@ -244,7 +267,8 @@ func (c *remoteConn) alive(ctx context.Context) bool {
 
 // Reply implements forward.Conn.
 func (c *remoteConn) Reply(_ context.Context, r *forward.Reply) error {
-	return c.n.Fleet.JS.Conn().Publish(c.ret, forward.MarshalReply(r))
+	c.last = forward.MarshalReply(r)
+	return c.n.Fleet.JS.Conn().Publish(c.ret, c.last)
 }
 
 // Kill implements forward.Conn.
@@ -259,8 +283,9 @@ type childHost struct {
 	eng sandbox.Engine
 	sem chan struct{}
 
-	mu   sync.Mutex
-	mods map[string]sandbox.Module
+	mu      sync.Mutex
+	mods    map[string]sandbox.Module
+	answers map[string][]byte // by nonce: the answer to a placement, nil while it is made
 }
 
 // serveChildren takes placements until ctx ends.
@@ -274,7 +299,7 @@ func (n *Node) serveChildren(ctx context.Context) (stop func(), err error) {
 		eng.Close(ctx)
 		return nil, err
 	}
-	h := &childHost{n: n, eng: eng, sem: make(chan struct{}, n.Children), mods: map[string]sandbox.Module{}}
+	h := &childHost{n: n, eng: eng, sem: make(chan struct{}, n.Children), mods: map[string]sandbox.Module{}, answers: map[string][]byte{}}
 	var wg sync.WaitGroup
 	sub, err := n.Fleet.JS.Conn().Subscribe(subjectExec+n.Name, func(m *nats.Msg) {
 		var req execRequest
@@ -282,8 +307,28 @@ func (n *Node) serveChildren(ctx context.Context) (stop func(), err error) {
 			n.Logger.Warn("a placement that does not decode: dropped", "error", err)
 			return
 		}
+		h.mu.Lock()
+		ans, seen := h.answers[req.Nonce]
+		if !seen {
+			h.answers[req.Nonce] = nil
+		}
+		h.mu.Unlock()
+		if seen { // the owner sent it again: its answer was lost
+			if ans != nil {
+				n.Fleet.JS.Conn().Publish(subjectFwd+req.Owner+"."+n.Name+"."+req.Nonce, ans)
+			}
+			return
+		}
 		wg.Add(1)
-		go func() { defer wg.Done(); h.run(ctx, req) }()
+		go func() {
+			defer wg.Done()
+			h.run(ctx, req)
+			time.AfterFunc(time.Minute, func() {
+				h.mu.Lock()
+				delete(h.answers, req.Nonce)
+				h.mu.Unlock()
+			})
+		}()
 	})
 	if err != nil {
 		eng.Close(ctx)
@@ -316,7 +361,11 @@ func (h *childHost) run(ctx context.Context, req execRequest) {
 	fwd := subjectFwd + req.Owner + "." + n.Name + "." + req.Nonce
 	answer := func(a accept) {
 		b, _ := json.Marshal(a)
-		nc.Publish(fwd, append([]byte{tagAccept}, b...))
+		b = append([]byte{tagAccept}, b...)
+		h.mu.Lock()
+		h.answers[req.Nonce] = b
+		h.mu.Unlock()
+		nc.Publish(fwd, b)
 	}
 	select {
 	case h.sem <- struct{}{}:
@@ -338,9 +387,15 @@ func (h *childHost) run(ctx context.Context, req execRequest) {
 	s := &natsSender{nc: nc, fwd: fwd, replies: make(chan []byte, 1)}
 	gctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	acked := make(chan struct{})
+	var ackOnce sync.Once
 	sub, err := nc.Subscribe(subjectRet+n.Name+"."+req.Owner+"."+req.Nonce, func(m *nats.Msg) {
 		if len(m.Data) == 1 && m.Data[0] == tagKill {
 			cancel()
+			return
+		}
+		if len(m.Data) == 1 && m.Data[0] == tagAck {
+			ackOnce.Do(func() { close(acked) })
 			return
 		}
 		select {
@@ -378,7 +433,16 @@ func (h *childHost) run(ctx context.Context, req execRequest) {
 		err = fmt.Errorf("a call could not reach the owner: %w", ferr)
 	}
 	n.Logger.Info("placed child ended", "owner", req.Owner, "submission", req.Run, "error", err)
-	nc.Publish(fwd, forward.MarshalExit(forward.ExitOf(err, out.b, errOut.b)))
+	exit := forward.MarshalExit(forward.ExitOf(err, out.b, errOut.b))
+	for try := 0; try < 10; try++ {
+		nc.Publish(fwd, exit)
+		select {
+		case <-acked:
+			return
+		case <-time.After(resend):
+		}
+	}
+	n.Logger.Warn("the owner never acknowledged a placed child's end", "owner", req.Owner, "submission", req.Run)
 }
 
 // module compiles (once) the module of digest d on the child engine.
@@ -413,11 +477,20 @@ type natsSender struct {
 // Send implements forward.Sender. It waits for the reply as long as the
 // child's run lasts: a call may wait for a person's approval.
 func (s *natsSender) Send(ctx context.Context, c *forward.Call) (*forward.Reply, error) {
-	if err := s.nc.Publish(s.fwd, forward.MarshalCall(c)); err != nil {
+	b := forward.MarshalCall(c)
+	if err := s.nc.Publish(s.fwd, b); err != nil {
 		return nil, err
 	}
+	t := time.NewTicker(resend)
+	defer t.Stop()
 	for {
 		select {
+		case <-t.C:
+			// Sent again: the owner answers a call it has served with
+			// the reply it sent, so nothing runs twice.
+			if err := s.nc.Publish(s.fwd, b); err != nil {
+				return nil, err
+			}
 		case b := <-s.replies:
 			_, r, _, err := forward.Unmarshal(b)
 			if err != nil || r == nil {

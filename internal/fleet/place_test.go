@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,10 +78,16 @@ func (a *timedAuditor) events() []kernel.AuditEvent {
 // placedTask starts guest as a task of a kernel on owner whose every call
 // is forwarded from the node named on (its module put in the fleet's
 // object store, as a submission puts it), with the test kind granted.
-func placedTask(t *testing.T, f *Fleet, owner *Node, on, guest string, rec kernel.Auditor) (*kernel.Kernel, *kernel.Task) {
+func placedTask(t testing.TB, f *Fleet, owner *Node, on, guest string, rec kernel.Auditor) (*kernel.Kernel, *kernel.Task) {
+	return startTask(t, f, owner, on, guest, rec, "", nil)
+}
+
+// startTask is placedTask with a reactor's entry and an input; on == ""
+// runs the guest on the owner's kernel's own engine.
+func startTask(t testing.TB, f *Fleet, owner *Node, on, guest string, rec kernel.Auditor, entry string, input []byte) (*kernel.Kernel, *kernel.Task) {
 	t.Helper()
 	ctx := context.Background()
-	wasm, _, err := guestbuild.Build(ctx, filepath.Join("..", "..", "testdata", "guests", guest), guestbuild.Options{})
+	wasm, _, err := guestbuild.Build(ctx, filepath.Join("..", "..", "testdata", "guests", guest), guestbuild.Options{Reactor: entry != ""})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +95,11 @@ func placedTask(t *testing.T, f *Fleet, owner *Node, on, guest string, rec kerne
 		t.Fatal(err)
 	}
 	eng := testengine.New(t)
-	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{kerneltest.New()}, Auditor: rec})
+	cfg := kernel.Config{Engine: eng, Kinds: []kernel.Kind{kerneltest.New()}}
+	if rec != nil {
+		cfg.Auditor = rec
+	}
+	k, err := kernel.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,16 +107,18 @@ func placedTask(t *testing.T, f *Fleet, owner *Node, on, guest string, rec kerne
 	if err != nil {
 		t.Fatal(err)
 	}
-	placed, err := (&placer{n: owner, run: "test"}).Place(ctx, "node:"+on, mod, k.HostFuncs())
-	if err != nil {
-		t.Fatal(err)
+	placed := mod
+	if on != "" {
+		if placed, err = (&placer{n: owner, run: "test"}).Place(ctx, "node:"+on, mod, k.HostFuncs()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	scope, err := k.Grant("test", kernel.GrantContext{}, []byte(`{"level":5}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	task, err := k.Start(ctx, kernel.TaskSpec{Module: placed, Principal: "alice",
-		Grants: []kernel.GrantSpec{{Name: "test", Kind: "test", Scope: scope, Audit: true}},
+	task, err := k.Start(ctx, kernel.TaskSpec{Module: placed, Principal: "alice", Entry: entry, Input: input,
+		Grants: []kernel.GrantSpec{{Name: "test", Kind: "test", Scope: scope, Audit: rec != nil}},
 		Limits: kernel.Limits{Timeout: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +127,7 @@ func placedTask(t *testing.T, f *Fleet, owner *Node, on, guest string, rec kerne
 }
 
 // waitAllowed waits until the task has made n allowed calls.
-func waitAllowed(t *testing.T, rec *timedAuditor, n int) {
+func waitAllowed(t testing.TB, rec *timedAuditor, n int) {
 	t.Helper()
 	for i := 0; ; i++ {
 		got := 0
@@ -230,8 +241,8 @@ func TestPlacedNodePartitioned(t *testing.T) {
 }
 
 // TestPlacedTripChild: the trip planner on a fleet of two nodes, its
-// finder child placed on the other node (placement = "fleet"): the story
-// is the local one (the 37-hour offer refused by the token, one charge,
+// finder child placed on the other node (placement = "fleet", and no
+// approval asked: a node has no one to ask): the story is the local one (the 37-hour offer refused by the token, one charge,
 // the passport at the airline only) and the finder ran on the other node.
 func TestPlacedTripChild(t *testing.T) {
 	if testing.Short() {
@@ -241,34 +252,9 @@ func TestPlacedTripChild(t *testing.T) {
 	t.Cleanup(s.Close)
 	_, f := startFleet(t)
 	t.Setenv("TRIP_CARD_TOKEN", sites.CardToken)
-	yes := host.Options{Approver: kernel.ApproverFunc(func(context.Context, kernel.ApprovalRequest) (bool, error) { return true, nil })}
-	nodes := []*Node{runNode(t, f, "node-a", yes), runNode(t, f, "node-b", yes)}
-	// The example's manifest, its guests built to files beside it, and the
-	// finder placed on the fleet.
-	dir := t.TempDir()
-	src := "../../examples/tripplanner"
-	copyDir(t, filepath.Join(src, "data"), filepath.Join(dir, "data"))
-	b, err := os.ReadFile(filepath.Join(src, "planner.hcl"))
+	nodes := []*Node{runNode(t, f, "node-a", host.Options{}), runNode(t, f, "node-b", host.Options{})}
+	p, err := sites.FleetManifest(context.Background(), "../../examples/tripplanner", t.TempDir(), build)
 	if err != nil {
-		t.Fatal(err)
-	}
-	for _, g := range []string{"planner", "finder"} {
-		wasm, err := build(context.Background(), filepath.Join(src, g))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, g+".wasm"), wasm, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m := strings.Replace(string(b), `module    = "planner"`, `module    = "planner.wasm"`, 1)
-	m = strings.Replace(m, `modules      = ["finder"]`, `modules      = ["finder.wasm"]
-    placement    = "fleet"`, 1)
-	if m == string(b) || !strings.Contains(m, "placement") || !strings.Contains(m, "planner.wasm") {
-		t.Fatal("planner.hcl changed: the test's edits no longer apply")
-	}
-	p := filepath.Join(dir, "planner.hcl")
-	if err := os.WriteFile(p, []byte(m), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -302,26 +288,4 @@ func TestPlacedTripChild(t *testing.T) {
 		t.Errorf("no child ran on the node other than the owner %s", st.Node)
 	}
 	t.Logf("owner %s; %d child(ren) ran on the other node", st.Node, placed)
-}
-
-func copyDir(t *testing.T, from, to string) {
-	t.Helper()
-	err := filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, p)
-		dst := filepath.Join(to, rel)
-		if d.IsDir() {
-			return os.MkdirAll(dst, 0o700)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(dst, b, 0o600)
-	})
-	if err != nil {
-		t.Fatal(fmt.Errorf("copying %s: %w", from, err))
-	}
 }

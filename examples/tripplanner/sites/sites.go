@@ -6,10 +6,13 @@
 package sites
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -115,4 +118,49 @@ func (s *Sites) Check(out []string) error {
 		}
 	}
 	return nil
+}
+
+// FleetManifest writes, into dir, planner.hcl as a fleet runs it: its two
+// guests built by build into planner.wasm and finder.wasm beside it (a
+// submission carries modules, not source folders), the finder placed on
+// another node of the fleet (placement = "fleet"), and, since a fleet node
+// has no person to ask, no approve_above. src is the example's folder. It
+// returns the manifest's path.
+func FleetManifest(ctx context.Context, src, dir string, build func(ctx context.Context, dir string) ([]byte, error)) (string, error) {
+	b, err := os.ReadFile(filepath.Join(src, "planner.hcl"))
+	if err != nil {
+		return "", err
+	}
+	for _, g := range []string{"planner", "finder"} {
+		wasm, err := build(ctx, filepath.Join(src, g))
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(dir, g+".wasm"), wasm, 0o600); err != nil {
+			return "", err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o700); err != nil {
+		return "", err
+	}
+	data, err := os.ReadFile(filepath.Join(src, "data", "itinerary.json"))
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data", "itinerary.json"), data, 0o600); err != nil {
+		return "", err
+	}
+	m := string(b)
+	for _, e := range [][2]string{
+		{`module    = "planner"`, `module    = "planner.wasm"`},
+		{`modules      = ["finder"]`, "modules      = [\"finder.wasm\"]\n    placement    = \"fleet\""},
+		{"    approve_above = \"500 USD\"\n", ""},
+	} {
+		if !strings.Contains(m, e[0]) {
+			return "", fmt.Errorf("planner.hcl has no %q any more: FleetManifest needs updating", e[0])
+		}
+		m = strings.Replace(m, e[0], e[1], 1)
+	}
+	p := filepath.Join(dir, "planner.hcl")
+	return p, os.WriteFile(p, []byte(m), 0o600)
 }
