@@ -29,6 +29,7 @@ import (
 	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/sandbox"
+	"github.com/mandatevm/mandate/sandbox/forward"
 )
 
 // Secrets the environment holds. None of them may ever reach the evil
@@ -106,6 +107,7 @@ type env struct {
 	granted   *kerneltest.Recorder
 	evil      *kerneltest.Recorder
 	approvals atomic.Int64
+	fwd       *hostCapture // nil: tasks run on eng
 
 	lookupMu sync.Mutex
 	lookups  []string // every host name the net kind resolved; protected by lookupMu
@@ -122,6 +124,10 @@ type envOptions struct {
 	spec map[string]string
 	// approve answers approvals; nil: nobody says yes.
 	approve func(kernel.ApprovalRequest) bool
+	// fwd, when set, runs every task of the env elsewhere: its guest on
+	// a second engine, its host calls forwarded to this kernel
+	// (forwarded_test.go).
+	fwd *forwarding
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -215,8 +221,16 @@ func newEnv(t *testing.T, o envOptions) *env {
 	e.eng = testengine.New(t)
 	e.res = &resolver{eng: e.eng, mods: map[string]sandbox.Module{}}
 	e.test = kerneltest.New()
+	var kernelEng sandbox.Engine = e.eng
+	var placer kernel.Placer
+	if o.fwd != nil {
+		e.fwd = &hostCapture{Engine: e.eng, fwd: o.fwd}
+		kernelEng, placer = e.fwd, forward.LoopbackPlacer{Start: e.fwd.start}
+		t.Cleanup(func() { e.checkAllForwarded(t) })
+	}
 	e.k, err = kernel.New(kernel.Config{
-		Engine:        e.eng,
+		Engine:        kernelEng,
+		Placer:        placer,
 		Kinds:         []kernel.Kind{netKind, data.New(st), payKind, spawn.New(), declassify.New(), e.test},
 		Declassifiers: []string{declassify.KindName},
 		Logger:        logger,
@@ -291,6 +305,9 @@ func (e *env) grants(o envOptions) []grant {
 			audit: true, approve: []string{`request.method == "POST"`}},
 	}
 	for i, g := range gs {
+		if g.name == "spawner" && o.fwd != nil {
+			gs[i].spec += `,"placement":"fleet"` // children are forwarded too
+		}
 		if extra, ok := o.spec[g.name]; ok {
 			gs[i].spec += "," + extra
 		}
@@ -364,7 +381,16 @@ func (e *env) module(t *testing.T, name string) sandbox.Module {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m
+	return e.place(m)
+}
+
+// place returns the module a task of the env runs: m itself, or in a
+// forwarded env m run elsewhere with this kernel's host functions.
+func (e *env) place(m sandbox.Module) sandbox.Module {
+	if e.fwd == nil {
+		return m
+	}
+	return forward.NewModule(m, e.fwd.funcs, e.fwd.start)
 }
 
 // control runs the well-behaved guest on the same kernel: it must fetch,

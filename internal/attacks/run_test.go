@@ -112,7 +112,7 @@ func runAttack(t *testing.T, a attack) {
 		mod, err := e.res.Module(ctx, sandbox.Digest(guests[guest]))
 		if err == nil {
 			var task *kernel.Task
-			task, err = e.k.Run(ctx, kernel.TaskSpec{Module: mod, Principal: "alice", Grants: grants, Limits: limits})
+			task, err = e.k.Run(ctx, kernel.TaskSpec{Module: e.place(mod), Principal: "alice", Grants: grants, Limits: limits})
 			if err == nil {
 				t.Fatalf("the module ran to the end (%s)", task.State())
 			}
