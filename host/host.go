@@ -200,6 +200,12 @@ type RunSpec struct {
 	// built); the manifest's digest pin still applies. A fleet node runs a
 	// submitted module this way.
 	Module []byte
+	// Seed, when set, is the stable identity of a run that may be run
+	// again (a fleet's submission id, the same for every attempt): grants
+	// derive from it what must not change between attempts, such as pay's
+	// idempotency keys (kernel.GrantContext.Seed). With a manifest's retry
+	// set, the run is refused unless every capability is repeatable.
+	Seed string
 	// Placer runs the children a spawn capability places on other nodes
 	// (kernel.Config.Placer); a fleet node sets it. Without it such a
 	// spawn is ENOTSUP.
@@ -326,9 +332,14 @@ func (h *Host) start(ctx context.Context, spec RunSpec) (*Run, error) {
 	if err := SeedTo(ctx, m.Seeds, h.opts.DataStore); err != nil {
 		return refuse(err)
 	}
-	grants, err := m.Grants(r.k)
+	grants, err := m.GrantsWith(r.k, kernel.GrantContext{Dir: m.Dir, Seed: spec.Seed})
 	if err != nil {
 		return refuse(err)
+	}
+	if m.Retry > 0 && spec.Seed != "" {
+		if err := CheckRepeatable(r.k, grants); err != nil {
+			return refuse(err)
+		}
 	}
 	r.mod, err = r.eng.Compile(ctx, wasm)
 	if err != nil {
@@ -371,3 +382,23 @@ const (
 	ExitLimit       = 3   // the task ran out of a limit: its deadline or its memory
 	ExitInterrupted = 130 // the run was interrupted and its task killed
 )
+
+// CheckRepeatable returns an error naming the first grant that is not
+// repeatable (kernel.Description.Repeatable): a task holding it may not be
+// run again after its node is lost.
+func CheckRepeatable(k *kernel.Kernel, grants []kernel.GrantSpec) error {
+	for _, g := range grants {
+		kind, ok := k.Kind(g.Kind)
+		if !ok {
+			return fmt.Errorf("retry: capability %q: unknown kind %q", g.Name, g.Kind)
+		}
+		if d := kind.Describe(g.Scope); !d.Repeatable {
+			why := d.NotRepeatable
+			if why == "" {
+				why = "its kind does not say it is"
+			}
+			return fmt.Errorf("retry: capability %q (%s) is not repeatable: %s; a task that may be run again holds only GETs, reads and charges keyed by the run", g.Name, g.Kind, why)
+		}
+	}
+	return nil
+}

@@ -252,7 +252,9 @@ func hostBlobRead(ctx context.Context, t *Task, mem sandbox.Memory, p []uint64) 
 	if _, copies := mem.(sandbox.CopyingMemory); copies {
 		// A guest elsewhere: its memory changes only through Write, and
 		// what is written back is what the blob holds, not the buffer.
-		if b, err := t.table.GetBlob(abi.Handle(u32(p[0]))); err == nil && int64(b.Len())-int64(u32(p[1])) < int64(n) {
+		if b, err := t.table.GetBlob(abi.Handle(u32(p[0]))); err != nil {
+			n = 0 // ReadBlob refuses the handle; nothing to hold
+		} else if int64(b.Len())-int64(u32(p[1])) < int64(n) {
 			n = uint32(max(0, int64(b.Len())-int64(u32(p[1]))))
 		}
 		buf := make([]byte, n)

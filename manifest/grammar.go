@@ -9,6 +9,8 @@ const Grammar = `task "NAME" {
   principal = "alice"         # required: on whose behalf the task runs
   entry     = "run"           # optional: the function a reactor module runs
   clearance = ["pii:alice"]   # optional: the most the task may ever hold (confidentiality tags)
+  retry     = 1               # optional, 1..5: on a fleet, run again when its node is lost (every
+                              # capability must be repeatable: GET/HEAD, reads, charges keyed by the run)
 
   limits {                    # optional, at most one
     memory  = "64MiB"         # size: B, KiB, MiB, GiB, KB, MB, GB; a plain integer is bytes

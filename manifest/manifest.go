@@ -24,6 +24,8 @@
 //	  principal = "alice"         # required: on whose behalf the task runs
 //	  entry     = "run"           # optional: the function a reactor module runs
 //	  clearance = ["pii:alice"]   # optional: the most the task may ever hold (confidentiality tags)
+//	  retry     = 1               # optional, 1..5: on a fleet, run again when its node is lost (every
+//	                              # capability must be repeatable: GET/HEAD, reads, charges keyed by the run)
 //
 //	  limits {                    # optional, at most one
 //	    memory  = "64MiB"         # size: B, KiB, MiB, GiB, KB, MB, GB; a plain integer is bytes
@@ -225,6 +227,13 @@ type Manifest struct {
 	// RefuseTaintedResult is result { accepts_untrusted = false }: the
 	// task may not set a result carrying any integrity taint.
 	RefuseTaintedResult bool
+	// Retry is how many times a fleet may run the task again when the
+	// node running it is lost (retry = N, 1..MaxRetry); 0: never, the run
+	// is marked lost. Only a task whose every capability is repeatable
+	// (kernel.Description.Repeatable: safe methods, reads, charges with
+	// keys derived from the run) may set it; the host checks that when the
+	// run starts.
+	Retry int
 
 	limits      kernel.Limits
 	moduleRange hcl.Range
@@ -315,6 +324,7 @@ var taskSchema = &hcl.BodySchema{
 		{Name: "principal", Required: true},
 		{Name: "entry"},
 		{Name: "clearance"},
+		{Name: "retry"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "limits"},
@@ -519,7 +529,20 @@ func (p *parser) task(b *hcl.Block, m *Manifest) {
 		result = blk
 		m.RefuseTaintedResult = p.result(blk)
 	}
+	if a, ok := content.Attributes["retry"]; ok {
+		if v, vok := p.eval(a.Expr); vok {
+			var n64 int64
+			if v.IsNull() || v.Type() != cty.Number || gocty.FromCtyValue(v, &n64) != nil || n64 < 1 || n64 > MaxRetry {
+				p.add(diagErr(a.Expr.Range(), "retry must be a whole number from 1 to %d, not %s", MaxRetry, describe(v)))
+			} else {
+				m.Retry = int(n64)
+			}
+		}
+	}
 }
+
+// MaxRetry bounds a task's retry attribute.
+const MaxRetry = 5
 
 // result parses a result block: whether the task's result must carry no
 // integrity taint.
@@ -1138,7 +1161,9 @@ func grantsWith(caps []Cap, dir string, k Granter, g kernel.GrantContext) ([]ker
 			diags = append(diags, diagErr(c.kindRange, "unknown capability kind %q (known: %s)", c.Kind, strings.Join(k.Kinds(), ", ")))
 			continue
 		}
-		scope, err := k.Grant(c.Kind, g, c.Spec)
+		gc := g
+		gc.Name = c.Name
+		scope, err := k.Grant(c.Kind, gc, c.Spec)
 		if err == nil && scope == nil {
 			err = errors.New("the kind returned no scope")
 		}

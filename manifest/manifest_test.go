@@ -384,3 +384,26 @@ func TestResultBlock(t *testing.T) {
 		}
 	}
 }
+
+// TestRetry: retry is a whole number from 1 to MaxRetry; absent is 0.
+func TestRetry(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "g.wasm"), []byte("\x00asm\x01\x00\x00\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	parse := func(body string) (*Manifest, error) {
+		src := "task \"t\" {\n  module = \"g.wasm\"\n  principal = \"alice\"\n" + body + "}\n"
+		return Parse([]byte(src), "t.hcl", dir, nil)
+	}
+	for body, want := range map[string]int{"": 0, "  retry = 1\n": 1, "  retry = 5\n": 5} {
+		m, err := parse(body)
+		if err != nil || m.Retry != want {
+			t.Errorf("%q: retry %v, %v; want %d", body, m, err, want)
+		}
+	}
+	for _, bad := range []string{"  retry = 0\n", "  retry = 6\n", "  retry = 1.5\n", "  retry = \"1\"\n", "  retry = -1\n", "  retry = true\n"} {
+		if _, err := parse(bad); err == nil || !strings.Contains(err.Error(), "retry must be a whole number from 1 to 5") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}

@@ -121,10 +121,19 @@ func (k *Kind) Describe(sc kindapi.Scope) kindapi.Description {
 			{Name: "fields", Value: fields},
 			{Name: "ops", Value: strings.Join(s.ops, ", ")},
 		},
-		Label:   s.Label(),
-		Reaches: []string{s.collection},
-		Reach:   s.reach,
+		Label:         s.Label(),
+		Reaches:       []string{s.collection},
+		Reach:         s.reach,
+		Repeatable:    !s.AllowsOp(OpWrite),
+		NotRepeatable: notRepeatable(s),
 	}
+}
+
+func notRepeatable(s *Scope) string {
+	if s.AllowsOp(OpWrite) {
+		return "it allows write, and a write done twice may differ from one"
+	}
+	return ""
 }
 
 // Grant mints a root scope from a cap "data" block; errors are

@@ -64,7 +64,8 @@ func (*Kind) Describe(sc kindapi.Scope) kindapi.Description {
 	if err != nil {
 		return kindapi.Description{}
 	}
-	d := kindapi.Description{Fields: []kindapi.Detail{{Name: "drop", Value: strings.Join(s.drop, ", ")}}}
+	// A declassification is a computation on a blob: it has no effect.
+	d := kindapi.Description{Fields: []kindapi.Detail{{Name: "drop", Value: strings.Join(s.drop, ", ")}}, Repeatable: true}
 	if s.project != nil {
 		d.Fields = append(d.Fields, kindapi.Detail{Name: "project", Value: strings.Join(s.project, ", ")})
 	}

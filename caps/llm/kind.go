@@ -123,6 +123,8 @@ func (k *Kind) Describe(sc kindapi.Scope) kindapi.Description {
 		Sink:    &kindapi.Sink{Clearance: s.clearance},
 		Label:   kindapi.NewLabel(nil, []string{s.Taint()}),
 		Reaches: []string{s.endpoint + ChatPath},
+		// A model's call is paid for again, and its answer may differ.
+		NotRepeatable: "a model call is paid for again, and its answer may differ",
 	}
 	add := func(name, value string) { d.Fields = append(d.Fields, kindapi.Detail{Name: name, Value: value}) }
 	if s.keySource != "" {

@@ -159,6 +159,13 @@ func (k *Kind) Describe(sc kindapi.Scope) kindapi.Description {
 		Sink:  s.sink(),
 		Label: s.labelBound(),
 	}
+	d.Repeatable = true
+	for _, m := range s.methods {
+		if m != http.MethodGet && m != http.MethodHead && m != http.MethodOptions {
+			d.Repeatable, d.NotRepeatable = false, "it allows "+m+", which a server may perform twice"
+			break
+		}
+	}
 	add := func(name, value string) { d.Fields = append(d.Fields, kindapi.Detail{Name: name, Value: value}) }
 	if c := s.clearance.Conf(); len(c) > 0 {
 		add("clearance", strings.Join(c, ","))

@@ -422,3 +422,55 @@ func TestInstrumentNotInErrors(t *testing.T) {
 		t.Fatal("sanity")
 	}
 }
+
+// TestSeededKeys: a grant made with the run's seed (a fleet retrying a run
+// after its node was lost) sends the provider the same idempotency keys as
+// the attempt before it, auto keys included, so a repeated charge is the
+// first one replayed; another grant name or seed is another tree; and only
+// a seeded grant describes itself as repeatable.
+func TestSeededKeys(t *testing.T) {
+	e := newEnv(t, "")
+	seeded := func(seed, name string) kernel.Scope {
+		g := testGC
+		g.Seed, g.Name = seed, name
+		s, err := e.k.Grant(g, []byte(e.spec("")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	noKey := `{"payee":"airline.example","amount":"612.00","currency":"USD"}`
+	var receipts []string
+	for attempt := range 2 {
+		s := seeded("sub-1", "card")
+		if d := e.k.Describe(s); !d.Repeatable {
+			t.Fatalf("a seeded grant is not repeatable: %q", d.NotRepeatable)
+		}
+		for _, args := range []string{noKey, chargeArgs("airline.example", "10.00", "k1"), noKey} {
+			r, err := e.charge(s, args)
+			if err != nil {
+				t.Fatalf("attempt %d: %v", attempt, err)
+			}
+			receipts = append(receipts, string(r))
+		}
+	}
+	if n := len(e.p.Charges()); n != 3 {
+		t.Fatalf("two attempts of three charges made %d provider charges, want 3: %+v", n, e.p.Charges())
+	}
+	for i := range 3 {
+		if receipts[i] != receipts[i+3] {
+			t.Errorf("charge %d: attempt 2 got %s, attempt 1 %s", i, receipts[i+3], receipts[i])
+		}
+	}
+	for _, s := range []kernel.Scope{seeded("sub-1", "other"), seeded("sub-2", "card")} {
+		if _, err := e.charge(s, noKey); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(e.p.Charges()); n != 5 {
+		t.Errorf("other names and seeds made %d charges in all, want 5", n)
+	}
+	if d := e.k.Describe(e.scope); d.Repeatable || d.NotRepeatable == "" {
+		t.Errorf("an unseeded grant: repeatable %v (%q)", d.Repeatable, d.NotRepeatable)
+	}
+}

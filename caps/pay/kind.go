@@ -124,6 +124,11 @@ func (k *Kind) Describe(sc kindapi.Scope) kindapi.Description {
 		Sink:    &kindapi.Sink{Clearance: s.clearance},
 		Reaches: []string{s.provider},
 	}
+	if s.keys != nil && s.keys.seeded {
+		d.Repeatable = true
+	} else {
+		d.NotRepeatable = "its idempotency keys are not derived from the run (no seed: a run outside a fleet)"
+	}
 	if s.maxAmount != MaxMinor {
 		d.Fields = append(d.Fields, kindapi.Detail{Name: "max_amount", Value: money(s.maxAmount)})
 	}
@@ -263,7 +268,7 @@ func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 	}
 	key := a.IdempotencyKey
 	if key == "" {
-		key = "auto-" + randomHex(12)
+		key = s.keys.autoKey()
 	} else if err := checkKey(key); err != nil {
 		return kindapi.Op{}, inval("%v", err)
 	}

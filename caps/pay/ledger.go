@@ -3,8 +3,11 @@ package pay
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/kernel/kindapi"
@@ -17,15 +20,37 @@ const MaxKeys = 1 << 16
 // idempotency keys used anywhere in it. (Budgets and uses are the
 // kernel's: kernel/allowance.go.)
 type tree struct {
-	id   string // random; namespaces the keys sent to the provider
-	mu   sync.Mutex
-	keys map[string]*keyEntry // protected by mu
+	id string // namespaces the keys sent to the provider
+	// seeded: id derives from the run's seed, and so do the keys of
+	// charges the guest gave none (auto-1, auto-2, ... in call order), so
+	// a run repeated under the seed sends the provider the same keys.
+	seeded bool
+	auto   atomic.Int64
+	mu     sync.Mutex
+	keys   map[string]*keyEntry // protected by mu
 }
 
-func newTree() *tree {
+// newTree makes a grant's tree: its id random, or, when the grant context
+// has a seed, derived from the seed and the grant's name.
+func newTree(g kindapi.GrantContext) *tree {
+	t := &tree{keys: make(map[string]*keyEntry)}
+	if g.Seed != "" {
+		sum := sha256.Sum256([]byte("mandate pay tree\x00" + g.Seed + "\x00" + g.Name))
+		t.id, t.seeded = hex.EncodeToString(sum[:12]), true
+		return t
+	}
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return &tree{id: hex.EncodeToString(b[:]), keys: make(map[string]*keyEntry)}
+	t.id = hex.EncodeToString(b[:])
+	return t
+}
+
+// autoKey is the key of a charge the guest gave none.
+func (t *tree) autoKey() string {
+	if t.seeded {
+		return fmt.Sprintf("auto-%d", t.auto.Add(1))
+	}
+	return "auto-" + randomHex(12)
 }
 
 // keyEntry is an idempotency key in use in a tree: pending while its

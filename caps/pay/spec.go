@@ -194,7 +194,7 @@ func (k *Kind) grant(g kindapi.GrantContext, spec []byte) (*Scope, error) {
 			return nil, fe("expires", "%v", err)
 		}
 	}
-	s.keys = newTree()
+	s.keys = newTree(g)
 	return s, nil
 }
 

@@ -128,6 +128,8 @@ func (*Kind) Describe(sc kindapi.Scope) kindapi.Description {
 		d.Fields = append(d.Fields, kindapi.Detail{Name: "placement", Value: s.placement})
 	}
 	d.Reaches = slices.Clone(s.modules)
+	// A child holds only what its parent passes, each checked for itself.
+	d.Repeatable = true
 	return d
 }
 

@@ -224,6 +224,9 @@ func (e *env) runFleet(ctx context.Context, o runOptions, urls string) int {
 	}
 	if o.level != hclog.Off {
 		fmt.Fprintf(e.stderr, "mandate: run %s on node %s\n", st.RunID, st.Node)
+		for _, l := range st.Lost {
+			fmt.Fprintf(e.stderr, "mandate: an earlier attempt was lost with its node: %s\n", kernel.EscapeText(l))
+		}
 	}
 	if st.Error != "" && o.level != hclog.Off {
 		fmt.Fprintf(e.stderr, "mandate: %s\n", st.Error)
@@ -277,7 +280,7 @@ func (e *env) listFleetRuns(urls, format string) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SUBMISSION\tSTATE\tNODE\tRUN\tEXIT\tSUBMITTED\tENDED")
+	fmt.Fprintln(tw, "SUBMISSION\tSTATE\tNODE\tRUN\tEXIT\tATTEMPT\tSUBMITTED\tENDED")
 	for _, s := range states {
 		ended := ""
 		if !s.Ended.IsZero() {
@@ -287,8 +290,12 @@ func (e *env) listFleetRuns(urls, format string) int {
 		if s.State == fleet.StateDone {
 			exit = strconv.Itoa(s.Exit)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, kernel.EscapeText(s.Node), kernel.EscapeText(s.RunID),
-			exit, s.Submitted.Format(time.RFC3339), ended)
+		attempt := ""
+		if s.Retry > 0 {
+			attempt = fmt.Sprintf("%d/%d", s.Attempt, s.Retry+1) // earlier attempts' nodes: --format json's "lost"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, kernel.EscapeText(s.Node), kernel.EscapeText(s.RunID),
+			exit, attempt, s.Submitted.Format(time.RFC3339), ended)
 	}
 	tw.Flush()
 	return exitOK

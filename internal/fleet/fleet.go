@@ -90,6 +90,9 @@ type Submission struct {
 	// tool's own folder, a .wasm file).
 	Module string    `json:"module"`
 	Time   time.Time `json:"time"`
+	// Retry is the manifest's retry: how many more attempts a lost run
+	// gets (0: none). A node checks it against the manifest it parses.
+	Retry int `json:"retry,omitempty"`
 }
 
 // File is a file a manifest names: a module by digest, or data inline.
@@ -112,7 +115,13 @@ type RunState struct {
 	HasResult   bool            `json:"has_result,omitempty"`
 	ResultLabel json.RawMessage `json:"result_label,omitempty"`
 	// Error says why a run was refused, lost or failed.
-	Error     string    `json:"error,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Retry is the submission's; Attempt counts the claims (1 for the
+	// first run, 2 for the first retry...). Lost lists the attempts whose
+	// node was lost ("node-a (run 2f1c...)").
+	Retry     int       `json:"retry,omitempty"`
+	Attempt   int       `json:"attempt,omitempty"`
+	Lost      []string  `json:"lost,omitempty"`
 	Submitted time.Time `json:"submitted"`
 	Started   time.Time `json:"started,omitempty"`
 	Ended     time.Time `json:"ended,omitempty"`
@@ -317,8 +326,23 @@ func (f *Fleet) ReapLost(ctx context.Context, lostAfter time.Duration, self stri
 		if h, ok := beats[s.Node]; ok && now.Sub(h.Time) < lostAfter {
 			continue
 		}
+		s.Lost = append(s.Lost, fmt.Sprintf("%s (run %s, attempt %d)", s.Node, s.RunID, s.Attempt))
+		if s.Retry > 0 && s.Attempt <= s.Retry {
+			// The manifest opted in and every capability was checked
+			// repeatable: queued again, for the next delivery of the
+			// submission (its message is acknowledged only at the end).
+			s.Error = fmt.Sprintf("node %s stopped answering (no heartbeat for %s) during attempt %d of %d; queued again", s.Node, lostAfter, s.Attempt, s.Retry+1)
+			s.State, s.Node, s.RunID = StateQueued, "", ""
+			if ok, err := f.swap(ctx, s, rev); err == nil && ok {
+				n++
+			}
+			continue
+		}
 		s.State = StateLost
 		s.Error = fmt.Sprintf("node %s stopped answering (no heartbeat for %s) while the run was running; it was not re-run", s.Node, lostAfter)
+		if s.Retry > 0 {
+			s.Error = fmt.Sprintf("node %s stopped answering (no heartbeat for %s) during the last of %d attempts", s.Node, lostAfter, s.Retry+1)
+		}
 		s.Ended = now
 		if ok, err := f.swap(ctx, s, rev); err == nil && ok {
 			n++

@@ -20,6 +20,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// ackWait is how long a delivered submission may go unacknowledged before
+// the stream delivers it again.
+var ackWait = 30 * time.Second
+
 // Node takes submissions from the fleet and runs them on its host.
 type Node struct {
 	// Name identifies the node in heartbeats and run states; a valid KV
@@ -99,7 +103,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	n.copyAudit(ctx)
 	cons, err := n.Fleet.JS.CreateOrUpdateConsumer(ctx, StreamRuns, jetstream.ConsumerConfig{
-		Durable: consumerName, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
+		Durable: consumerName, AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait,
 	})
 	if err != nil {
 		return fmt.Errorf("fleet: node %s: consumer: %w", n.Name, err)
@@ -234,24 +238,62 @@ func (n *Node) take(ctx context.Context, msg jetstream.Msg) {
 		}
 		return
 	}
+	if st.State == StateRunning && st.Retry > 0 {
+		// A run that may be retried keeps its message until it ends:
+		// delivered again while another node runs it, it is handed back
+		// for later, and taken if the fleet queues it again.
+		msg.NakWithDelay(ackWait)
+		return
+	}
 	if st.State != StateQueued {
 		msg.Ack() // another node's, or lost: never run twice
 		return
 	}
 	st.State, st.Node, st.Started = StateRunning, n.Name, time.Now().UTC()
+	st.Attempt, st.Error = st.Attempt+1, "" // an earlier attempt's loss is in st.Lost
 	ok, err := n.Fleet.swap(ctx, st, rev)
 	if err != nil {
 		msg.Nak()
 		return
 	}
 	if !ok {
-		msg.Ack()
+		if st.Retry > 0 {
+			msg.NakWithDelay(ackWait)
+		} else {
+			msg.Ack()
+		}
 		return
 	}
-	// The claim is ours: acknowledge before running, so the submission
-	// is never delivered again (at most once).
-	if err := msg.DoubleAck(ctx); err != nil {
-		n.Logger.Warn("acknowledging a claimed submission", "submission", s.ID, "error", err)
+	if st.Retry == 0 {
+		// The claim is ours: acknowledge before running, so the
+		// submission is never delivered again (at most once).
+		if err := msg.DoubleAck(ctx); err != nil {
+			n.Logger.Warn("acknowledging a claimed submission", "submission", s.ID, "error", err)
+		}
+	} else {
+		// Retry: the message stays unacknowledged while the run lasts
+		// (kept alive by progress notes), so that if this node dies the
+		// stream delivers it again and, once the fleet has queued the
+		// run again, another node takes the next attempt.
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			t := time.NewTicker(ackWait / 3)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					msg.InProgress()
+				}
+			}
+		}()
+		defer func() {
+			if err := msg.DoubleAck(context.WithoutCancel(ctx)); err != nil {
+				n.Logger.Warn("acknowledging a retryable submission", "submission", s.ID, "error", err)
+			}
+		}()
 	}
 	n.running.Add(1)
 	defer n.running.Add(-1)
@@ -316,8 +358,13 @@ func (n *Node) execute(ctx context.Context, s Submission, st RunState) RunState 
 	if err != nil {
 		return refuse("%v", err)
 	}
+	if m.Retry != s.Retry {
+		return refuse("the submission says retry %d, its manifest %d", s.Retry, m.Retry)
+	}
+	// The seed is the submission: every attempt derives the same
+	// idempotency keys from it.
 	r, err := n.Host.Start(ctx, host.RunSpec{Manifest: m, Input: s.Input, Module: module, Logger: n.Logger.With("submission", s.ID),
-		Placer: &placer{n: n, run: s.ID}})
+		Placer: &placer{n: n, run: s.ID}, Seed: s.ID})
 	if err != nil {
 		var re *host.RefusedError
 		if errors.As(err, &re) {

@@ -2,14 +2,18 @@ package fleet
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/mandatevm/mandate/caps/pay/paytest"
 	"github.com/mandatevm/mandate/examples/tripplanner/sites"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/host"
@@ -288,4 +292,101 @@ func TestPlacedTripChild(t *testing.T) {
 		t.Errorf("no child ran on the node other than the owner %s", st.Node)
 	}
 	t.Logf("owner %s; %d child(ren) ran on the other node", st.Node, placed)
+}
+
+// TestFleetRetry: a run whose manifest sets retry = 1 and whose every
+// capability is repeatable (a charge keyed by the run, a GET) loses its
+// node mid-run, after the charge, while its GET waits: the fleet queues it
+// again, another node runs the second attempt, and the provider sees the
+// same idempotency key again and replays the charge: one charge in all.
+// The same manifest with a POST is refused before it runs.
+func TestFleetRetry(t *testing.T) {
+	defer func(w time.Duration) { ackWait = w }(ackWait)
+	ackWait = 3 * time.Second
+	t.Setenv("FLEET_TEST_CARD", sites.CardToken)
+	pay := paytest.NewProvider()
+	t.Cleanup(pay.Close)
+	pay.RequireInstrument(sites.CardToken)
+	release := make(chan struct{})
+	var gets atomic.Int64
+	shop := kerneltest.NewRecorder(func(w http.ResponseWriter, r *http.Request, _ kerneltest.Request) {
+		if gets.Add(1) == 1 {
+			select { // the first attempt's GET waits until its node is gone
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		fmt.Fprint(w, "shipped")
+	})
+	t.Cleanup(shop.Close)
+	t.Cleanup(func() { close(release) })
+
+	srv, f := startFleet(t)
+	relay := natstest.StartRelay(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
+	nc, cf, err := Connect(context.Background(), relay.URL(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	runNode(t, cf, "node-a", host.Options{})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	vars := map[string]string{"pay": pay.URL, "shop": shop.URL}
+	s, modules, err := Bundle(ctx, "testdata/retry.hcl", vars, nil, build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Retry != 1 {
+		t.Fatalf("bundle retry %d", s.Retry)
+	}
+	if err := f.Submit(ctx, s, modules); err != nil {
+		t.Fatal(err)
+	}
+	for gets.Load() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the first attempt never fetched")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := len(pay.Charges()); n != 1 {
+		t.Fatalf("%d charges before the cut, want 1", n)
+	}
+	relay.Cut() // node-a is lost mid-run
+	runNode(t, f, "node-b", host.Options{})
+	st, err := f.Wait(ctx, s.ID, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateDone || st.Node != "node-b" || st.Attempt != 2 || len(st.Lost) != 1 || !strings.HasPrefix(st.Lost[0], "node-a ") {
+		t.Fatalf("%+v", st)
+	}
+	if !strings.Contains(string(st.Result), "status 200 shipped") {
+		t.Errorf("result %q", st.Result)
+	}
+	if n, r := len(pay.Charges()), pay.Replays(); n != 1 || r != 1 {
+		t.Errorf("the provider made %d charges and %d replays, want 1 and 1", n, r)
+	}
+	t.Logf("%s; lost: %v; %s", st.Error, st.Lost, st.Result)
+
+	// Not repeatable: the node refuses it, nothing runs.
+	s2, modules, err := Bundle(ctx, "testdata/retry.hcl", vars, nil, build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.Source = []byte(strings.Replace(string(s2.Source), `methods       = ["GET"]`, `methods       = ["GET", "POST"]`, 1))
+	if err := f.Submit(ctx, s2, modules); err != nil {
+		t.Fatal(err)
+	}
+	st, err = f.Wait(ctx, s2.ID, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateRefused || !strings.Contains(st.Error, `capability "shop" (net) is not repeatable: it allows POST`) {
+		t.Errorf("%+v", st)
+	}
+	if n := len(pay.Charges()); n != 1 {
+		t.Errorf("%d charges after the refused run", n)
+	}
 }

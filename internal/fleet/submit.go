@@ -37,7 +37,7 @@ func Bundle(ctx context.Context, path string, vars map[string]string, input []by
 		dir = real
 	}
 	s := Submission{ID: newID(), Manifest: filepath.Base(path), Source: src, Vars: vars, Input: input,
-		Files: map[string]File{}, Time: time.Now().UTC()}
+		Files: map[string]File{}, Time: time.Now().UTC(), Retry: m.Retry}
 	modules := map[string][]byte{}
 	rel := func(abs string) (string, error) {
 		if real, err := filepath.EvalSymlinks(abs); err == nil {
@@ -138,7 +138,7 @@ func (f *Fleet) Submit(ctx context.Context, s Submission, modules map[string][]b
 			return fmt.Errorf("fleet: storing module %s: %w", d, err)
 		}
 	}
-	state, err := json.Marshal(RunState{ID: s.ID, State: StateQueued, Submitted: s.Time})
+	state, err := json.Marshal(RunState{ID: s.ID, State: StateQueued, Submitted: s.Time, Retry: s.Retry})
 	if err != nil {
 		return err
 	}

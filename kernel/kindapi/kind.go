@@ -210,6 +210,15 @@ type Description struct {
 	// Label is what the capability's results carry, beyond the caller's
 	// label (a net origin's taint, a data source's tags).
 	Label Label
+	// Repeatable reports that every effect the scope allows may happen
+	// again without a second effect in the world: safe methods, reads,
+	// pure computations, or charges whose idempotency keys derive from the
+	// run's seed (GrantContext.Seed), so a run repeated under the same seed
+	// makes each charge once. A fleet runs a task again after its node is
+	// lost (the manifest's retry) only when every capability it holds is
+	// repeatable; NotRepeatable says why one is not.
+	Repeatable    bool
+	NotRepeatable string
 	// Reaches names the data or endpoints the scope can reach, for
 	// mandate check ("https://flights.example/search", "alice/benefits").
 	Reaches []string
@@ -309,6 +318,14 @@ type GrantContext struct {
 	Dir string
 	// LookupEnv reads the host environment; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+	// Seed, when set, is a stable identity of the run that every attempt
+	// of it shares (a fleet's submission id), from which a kind derives
+	// what must be the same across attempts, such as the pay kind's
+	// idempotency keys. Empty: each grant draws its own at random.
+	Seed string
+	// Name is the grant's name in the manifest (with Seed, it tells two
+	// grants of one run apart).
+	Name string
 }
 
 // Getenv looks a variable up in the host environment.
