@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/mandatevm/mandate/audit"
 	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/internal/fleet"
 	"github.com/mandatevm/mandate/internal/natsembed"
@@ -198,6 +199,7 @@ func (e *env) runFleet(ctx context.Context, o runOptions, urls string) int {
 	if err != nil {
 		return e.manifestError(err)
 	}
+	s.Receipt = o.receipt != ""
 	if err := f.Submit(ctx, s, modules); err != nil {
 		e.errorf("%v", err)
 		return exitUsage
@@ -229,7 +231,12 @@ func (e *env) runFleet(ctx context.Context, o runOptions, urls string) int {
 		}
 	}
 	if st.Error != "" && o.level != hclog.Off {
-		fmt.Fprintf(e.stderr, "mandate: %s\n", st.Error)
+		fmt.Fprintf(e.stderr, "mandate: %s\n", kernel.EscapeText(st.Error))
+	}
+	if o.receipt != "" {
+		if code := e.fleetReceipt(ctx, f, st, o.receipt); code != exitOK && st.Exit == exitOK {
+			st.Exit = code
+		}
 	}
 	if o.format == "json" {
 		if err := writeJSON(e.stdout, st); err != nil {
@@ -251,6 +258,31 @@ func (e *env) runFleet(ctx context.Context, o runOptions, urls string) int {
 		}
 	}
 	return st.Exit
+}
+
+// fleetReceipt checks the receipt a node returned against the key that
+// node published with its audit copy (the run state is writable by every
+// node; the audit subjects only by their own) and writes it to path.
+func (e *env) fleetReceipt(ctx context.Context, f *fleet.Fleet, st fleet.RunState, path string) int {
+	if len(st.Receipt) == 0 {
+		e.errorf("receipt: node %s returned none", st.Node)
+		return exitUsage
+	}
+	key, err := f.NodeKey(ctx, st.Node)
+	if err != nil {
+		e.errorf("receipt: %v", err)
+		return exitUsage
+	}
+	if _, err := audit.OpenReceipt(st.Receipt, key); err != nil {
+		e.errorf("receipt from node %s does not verify with the key of its audit log: %v", st.Node, err)
+		return exitUsage
+	}
+	if err := host.WriteFileAtomic(path, st.Receipt, 0o644); err != nil {
+		e.errorf("receipt: %v", err)
+		return exitUsage
+	}
+	e.errorf("receipt written to %s, signed by node %s; check it with: mandate verify %s --key %s", path, st.Node, path, key)
+	return exitOK
 }
 
 // listFleetRuns is mandate runs --nats.

@@ -53,7 +53,9 @@ Flags:
 	--receipt FILE     write a signed receipt of what the run could do (module,
 	                   manifest, principal, every capability granted, final
 	                   labels, the audit checkpoint); check it with
-	                   "mandate verify FILE"
+	                   "mandate verify FILE"; with --nats the node signs it
+	                   and it is checked here against the key that node's
+	                   audit copy carries (mandate verify FILE --key KEY)
 	--raw              write the task's result as it is even to a terminal
 	                   (by default, control characters and escape sequences
 	                   a guest put in it are escaped on a terminal; a pipe
@@ -183,9 +185,6 @@ func runRun(e *env, args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *natsURLs != "" {
-		if o.receipt != "" {
-			return e.usageError(c, "--receipt is not yet supported with --nats (the node signs with its own key)")
-		}
 		return e.runFleet(ctx, o, *natsURLs)
 	}
 	return e.runTask(ctx, stop, o)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -114,15 +115,25 @@ func TestFleetNodeKilled(t *testing.T) {
 		t.Errorf("the fixture saw %d requests, want 2: the lost run's one and the next run's (its /admin is refused)", n)
 	}
 
-	// mandate run --nats: the result on stdout, the node on stderr.
+	// mandate run --nats: the result on stdout, the node on stderr; the
+	// receipt the node signed, checked with the key of its audit copy.
+	receipt := filepath.Join(t.TempDir(), "run.receipt")
 	cmd := exec.Command(bin, "run", "--nats", srv.ClientURL(), manifestPath, "--var", "origin="+fixture.URL,
-		"--input", "-", "--cache-dir", testCache())
+		"--input", "-", "--cache-dir", testCache(), "--receipt", receipt)
 	cmd.Stdin = strings.NewReader("fetch")
 	var stderr kerneltest.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil || !strings.Contains(string(out), "results") || !strings.Contains(stderr.String(), "on node node-b") {
 		t.Errorf("mandate run --nats: %v\nstdout: %s\nstderr: %s", err, out, &stderr)
+	}
+	m := regexp.MustCompile(`mandate verify \S+ --key (\S+)`).FindStringSubmatch(stderr.String())
+	if m == nil {
+		t.Fatalf("mandate run --nats --receipt named no key:\n%s", &stderr)
+	}
+	out, err = exec.Command(bin, "verify", receipt, "--key", m[1]).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "fetch") {
+		t.Errorf("mandate verify of the fleet's receipt: %v\n%s", err, out)
 	}
 
 	// The fleet's records: the lost run and the done ones; every node's

@@ -87,6 +87,17 @@ func (a *auditCopier) copyNew(ctx context.Context) error {
 	return err
 }
 
+// NodeKey returns the verifier key of node's audit log, as the node itself
+// published it to MANDATE_AUDIT (only that node's user may publish there):
+// the key its receipts and checkpoints must verify with.
+func (f *Fleet) NodeKey(ctx context.Context, node string) (string, error) {
+	m, err := f.Audit.GetLastMsgForSubject(ctx, subjectAudit+node+".key")
+	if err != nil {
+		return "", fmt.Errorf("fleet: node %s's audit key: %w", node, err)
+	}
+	return string(m.Data), nil
+}
+
 // NodeAudit is what VerifyAudit found of one node's log.
 type NodeAudit struct {
 	Node       string

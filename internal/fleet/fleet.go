@@ -93,6 +93,9 @@ type Submission struct {
 	// Retry is the manifest's retry: how many more attempts a lost run
 	// gets (0: none). A node checks it against the manifest it parses.
 	Retry int `json:"retry,omitempty"`
+	// Receipt asks the node for the run's signed receipt (mandate run
+	// --receipt), returned in the run's state.
+	Receipt bool `json:"receipt,omitempty"`
 }
 
 // File is a file a manifest names: a module by digest, or data inline.
@@ -119,9 +122,13 @@ type RunState struct {
 	// Retry is the submission's; Attempt counts the claims (1 for the
 	// first run, 2 for the first retry...). Lost lists the attempts whose
 	// node was lost ("node-a (run 2f1c...)").
-	Retry     int       `json:"retry,omitempty"`
-	Attempt   int       `json:"attempt,omitempty"`
-	Lost      []string  `json:"lost,omitempty"`
+	Retry   int      `json:"retry,omitempty"`
+	Attempt int      `json:"attempt,omitempty"`
+	Lost    []string `json:"lost,omitempty"`
+	// Receipt is the run's receipt signed with its node's audit key,
+	// when the submission asked for one. Check it against the key the
+	// node's audit copy carries (Fleet.NodeKey), not one a state names.
+	Receipt   []byte    `json:"receipt,omitempty"`
 	Submitted time.Time `json:"submitted"`
 	Started   time.Time `json:"started,omitempty"`
 	Ended     time.Time `json:"ended,omitempty"`

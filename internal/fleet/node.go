@@ -363,8 +363,12 @@ func (n *Node) execute(ctx context.Context, s Submission, st RunState) RunState 
 	}
 	// The seed is the submission: every attempt derives the same
 	// idempotency keys from it.
-	r, err := n.Host.Start(ctx, host.RunSpec{Manifest: m, Input: s.Input, Module: module, Logger: n.Logger.With("submission", s.ID),
-		Placer: &placer{n: n, run: s.ID}, Seed: s.ID})
+	spec := host.RunSpec{Manifest: m, Input: s.Input, Module: module, Logger: n.Logger.With("submission", s.ID),
+		Placer: &placer{n: n, run: s.ID}, Seed: s.ID}
+	if s.Receipt {
+		spec.Receipt = filepath.Join(dir, ".receipt")
+	}
+	r, err := n.Host.Start(ctx, spec)
 	if err != nil {
 		var re *host.RefusedError
 		if errors.As(err, &re) {
@@ -389,6 +393,17 @@ func (n *Node) execute(ctx context.Context, s Submission, st RunState) RunState 
 	}
 	if out.Err != nil {
 		st.Error = out.Err.Error()
+	}
+	if s.Receipt {
+		if b, err := os.ReadFile(spec.Receipt); err == nil && out.ReceiptErr == nil {
+			st.Receipt = b
+		} else {
+			why := "no receipt: " + errors.Join(out.ReceiptErr, err).Error()
+			if st.Error != "" {
+				why = st.Error + "; " + why
+			}
+			st.Error = why
+		}
 	}
 	return st
 }
