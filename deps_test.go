@@ -31,6 +31,12 @@ var badDeps = map[string]map[string]string{
 		"github.com/mandatevm/mandate/kernel": "the engine interface must not depend on kernel internals",
 		"github.com/tetratelabs/wazero":       "the interface package names no engine",
 	},
+	"github.com/mandatevm/mandate/sandbox/forward": {
+		"github.com/mandatevm/mandate/kernel":     "forwarding carries host calls; the kernel that decides them is the caller's",
+		"github.com/nats-io/":                     "the transport is the caller's (a fleet's NATS, a loopback)",
+		"github.com/tetratelabs/wazero":           "forwarding names no engine",
+		"github.com/bytecodealliance/wasmtime-go": "forwarding names no engine",
+	},
 	"github.com/mandatevm/mandate/sandbox/wazero": {
 		"github.com/mandatevm/mandate/kernel":     "engines see only the host-call interface they are given",
 		"github.com/mandatevm/mandate/caps/":      "engines know no capability kinds",
