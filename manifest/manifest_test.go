@@ -354,15 +354,21 @@ func TestConstraintErrorPosition(t *testing.T) {
 	}
 }
 
-func TestResultBlock(t *testing.T) {
+// taskParser returns a parser of a task block holding body (besides its
+// module, an empty .wasm file, and principal).
+func taskParser(t *testing.T) func(body string) (*Manifest, error) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "g.wasm"), []byte("\x00asm\x01\x00\x00\x00"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	parse := func(body string) (*Manifest, error) {
+	return func(body string) (*Manifest, error) {
 		src := "task \"t\" {\n  module = \"g.wasm\"\n  principal = \"alice\"\n" + body + "}\n"
 		return Parse([]byte(src), "t.hcl", dir, nil)
 	}
+}
+
+func TestResultBlock(t *testing.T) {
+	parse := taskParser(t)
 	m, err := parse("  result {\n    accepts_untrusted = false\n  }\n")
 	if err != nil {
 		t.Fatal(err)
@@ -387,14 +393,7 @@ func TestResultBlock(t *testing.T) {
 
 // TestRetry: retry is a whole number from 1 to MaxRetry; absent is 0.
 func TestRetry(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "g.wasm"), []byte("\x00asm\x01\x00\x00\x00"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	parse := func(body string) (*Manifest, error) {
-		src := "task \"t\" {\n  module = \"g.wasm\"\n  principal = \"alice\"\n" + body + "}\n"
-		return Parse([]byte(src), "t.hcl", dir, nil)
-	}
+	parse := taskParser(t)
 	for body, want := range map[string]int{"": 0, "  retry = 1\n": 1, "  retry = 5\n": 5} {
 		m, err := parse(body)
 		if err != nil || m.Retry != want {

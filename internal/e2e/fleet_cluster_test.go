@@ -3,12 +3,14 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,6 +111,42 @@ func TestFleetCluster(t *testing.T) {
 			t.Errorf("node-a's user published to %s", subj)
 		}
 	}
+
+	// Nor speak for another node about a placed child: a call as if from
+	// node-c to its owner node-b, an answer as if from owner node-b. The
+	// admin listens; nothing arrives, and the server reports violations.
+	ncAdmin, err := nats.Connect(withUser("admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ncAdmin.Close()
+	spied, err := ncAdmin.SubscribeSync("mandate.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ncAdmin.Flush()
+	var violations atomic.Int64
+	ncSpoof, err := nats.Connect(withUser("node-a"), nats.CustomInboxPrefix(fleet.InboxPrefix("node-a")),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(err.Error(), "Permissions Violation") {
+				violations.Add(1)
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, subj := range []string{"mandate.fwd.node-b.node-c.0123456789abcdef0123456789abcdef", "mandate.ret.node-c.node-b.0123456789abcdef0123456789abcdef"} {
+		ncSpoof.Publish(subj, []byte("C\x01"))
+	}
+	ncSpoof.Flush()
+	if m, err := spied.NextMsg(time.Second); err == nil {
+		t.Errorf("node-a's user got %q through on %s", m.Data, m.Subject)
+	}
+	if n := violations.Load(); n != 2 {
+		t.Errorf("%d permission violations reported to node-a's spoofing connection, want 2", n)
+	}
+	ncSpoof.Close()
+	spied.Unsubscribe()
 
 	s0, modules, err := fleet.Bundle(ctx, "../../examples/benefits/alice.hcl", nil, nil,
 		func(ctx context.Context, dir string) ([]byte, error) {

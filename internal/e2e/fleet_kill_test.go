@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -14,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mandatevm/mandate/caps/pay/paytest"
+	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/internal/fleet"
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/natsembed"
@@ -25,8 +28,11 @@ import (
 // in the middle of a request, and is killed (SIGKILL). The run is marked
 // lost with the node's name, the fixture saw the one request and no other
 // (nothing re-ran it), and a second node started afterwards runs the next
-// submission normally. Then "mandate run --nats" prints a fleet run's
-// result as a local run does.
+// submission normally. "mandate run --nats" prints a fleet run's result as
+// a local run does, and writes the receipt the node signed. Last, a run
+// that charged a payment and waits on a request is killed the same way:
+// lost, and the provider saw one charge and no second while a third node
+// runs on.
 func TestFleetNodeKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds mandate and runs nodes")
@@ -64,6 +70,7 @@ func TestFleetNodeKilled(t *testing.T) {
 		cmd := exec.Command(bin, "node", "--nats", srv.ClientURL(), "--name", name, "--state-dir", t.TempDir(),
 			"--cache-dir", testCache(), "--engine", testengine.Name(), "--heartbeat", "500ms", "--lost-after", "5s", "--log-level", "debug")
 		cmd.Stderr = &logs
+		cmd.Env = append(os.Environ(), "FLEET_TEST_CARD="+payCard)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +109,7 @@ func TestFleetNodeKilled(t *testing.T) {
 		t.Fatalf("after the kill: %+v\n%s", st, aLogs)
 	}
 
-	_, bLogs := node("node-b")
+	b, bLogs := node("node-b")
 	id2 := submit("fetch")
 	st2, err := f.Wait(ctx, id2, 5*time.Second)
 	if err != nil {
@@ -146,4 +153,81 @@ func TestFleetNodeKilled(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "node-a: ok: ") || !regexp.MustCompile(`node-b: ok: [1-9]\d* entries of 2 runs`).Match(out) {
 		t.Errorf("mandate audit verify --nats: %v\n%s", err, out)
 	}
+
+	// A run that charged, killed before it ended: lost, and the provider
+	// saw one charge, then none more while another node runs the fleet.
+	provider := paytest.NewProvider()
+	defer provider.Close()
+	provider.RequireInstrument(payCard)
+	var gets atomic.Int64
+	shopHold := make(chan struct{})
+	defer close(shopHold)
+	shop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gets.Add(1)
+		select {
+		case <-shopHold:
+		case <-r.Context().Done():
+		}
+	}))
+	defer shop.Close()
+	payPath := payManifest(t, ctx)
+	ps, pmods, err := fleet.Bundle(ctx, payPath, map[string]string{"pay": provider.URL, "shop": shop.URL}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Submit(ctx, ps, pmods); err != nil {
+		t.Fatal(err)
+	}
+	for gets.Load() == 0 && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := b.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	b.Wait()
+	node("node-c")
+	pst, err := f.Wait(ctx, ps.ID, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pst.State != fleet.StateLost || pst.Node != "node-b" {
+		t.Errorf("the paying run after the kill: %+v", pst)
+	}
+	id3 := submit("fetch")
+	if st3, err := f.Wait(ctx, id3, 5*time.Second); err != nil || st3.State != fleet.StateDone || st3.Node != "node-c" {
+		t.Errorf("the run after: %+v, %v", st3, err)
+	}
+	if n := len(provider.Charges()); n != 1 || provider.Requests() != 1 {
+		t.Errorf("the provider saw %d requests and made %d charges, want 1 and 1: the lost run was not run again", provider.Requests(), n)
+	}
+}
+
+const payCard = "tok_fleet_test_4242"
+
+// payManifest writes a manifest running internal/fleet's pay-fetch guest
+// (a charge, then a GET) with no retry, and returns its path.
+func payManifest(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	dir := t.TempDir()
+	wasm, err := host.BuildGuest(ctx, "../fleet/testdata/pay-fetch", false, testCache())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pay-fetch.wasm"), wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("../fleet/testdata/retry.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := strings.Replace(string(src), `module    = "pay-fetch"`, `module    = "pay-fetch.wasm"`, 1)
+	m = strings.Replace(m, "  retry     = 1\n", "", 1)
+	if !strings.Contains(m, "pay-fetch.wasm") || strings.Contains(m, "retry") && strings.Contains(m, "retry     =") {
+		t.Fatal("retry.hcl changed: payManifest's edits no longer apply")
+	}
+	path := filepath.Join(dir, "pay.hcl")
+	if err := os.WriteFile(path, []byte(m), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

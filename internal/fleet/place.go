@@ -420,7 +420,7 @@ func (h *childHost) run(ctx context.Context, req execRequest) {
 	n.placedChildren.Add(1)
 	n.running.Add(1)
 	defer n.running.Add(-1)
-	var out, errOut boundedBuffer
+	var out, errOut forward.Output
 	cfg := sandbox.RunConfig{Name: req.Name, Entry: req.Entry, MemoryLimit: req.MemoryLimit, Timeout: req.Timeout,
 		Stdout: &out, Stderr: &errOut}
 	if req.Timeout > 0 {
@@ -433,7 +433,7 @@ func (h *childHost) run(ctx context.Context, req execRequest) {
 		err = fmt.Errorf("a call could not reach the owner: %w", ferr)
 	}
 	n.Logger.Info("placed child ended", "owner", req.Owner, "submission", req.Run, "error", err)
-	exit := forward.MarshalExit(forward.ExitOf(err, out.b, errOut.b))
+	exit := forward.MarshalExit(forward.ExitOf(err, out.Bytes(), errOut.Bytes()))
 	for try := 0; try < 10; try++ {
 		nc.Publish(fwd, exit)
 		select {
@@ -504,19 +504,4 @@ func (s *natsSender) Send(ctx context.Context, c *forward.Call) (*forward.Reply,
 			return nil, ctx.Err()
 		}
 	}
-}
-
-// boundedBuffer keeps the first forward.MaxOutput bytes written to it.
-type boundedBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (w *boundedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if room := forward.MaxOutput - len(w.b); room > 0 {
-		w.b = append(w.b, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
 }

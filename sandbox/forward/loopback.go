@@ -36,11 +36,11 @@ func Loopback(eng sandbox.Engine, wasm func(digest string) ([]byte, bool)) Start
 		c := &loopConn{calls: make(chan []byte), replies: make(chan []byte), exit: make(chan []byte, 1)}
 		gctx, cancel := context.WithCancel(WithSender(context.Background(), c, 0))
 		c.cancel, c.gone = cancel, gctx.Done()
-		var out, errOut boundedBuffer
+		var out, errOut Output
 		cfg.Stdout, cfg.Stderr = &out, &errOut
 		go func() {
 			err := m.Run(gctx, cfg)
-			c.exit <- MarshalExit(ExitOf(err, out.b, errOut.b))
+			c.exit <- MarshalExit(ExitOf(err, out.Bytes(), errOut.Bytes()))
 		}()
 		return c, nil
 	}
@@ -55,20 +55,28 @@ type loopConn struct {
 	gone           <-chan struct{} // closed once the guest is killed
 }
 
-// boundedBuffer keeps the first MaxOutput bytes written to it: all an Exit
-// carries (a fleet node's is the same).
-type boundedBuffer struct {
+// Output keeps the first MaxOutput bytes written to it, all an Exit
+// carries: the stdout or stderr of a guest run for a kernel elsewhere.
+type Output struct {
 	mu sync.Mutex
 	b  []byte
 }
 
-func (w *boundedBuffer) Write(p []byte) (int, error) {
+// Write implements io.Writer; it never fails.
+func (w *Output) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if room := MaxOutput - len(w.b); room > 0 {
 		w.b = append(w.b, p[:min(room, len(p))]...)
 	}
 	return len(p), nil
+}
+
+// Bytes returns what was kept.
+func (w *Output) Bytes() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b
 }
 
 // Send is the guest's side.
