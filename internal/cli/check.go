@@ -31,7 +31,10 @@ capability's kind describes its grant (the static view mandate graph
 shows); the report puts the descriptions together:
 
   task        its principal and its clearance (the manifest's task-level
-              clearance, or "unbounded")
+              clearance, or "unbounded"); with retry, whether a fleet node
+              would run it again when its node is lost, or which
+              capabilities are not repeatable (a POST, a data write, a
+              model call) so that a node refuses the run
   could hold  an upper bound of the confidentiality tags the task could ever
               hold, from every capability that brings data in: what its
               kind finds the grant reaches in the manifest's seed files (a
@@ -145,6 +148,10 @@ type checkTask struct {
 	Principal string   `json:"principal"`
 	Bounded   bool     `json:"bounded"`
 	Clearance []string `json:"clearance"`
+	// Retry is the manifest's retry; NotRepeatable names each capability
+	// that makes a fleet node refuse such a run, with why.
+	Retry         int      `json:"retry,omitempty"`
+	NotRepeatable []string `json:"not_repeatable,omitempty"`
 }
 
 // checkCap is one capability as its kind describes it, with the kernel's
@@ -271,7 +278,11 @@ func checkGrants(m *manifest.Manifest, ks []kernel.Kind, declassifiers []string)
 		g.kinds[k.Name()] = k
 	}
 	lookup := func(string) (string, bool) { return "placeholder", true }
-	grants, err := m.GrantsWith(g, kernel.GrantContext{Dir: m.Dir, LookupEnv: lookup})
+	gc := kernel.GrantContext{Dir: m.Dir, LookupEnv: lookup}
+	if m.Retry > 0 {
+		gc.Seed = "mandate check" // as a fleet node grants it: keys derived from the run
+	}
+	grants, err := m.GrantsWith(g, gc)
 	if err != nil {
 		return nil, err
 	}
@@ -422,7 +433,7 @@ func checkSeeds(m *manifest.Manifest) ([]kernel.Seed, error) {
 // scopes g holds.
 func checkManifest(m *manifest.Manifest, g *checkedGrants) (*checkReport, error) {
 	r := &checkReport{
-		Task:       checkTask{Name: m.Name, Principal: m.Principal, Clearance: []string{}},
+		Task:       checkTask{Name: m.Name, Principal: m.Principal, Clearance: []string{}, Retry: m.Retry},
 		CouldHold:  []string{},
 		Sources:    []checkSource{},
 		Sinks:      []checkSink{},
@@ -448,6 +459,13 @@ func checkManifest(m *manifest.Manifest, g *checkedGrants) (*checkReport, error)
 			return nil, m.Caps[i].Error(fmt.Errorf("unknown capability kind %q", gs.Kind))
 		}
 		d := k.Describe(gs.Scope)
+		if m.Retry > 0 && !d.Repeatable {
+			why := d.NotRepeatable
+			if why == "" {
+				why = "its kind does not say it is repeatable"
+			}
+			r.Task.NotRepeatable = append(r.Task.NotRepeatable, fmt.Sprintf("%s (%s): %s", gs.Name, gs.Kind, why))
+		}
 		c := checkCap{Cap: gs.Name, Kind: gs.Kind, Fields: g.named(d.Fields), Kernel: kernelAttrs(k, gs, &m.Caps[i])}
 		listed := false
 
@@ -606,6 +624,20 @@ func writeCheckText(w io.Writer, m *manifest.Manifest, r *checkReport) {
 		fmt.Fprintf(w, "  clearance: %s\n", tagSet(r.Task.Clearance))
 	} else {
 		fmt.Fprintf(w, "  clearance: unbounded\n")
+	}
+	if r.Task.Retry > 0 {
+		if len(r.Task.NotRepeatable) == 0 {
+			attempts := "attempts"
+			if r.Task.Retry == 1 {
+				attempts = "attempt"
+			}
+			fmt.Fprintf(w, "  retry: up to %d more %s when the fleet node running it is lost; every capability is repeatable\n", r.Task.Retry, attempts)
+		} else {
+			fmt.Fprintf(w, "  retry: a fleet node refuses this run, since these capabilities are not repeatable:\n")
+			for _, n := range r.Task.NotRepeatable {
+				fmt.Fprintf(w, "    %s\n", p(n))
+			}
+		}
 	}
 
 	hold := tagSet(r.CouldHold)

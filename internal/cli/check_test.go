@@ -461,3 +461,49 @@ func TestCheckHistory(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckRetry: mandate check says whether a fleet node would run a
+// retry manifest again, naming each capability that is not repeatable;
+// the charges' keys count as derived from the run, as on a node.
+func TestCheckRetry(t *testing.T) {
+	const caps = `
+  cap "net" "read" {
+    origin  = "https://shop.example"
+    methods = ["GET"]
+  }
+  cap "pay" "card" {
+    provider   = "https://pay.example"
+    instrument = { env = "CHECK_TEST_CARD" }
+    payees     = ["shop.example"]
+    currency   = "USD"
+  }
+`
+	r := checkTestManifest(t, "  principal = \"alice\"\n  retry = 2\n"+caps)
+	if r.Task.Retry != 2 || len(r.Task.NotRepeatable) != 0 {
+		t.Errorf("repeatable caps: %+v", r.Task)
+	}
+	r = checkTestManifest(t, "  principal = \"alice\"\n  retry = 1\n"+caps+`
+  cap "net" "order" {
+    origin  = "https://shop.example"
+    methods = ["POST"]
+  }
+  cap "data" "notes" {
+    collection = "records"
+    records    = "own"
+    fields     = ["plan"]
+    ops        = ["read", "write"]
+  }
+`)
+	want := []string{"order (net): it allows POST, which a server may perform twice", "notes (data): it allows write, and a write done twice may differ from one"}
+	if !slices.Equal(r.Task.NotRepeatable, want) {
+		t.Errorf("not repeatable: %q, want %q", r.Task.NotRepeatable, want)
+	}
+	var out strings.Builder
+	writeCheckText(&out, &manifest.Manifest{Path: "m.hcl"}, r)
+	if !strings.Contains(out.String(), "retry: a fleet node refuses this run") || !strings.Contains(out.String(), "order (net): it allows POST") {
+		t.Errorf("text:\n%s", out.String())
+	}
+	if r := checkTestManifest(t, "  principal = \"alice\"\n"+caps); r.Task.Retry != 0 || r.Task.NotRepeatable != nil {
+		t.Errorf("no retry: %+v", r.Task)
+	}
+}
