@@ -23,6 +23,22 @@
 // never waited for: a subscriber that falls behind misses events, and the
 // next one it gets counts them (Event.Dropped).
 //
+// # One engine for every run
+//
+// A host makes one engine (Options.Engine) on its first run and runs every
+// run on it, with each module compiled once, by the first run that needs
+// it, and kept by digest for the runs after: a second run of a module
+// compiles nothing. What is shared is code and what is the same for every
+// task: the compiled module, its pre-initialised snapshot (keyed by the
+// module's digest, taken with no host call answered) and the registration
+// of the host functions, which hold no kernel (a call finds its task, and
+// the task's kernel, in its context). What never is: every run has its own
+// kernel, capabilities, audit trail and module set (a run spawns only what
+// its manifest names), and every task is an instance of its own, with its
+// own memory and limits. A module no run uses stays until
+// MaxIdleModules more recently used ones push it out; Close closes the
+// modules and the engine.
+//
 // # A long-lived run does not grow
 //
 // A run's kernel forgets the children that ended once they are recorded

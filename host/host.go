@@ -47,7 +47,8 @@ type Options struct {
 // Host runs tasks from manifests and records them: every decision in the
 // audit log before its effect, every run in the run store. It is safe for
 // concurrent use; runs started on it run at once, each with its own
-// engine and kernel.
+// kernel, on one engine and its compiled modules, which the host keeps
+// for all its runs (see the package documentation).
 type Host struct {
 	opts  Options
 	log   *audit.Log
@@ -56,7 +57,10 @@ type Host struct {
 	runs  sync.WaitGroup
 
 	mu     sync.Mutex
-	closed bool
+	closed bool // protected by mu
+
+	engMu sync.Mutex
+	mods  *moduleCache // the runs' engine and compiled modules, made by the first run; protected by engMu
 }
 
 // OpenError is a state directory that cannot hold runs: its audit log or
@@ -163,7 +167,8 @@ func (h *Host) Subscribe(buffer int) (events <-chan Event, stop func()) {
 }
 
 // Close waits for the runs in progress to be recorded, then closes the
-// stores. Kill runs first to end them sooner.
+// engine, its compiled modules and the stores. Kill runs first to end
+// them sooner.
 func (h *Host) Close() error {
 	h.mu.Lock()
 	if h.closed {
@@ -174,7 +179,7 @@ func (h *Host) Close() error {
 	h.mu.Unlock()
 	h.runs.Wait()
 	h.subs.close()
-	return errors.Join(h.store.Close(), h.log.Close())
+	return errors.Join(h.closeEngine(), h.store.Close(), h.log.Close())
 }
 
 // RunSpec is a run to start: a manifest's task, with its input.
@@ -307,7 +312,7 @@ func (h *Host) start(ctx context.Context, spec RunSpec) (*Run, error) {
 		h.subs.send(Event{Kind: EventDone, Run: r.info.ID, Time: time.Now(), State: kernel.TaskState(runstore.StateRefused), Reason: err.Error()})
 		return nil, &RefusedError{Record: rec, Err: err}
 	}
-	r.eng, err = NewEngine(ctx, h.opts.Engine, filepath.Join(h.opts.CacheDir, h.opts.Engine))
+	r.cache, err = h.engine(ctx)
 	if err != nil {
 		return refuse(fmt.Errorf("engine %s: %v", h.opts.Engine, err))
 	}
@@ -317,7 +322,7 @@ func (h *Host) start(ctx context.Context, spec RunSpec) (*Run, error) {
 	ks, closeKinds := KindsWith(h.opts.StateDir, h.opts.DataStore)
 	r.closeKinds = closeKinds
 	r.k, err = kernel.New(kernel.Config{
-		Engine: r.eng, Kinds: ks, Logger: logger,
+		Engine: r.cache.eng, HostRegistered: true, Kinds: ks, Logger: logger,
 		Approver: approver, Constraints: constraint.New(), Modules: r.modules,
 		Auditor: r.auditor, Declassifiers: Declassifiers, Observer: (*observer)(r),
 		Placer: spec.Placer,
@@ -325,8 +330,7 @@ func (h *Host) start(ctx context.Context, spec RunSpec) (*Run, error) {
 	if err != nil {
 		return refuse(err)
 	}
-	// Modules compile only once the kernel has registered its host calls.
-	if err := resolveSpawnModules(ctx, &m, r.eng, h.opts.CacheDir, r.modules, digest); err != nil {
+	if err := resolveSpawnModules(ctx, &m, r.compile, h.opts.CacheDir, r.modules, digest); err != nil {
 		return refuse(err)
 	}
 	if err := SeedTo(ctx, m.Seeds, h.opts.DataStore); err != nil {
@@ -341,7 +345,7 @@ func (h *Host) start(ctx context.Context, spec RunSpec) (*Run, error) {
 			return refuse(err)
 		}
 	}
-	r.mod, err = r.eng.Compile(ctx, wasm)
+	r.mod, err = r.compile(ctx, wasm, digest)
 	if err != nil {
 		return refuse(m.ModuleError(err))
 	}

@@ -18,9 +18,10 @@ import (
 
 // moduleSet is the run's kernel.ModuleResolver: the modules its spawn
 // capabilities name, built and compiled before the run starts, by digest.
+// The modules are the host's (moduleCache), which the run releases as it
+// ends; the set only says which of them this run may spawn.
 type moduleSet struct {
 	mods map[string]sandbox.Module
-	root sandbox.Module
 }
 
 var _ kernel.ModuleResolver = (*moduleSet)(nil)
@@ -38,19 +39,8 @@ func newModuleSet() *moduleSet { return &moduleSet{mods: map[string]sandbox.Modu
 
 // setRoot adds the root task's module, so a task may spawn its own kind.
 func (s *moduleSet) setRoot(m sandbox.Module) {
-	s.root = m
 	if _, ok := s.mods[m.Digest()]; !ok {
 		s.mods[m.Digest()] = m
-	}
-}
-
-// close releases the modules the set compiled (not the root's, which the
-// run closes).
-func (s *moduleSet) close(ctx context.Context) {
-	for _, m := range s.mods {
-		if m != s.root {
-			m.Close(ctx)
-		}
 	}
 }
 
@@ -59,8 +49,9 @@ func (s *moduleSet) close(ctx context.Context) {
 // Go guest directory is built or read, compiled, and replaced by its
 // digest, so the kind sees digests only. An entry that is already a digest
 // must be the digest of a module named elsewhere in the manifest (the root
-// task's or another entry), since the run can run nothing else.
-func resolveSpawnModules(ctx context.Context, m *manifest.Manifest, eng sandbox.Engine, cache string, set *moduleSet, rootDigest string) error {
+// task's or another entry), since the run can run nothing else. compile
+// compiles a module (the run's, through the host's cache).
+func resolveSpawnModules(ctx context.Context, m *manifest.Manifest, compile func(ctx context.Context, wasm []byte, digest string) (sandbox.Module, error), cache string, set *moduleSet, rootDigest string) error {
 	for i := range m.Caps {
 		c := &m.Caps[i]
 		if c.Kind != "spawn" {
@@ -97,7 +88,7 @@ func resolveSpawnModules(ctx context.Context, m *manifest.Manifest, eng sandbox.
 			if err != nil {
 				return c.Error(&kernel.FieldError{Field: "modules", Msg: fmt.Sprintf("module %s: %v", s, err)})
 			}
-			mod, err := eng.Compile(ctx, wasm)
+			mod, err := compile(ctx, wasm, sandbox.Digest(wasm))
 			if err != nil {
 				return c.Error(&kernel.FieldError{Field: "modules", Msg: fmt.Sprintf("module %s: %v", s, err)})
 			}

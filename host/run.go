@@ -32,7 +32,8 @@ type Run struct {
 	h          *Host
 	logger     hclog.Logger
 	info       runstore.Run
-	eng        sandbox.Engine
+	cache      *moduleCache    // the host's compiled modules
+	held       []*cachedModule // what the run compiled or found compiled, released as it ends
 	mod        sandbox.Module
 	modules    *moduleSet
 	auditor    *Auditor
@@ -294,20 +295,26 @@ func (r *Run) ctxErr() error {
 	return r.ctx.Err()
 }
 
-// release closes what the run opened.
+// compile returns the host's compiled module of wasm (of digest
+// digest), held until the run ends.
+func (r *Run) compile(ctx context.Context, wasm []byte, digest string) (sandbox.Module, error) {
+	e, err := r.cache.acquire(ctx, wasm, digest)
+	if err != nil {
+		return nil, err
+	}
+	r.held = append(r.held, e)
+	return e.mod, nil
+}
+
+// release closes what the run opened. Its modules are the host's, shared
+// with other runs: released, not closed.
 func (r *Run) release() {
-	ctx := context.Background()
-	if r.mod != nil {
-		r.mod.Close(ctx)
+	for _, e := range r.held {
+		r.cache.release(e)
 	}
-	if r.modules != nil {
-		r.modules.close(ctx)
-	}
+	r.held = nil
 	if r.closeKinds != nil {
 		r.closeKinds()
-	}
-	if r.eng != nil {
-		r.eng.Close(ctx)
 	}
 }
 

@@ -14,7 +14,9 @@ import (
 // bad one is EFAULT), every length against its limit first (ELIMIT), and
 // host errors become errnos in one place, ErrnoOf.
 
-func (k *Kernel) hostFuncs() []sandbox.HostFunc {
+// hostFuncs reads nothing of its receiver (RegisterHost calls it on nil):
+// each function finds its task in the call's ctx.
+func (*Kernel) hostFuncs() []sandbox.HostFunc {
 	type fn = func(ctx context.Context, t *Task, mem sandbox.Memory, p []uint64) abi.Errno
 	impl := map[string]fn{
 		abi.CapLookupName:   hostCapLookup,

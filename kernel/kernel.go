@@ -58,6 +58,11 @@ type Config struct {
 	// Placer runs children whose spawn capability places them elsewhere
 	// (a fleet node); without it, such a spawn is ENOTSUP.
 	Placer Placer
+	// HostRegistered says Engine already has the kernel's host functions,
+	// registered with RegisterHost: an engine shared by many kernels (a
+	// host's runs), which accepts one registration. New then registers
+	// nothing.
+	HostRegistered bool
 }
 
 // Placer runs a child's module away from this kernel's engine while the
@@ -103,7 +108,7 @@ type Kernel struct {
 }
 
 // New makes a kernel and registers the ABI's host functions with the
-// engine.
+// engine, unless cfg.HostRegistered says they already are.
 func New(cfg Config) (*Kernel, error) {
 	if cfg.Engine == nil {
 		return nil, fmt.Errorf("kernel: no engine")
@@ -155,10 +160,25 @@ func New(cfg Config) (*Kernel, error) {
 		r.lowers = true
 	}
 	k.funcs = k.hostFuncs()
-	if err := cfg.Engine.Host(abi.ModuleName, k.funcs); err != nil {
-		return nil, fmt.Errorf("kernel: registering host functions: %w", err)
+	if !cfg.HostRegistered {
+		if err := cfg.Engine.Host(abi.ModuleName, k.funcs); err != nil {
+			return nil, fmt.Errorf("kernel: registering host functions: %w", err)
+		}
 	}
 	return k, nil
+}
+
+// RegisterHost registers the ABI's host functions with eng once, for
+// every kernel that will run tasks on it (Config.HostRegistered). One
+// registration serves them all because the host functions hold no
+// kernel: each call finds its task, and through it the task's kernel, in
+// the context the task's Module.Run was given (guard), so a call is
+// mediated by the kernel of the task that made it.
+func RegisterHost(eng sandbox.Engine) error {
+	if err := eng.Host(abi.ModuleName, (*Kernel)(nil).hostFuncs()); err != nil {
+		return fmt.Errorf("kernel: registering host functions: %w", err)
+	}
+	return nil
 }
 
 // HostFuncs returns the kernel's host functions, the ones it registered on
