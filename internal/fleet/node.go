@@ -104,6 +104,9 @@ func (n *Node) Run(ctx context.Context) error {
 	n.copyAudit(ctx)
 	cons, err := n.Fleet.JS.CreateOrUpdateConsumer(ctx, StreamRuns, jetstream.ConsumerConfig{
 		Durable: consumerName, AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait,
+		// Only what was published as a submission: a message pushed into
+		// the stream under another subject (perms.go) is never delivered.
+		FilterSubject: SubjectSubmit,
 	})
 	if err != nil {
 		return fmt.Errorf("fleet: node %s: consumer: %w", n.Name, err)

@@ -27,9 +27,11 @@ package fleet
 //	                                       STREAM.UPDATE, .DELETE or .PURGE
 //	INFO                                   CreateKeyValue reads the account's
 //	                                       limits first
-//	CONSUMER.CREATE|INFO|MSG.NEXT          the work queue's one consumer, the
-//	  .MANDATE_RUNS.nodes                  durable "nodes"; no other consumer
-//	                                       on MANDATE_RUNS, and none deleted
+//	CONSUMER.CREATE.MANDATE_RUNS.nodes     the work queue's one consumer, the
+//	  .mandate.runs.submit                 durable "nodes", filtered on the
+//	CONSUMER.INFO|MSG.NEXT                 submission subject; no other
+//	  .MANDATE_RUNS.nodes                  consumer on MANDATE_RUNS, none
+//	                                       deleted
 //	$JS.ACK.MANDATE_RUNS.nodes.>           its acks (claims, naks, progress);
 //	                                       $JS.ACK.*.*.MANDATE_RUNS.nodes.> is
 //	                                       the same in the server's v2 format
@@ -64,14 +66,16 @@ package fleet
 // body, not its subject: a user that may create the ordered consumers KV
 // listing and object reads need may make one push what it reads to any
 // subject. A stream takes such a message in, whoever made the consumer,
-// under the subject the message had. So a node can write a submission as a
-// run state's value and push it into MANDATE_RUNS, whose consumer "nodes"
-// has no filter and hands it to a node, which runs it: a node can submit
-// after all (TestNodePermissions does it). Closing that needs the consumer
-// filtered on mandate.runs.submit (node.go) and then granted only with that
-// filter ($JS.API.CONSUMER.CREATE.MANDATE_RUNS.nodes.mandate.runs.submit);
-// such a message would then lie in the stream unread, as it does in the
-// other streams, whose readers all filter on their own subjects. The same
+// under the subject the message had. So a node could write a submission
+// as a run state's value and push it into MANDATE_RUNS; had the consumer
+// "nodes" no filter, it would hand it to a node, which would run it. The
+// consumer is filtered on mandate.runs.submit (node.go) and may be created
+// only with that filter
+// ($JS.API.CONSUMER.CREATE.MANDATE_RUNS.nodes.mandate.runs.submit), so
+// such a message lies in the stream unread (TestNodePermissions pushes one
+// and it never runs), as it does in the other streams, whose readers all
+// filter on their own subjects: junk a compromised node can add, never a
+// run. The same
 // grant lets a node delete other clients' ordered consumers on the buckets
 // (nats.go makes them again). And the first user to create a missing
 // stream chooses its configuration: an operator who wants it fixed creates
@@ -129,7 +133,7 @@ func NodePermissions(node string) (publish, subscribe []string) {
 	runs := StreamRuns + "." + consumerName
 	publish = ensureAPI()
 	publish = append(publish,
-		jsAPI+"CONSUMER.CREATE."+runs,
+		jsAPI+"CONSUMER.CREATE."+runs+"."+SubjectSubmit, // filtered: see "What a subject cannot say"
 		jsAPI+"CONSUMER.INFO."+runs,
 		jsAPI+"CONSUMER.MSG.NEXT."+runs,
 		"$JS.ACK."+runs+".>", "$JS.ACK.*.*."+runs+".>",
