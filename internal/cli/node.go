@@ -143,7 +143,17 @@ func runNode(e *env, args []string) int {
 		logger.Info("embedded NATS server with JetStream", "url", *urls, "store", *embedded)
 	}
 
-	nc, f, err := connectFleet(ctx, *urls, "mandate node "+*name, *replicas, nats.CustomInboxPrefix(fleet.InboxPrefix(*name)))
+	// What the server or the client reports out of band (a permission
+	// violation, a slow consumer dropping messages) is logged: a reply
+	// lost that way is otherwise only a timeout.
+	natsErrors := nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		subj := ""
+		if sub != nil {
+			subj = sub.Subject
+		}
+		logger.Warn("NATS reported an error", "error", err, "subscription", subj)
+	})
+	nc, f, err := connectFleet(ctx, *urls, "mandate node "+*name, *replicas, nats.CustomInboxPrefix(fleet.InboxPrefix(*name)), natsErrors)
 	if err != nil {
 		e.errorf("%v", err)
 		return exitUsage

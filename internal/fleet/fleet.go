@@ -234,8 +234,15 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// opTimeout bounds one read or write of a run's state: a request whose
+// reply was lost (core NATS delivers at most once) fails after it, and the
+// caller tries again, rather than waiting out the caller's whole context.
+const opTimeout = 10 * time.Second
+
 // State reads a submission's state and its revision.
 func (f *Fleet) State(ctx context.Context, id string) (RunState, uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
 	e, err := f.States.Get(ctx, id)
 	if err != nil {
 		return RunState{}, 0, err
@@ -250,6 +257,8 @@ func (f *Fleet) State(ctx context.Context, id string) (RunState, uint64, error) 
 // swap writes s over the revision rev of its key; ok is false when the key
 // moved on since (another node's claim, a lost mark).
 func (f *Fleet) swap(ctx context.Context, s RunState, rev uint64) (ok bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
 	b, err := json.Marshal(s)
 	if err != nil {
 		return false, err

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -286,5 +287,25 @@ func TestFleetScaffoldedTool(t *testing.T) {
 	if st.State != StateDone || !strings.Contains(string(st.Result), "allowed  read alice's note") ||
 		!strings.Contains(string(st.Result), "denied   read bob's note: EDENIED") {
 		t.Errorf("%+v\n%s", st, st.Result)
+	}
+}
+
+// TestModuleMemory: the node keeps the modules it checked most recently,
+// maxKeptModules of them, the least recently used dropped first.
+func TestModuleMemory(t *testing.T) {
+	var m moduleMemory
+	for i := range maxKeptModules + 2 {
+		m.put(fmt.Sprint(i), []byte{byte(i)})
+		if i == 2 {
+			m.get("0") // used again: kept over 1
+		}
+	}
+	for d, want := range map[string]bool{"0": true, "1": false, "2": false, "3": true, fmt.Sprint(maxKeptModules + 1): true} {
+		if _, ok := m.get(d); ok != want {
+			t.Errorf("module %s kept: %v, want %v", d, ok, want)
+		}
+	}
+	if len(m.bytes) != maxKeptModules || len(m.order) != maxKeptModules {
+		t.Errorf("%d kept, %d in order; want %d", len(m.bytes), len(m.order), maxKeptModules)
 	}
 }

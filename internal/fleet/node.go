@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +57,7 @@ type Node struct {
 
 	auditMu sync.Mutex
 	copier  *auditCopier
+	mods    moduleMemory
 }
 
 func (n *Node) defaults() {
@@ -256,8 +258,17 @@ func (n *Node) take(ctx context.Context, msg jetstream.Msg) {
 	st.Attempt, st.Error = st.Attempt+1, "" // an earlier attempt's loss is in st.Lost
 	ok, err := n.Fleet.swap(ctx, st, rev)
 	if err != nil {
-		msg.Nak()
-		return
+		// The write may have happened with its answer lost: the state
+		// says whether the claim is ours.
+		cur, _, rerr := n.Fleet.State(ctx, s.ID)
+		switch {
+		case rerr == nil && cur.State == StateRunning && cur.Node == n.Name && cur.Started.Equal(st.Started):
+			ok = true
+		case rerr != nil || cur.State == StateQueued:
+			msg.Nak() // not claimed: delivered again later
+			return
+		}
+		// Otherwise another node's claim (or a final state): not ours.
 	}
 	if !ok {
 		if st.Retry > 0 {
@@ -433,6 +444,19 @@ func (n *Node) module(ctx context.Context, d string) ([]byte, error) {
 	if !sandbox.IsDigest(d) {
 		return nil, fmt.Errorf("module %q is not a digest", d)
 	}
+	if b, ok := n.mods.get(d); ok {
+		return b, nil // checked when it was kept; memory is not a file others write
+	}
+	b, err := n.fetchModule(ctx, d)
+	if err == nil {
+		n.mods.put(d, b)
+	}
+	return b, err
+}
+
+// fetchModule is module without the memory: the node's copy on disk when
+// it still hashes to d, else the object store's, checked and kept.
+func (n *Node) fetchModule(ctx context.Context, d string) ([]byte, error) {
 	p := filepath.Join(n.WorkDir, "modules", d[len("sha256:"):]+".wasm")
 	if b, err := os.ReadFile(p); err == nil && sandbox.Digest(b) == d {
 		return b, nil
@@ -455,6 +479,48 @@ func (n *Node) module(ctx context.Context, d string) ([]byte, error) {
 		}
 	}
 	return b, nil
+}
+
+// moduleMemory keeps the last maxKeptModules modules a node checked, by
+// digest, so a run of a module seen before neither reads nor hashes it
+// again (a Go guest is megabytes: hashing it was a quarter of a run's CPU).
+type moduleMemory struct {
+	mu    sync.Mutex
+	order []string // least recently used first
+	bytes map[string][]byte
+}
+
+const maxKeptModules = 8
+
+func (m *moduleMemory) get(d string) ([]byte, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.bytes[d]
+	if ok {
+		m.touch(d)
+	}
+	return b, ok
+}
+
+func (m *moduleMemory) put(d string, b []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.bytes == nil {
+		m.bytes = map[string][]byte{}
+	}
+	if _, ok := m.bytes[d]; !ok && len(m.order) >= maxKeptModules {
+		delete(m.bytes, m.order[0])
+		m.order = m.order[1:]
+	}
+	m.bytes[d] = b
+	m.touch(d)
+}
+
+func (m *moduleMemory) touch(d string) {
+	if i := slices.Index(m.order, d); i >= 0 {
+		m.order = slices.Delete(m.order, i, i+1)
+	}
+	m.order = append(m.order, d)
 }
 
 // finish writes a run's final state over its running one; if the fleet
