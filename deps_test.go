@@ -22,7 +22,7 @@ var badDeps = map[string]map[string]string{
 		"github.com/nats-io/":                     "one kernel mediates a run on one node: the fleet dispatches runs, never calls",
 		"github.com/jackc/pgx":                    "stores plug in below the kinds, not into the kernel",
 	},
-	"github.com/mandatevm/mandate/internal/fleet": {
+	"github.com/mandatevm/mandate/fleet": {
 		"github.com/mandatevm/mandate/internal/cli": "the CLI runs nodes, not the reverse",
 		"github.com/mandatevm/mandate/cmd/":         "dependencies point inward",
 		"github.com/nats-io/nats-server":            "a node is a NATS client; the server is embedded only by natsembed",

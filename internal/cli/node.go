@@ -18,8 +18,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/audit"
+	"github.com/mandatevm/mandate/fleet"
 	"github.com/mandatevm/mandate/host"
-	"github.com/mandatevm/mandate/internal/fleet"
 	"github.com/mandatevm/mandate/internal/natsembed"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/nats-io/nats.go"

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/examples/tripplanner/sites"
+	"github.com/mandatevm/mandate/fleet"
 	"github.com/mandatevm/mandate/host"
-	"github.com/mandatevm/mandate/internal/fleet"
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/natsembed"
 	"github.com/mandatevm/mandate/internal/natstest"

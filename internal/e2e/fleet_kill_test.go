@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/caps/pay/paytest"
+	"github.com/mandatevm/mandate/fleet"
 	"github.com/mandatevm/mandate/host"
-	"github.com/mandatevm/mandate/internal/fleet"
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/natsembed"
 	"github.com/mandatevm/mandate/internal/testbin"
@@ -204,19 +204,19 @@ func TestFleetNodeKilled(t *testing.T) {
 
 const payCard = "tok_fleet_test_4242"
 
-// payManifest writes a manifest running internal/fleet's pay-fetch guest
+// payManifest writes a manifest running fleet's pay-fetch guest
 // (a charge, then a GET) with no retry, and returns its path.
 func payManifest(t *testing.T, ctx context.Context) string {
 	t.Helper()
 	dir := t.TempDir()
-	wasm, err := host.BuildGuest(ctx, "../fleet/testdata/pay-fetch", false, testCache())
+	wasm, err := host.BuildGuest(ctx, "../../fleet/testdata/pay-fetch", false, testCache())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "pay-fetch.wasm"), wasm, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	src, err := os.ReadFile("../fleet/testdata/retry.hcl")
+	src, err := os.ReadFile("../../fleet/testdata/retry.hcl")
 	if err != nil {
 		t.Fatal(err)
 	}

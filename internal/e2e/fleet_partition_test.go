@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mandatevm/mandate/internal/fleet"
+	"github.com/mandatevm/mandate/fleet"
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/natsembed"
 	"github.com/mandatevm/mandate/internal/natstest"

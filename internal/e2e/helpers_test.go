@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mandatevm/mandate/fleet"
 	"github.com/mandatevm/mandate/host"
-	"github.com/mandatevm/mandate/internal/fleet"
 	"github.com/mandatevm/mandate/internal/guestbuild"
 )
 

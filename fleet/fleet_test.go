@@ -85,7 +85,7 @@ func TestFleetRuns(t *testing.T) {
 		if i%2 == 1 {
 			input = []byte("bob")
 		}
-		s, modules, err := Bundle(ctx, "../../examples/benefits/alice.hcl", nil, input, build)
+		s, modules, err := Bundle(ctx, "../examples/benefits/alice.hcl", nil, input, build)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +184,7 @@ func TestFleetModuleVerified(t *testing.T) {
 	startNode(t, f, "node-a")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, modules, err := Bundle(ctx, "../../examples/benefits/alice.hcl", nil, nil, build)
+	s, modules, err := Bundle(ctx, "../examples/benefits/alice.hcl", nil, nil, build)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestFleetLostNode(t *testing.T) {
 	_, f := startFleet(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, modules, err := Bundle(ctx, "../../examples/benefits/alice.hcl", nil, nil, build)
+	s, modules, err := Bundle(ctx, "../examples/benefits/alice.hcl", nil, nil, build)
 	if err != nil {
 		t.Fatal(err)
 	}

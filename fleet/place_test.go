@@ -91,7 +91,7 @@ func placedTask(t testing.TB, f *Fleet, owner *Node, on, guest string, rec kerne
 func startTask(t testing.TB, f *Fleet, owner *Node, on, guest string, rec kernel.Auditor, entry string, input []byte) (*kernel.Kernel, *kernel.Task) {
 	t.Helper()
 	ctx := context.Background()
-	wasm, _, err := guestbuild.Build(ctx, filepath.Join("..", "..", "testdata", "guests", guest), guestbuild.Options{Reactor: entry != ""})
+	wasm, _, err := guestbuild.Build(ctx, filepath.Join("..", "testdata", "guests", guest), guestbuild.Options{Reactor: entry != ""})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestPlacedTripChild(t *testing.T) {
 	_, f := startFleet(t)
 	t.Setenv("TRIP_CARD_TOKEN", sites.CardToken)
 	nodes := []*Node{runNode(t, f, "node-a", host.Options{}), runNode(t, f, "node-b", host.Options{})}
-	p, err := sites.FleetManifest(context.Background(), "../../examples/tripplanner", t.TempDir(), build)
+	p, err := sites.FleetManifest(context.Background(), "../examples/tripplanner", t.TempDir(), build)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func BenchmarkFleetRuns(b *testing.B) {
 				startNode(b, f, fmt.Sprintf("node-%d", i))
 			}
 			ctx := context.Background()
-			s0, modules, err := Bundle(ctx, "../../examples/benefits/alice.hcl", nil, nil, build)
+			s0, modules, err := Bundle(ctx, "../examples/benefits/alice.hcl", nil, nil, build)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,7 +1,19 @@
 // Package fleet runs Mandate on many machines over NATS JetStream: a run is
 // submitted to a work queue, one node takes it and owns it (its kernel,
 // capability tree, budgets and records), and the submitter learns its
-// outcome. No other coordination service is used.
+// outcome. No other coordination service is used. It is what "mandate node"
+// and "mandate run --nats" run on, and the API for a Go program that
+// submits runs to a fleet or is a node of one:
+//
+//	nc, f, err := fleet.Connect(ctx, "nats://127.0.0.1:4222", 1)
+//	s, modules, err := fleet.Bundle(ctx, "examples/benefits/alice.hcl", nil, nil, build)
+//	err = f.Submit(ctx, s, modules)
+//	st, err := f.Wait(ctx, s.ID, 5*time.Second) // st.State, st.Result, st.Node, st.RunID
+//
+// and a node is a Node{Name, Fleet, Host, WorkDir} whose Run takes runs
+// until its context ends (internal/cli/node.go is one). Children placed on
+// other nodes (place.go) and retried runs (a manifest's retry) are
+// described in docs/fleet.md.
 //
 // # Streams and buckets
 //
@@ -20,7 +32,9 @@
 //
 // A node claims a submission by changing its state from queued to running
 // with a compare-and-set on the key's revision, and acknowledges the
-// message only then: a submission redelivered after a node died before
+// message only then (a run whose manifest sets retry, every capability
+// repeatable, is acknowledged only when it ends, and queued again when its
+// node is lost): a submission redelivered after a node died before
 // acknowledging finds its state running and is acknowledged unrun. So a
 // run is started at most once, by the node whose claim won, never re-run
 // behind the person's back. A node whose heartbeat is older than

@@ -140,7 +140,7 @@ func TestNodePermissions(t *testing.T) {
 
 	bundle := func(input string, receipt bool) (Submission, map[string][]byte) {
 		t.Helper()
-		s, modules, err := Bundle(ctx, "../../examples/benefits/alice.hcl", nil, []byte(input), build)
+		s, modules, err := Bundle(ctx, "../examples/benefits/alice.hcl", nil, []byte(input), build)
 		if err != nil {
 			t.Fatal(err)
 		}
