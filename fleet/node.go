@@ -55,9 +55,11 @@ type Node struct {
 	mu             sync.Mutex
 	cancels        map[string]context.CancelFunc
 
-	auditMu sync.Mutex
-	copier  *auditCopier
-	mods    moduleMemory
+	auditMu  sync.Mutex
+	copier   *auditCopier
+	mods     moduleMemory
+	fetchMu  sync.Mutex
+	fetching map[string]*sync.Mutex // by digest, one lock per module ever fetched
 }
 
 func (n *Node) defaults() {
@@ -447,12 +449,58 @@ func (n *Node) module(ctx context.Context, d string) ([]byte, error) {
 	if b, ok := n.mods.get(d); ok {
 		return b, nil // checked when it was kept; memory is not a file others write
 	}
-	b, err := n.fetchModule(ctx, d)
+	// One fetch per module: the runs that need a module a node lacks wait
+	// for the first to bring it, rather than each pulling megabytes.
+	mu := n.fetchLock(d)
+	mu.Lock()
+	defer mu.Unlock()
+	if b, ok := n.mods.get(d); ok {
+		return b, nil
+	}
+	// A cluster electing a leader, or a node starting under load, may
+	// time a fetch out: tried again, for up to two minutes.
+	var (
+		b   []byte
+		err error
+	)
+	wait := 250 * time.Millisecond
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		b, err = n.fetchModule(ctx, d)
+		if err == nil || errors.Is(err, errForged) || ctx.Err() != nil || time.Now().After(deadline) {
+			break
+		}
+		n.Logger.Warn("fetching a module; retrying", "module", d, "error", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
 	if err == nil {
 		n.mods.put(d, b)
 	}
 	return b, err
 }
+
+// fetchLock is the lock of fetching module d.
+func (n *Node) fetchLock(d string) *sync.Mutex {
+	n.fetchMu.Lock()
+	defer n.fetchMu.Unlock()
+	if n.fetching == nil {
+		n.fetching = map[string]*sync.Mutex{}
+	}
+	mu, ok := n.fetching[d]
+	if !ok {
+		mu = &sync.Mutex{}
+		n.fetching[d] = mu
+	}
+	return mu
+}
+
+// errForged is a module whose bytes do not hash to its name: never tried
+// again.
+var errForged = errors.New("its bytes have another digest")
 
 // fetchModule is module without the memory: the node's copy on disk when
 // it still hashes to d, else the object store's, checked and kept.
@@ -461,12 +509,14 @@ func (n *Node) fetchModule(ctx context.Context, d string) ([]byte, error) {
 	if b, err := os.ReadFile(p); err == nil && sandbox.Digest(b) == d {
 		return b, nil
 	}
-	b, err := n.Fleet.Modules.GetBytes(ctx, d)
+	gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	b, err := n.Fleet.Modules.GetBytes(gctx, d)
 	if err != nil {
 		return nil, fmt.Errorf("module %s: %w", d, err)
 	}
 	if got := sandbox.Digest(b); got != d {
-		return nil, fmt.Errorf("module %s arrived with digest %s: not run", d, got)
+		return nil, fmt.Errorf("module %s arrived with digest %s: not run (%w)", d, got, errForged)
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err == nil {
 		tmp, err := os.CreateTemp(filepath.Dir(p), ".module-*")

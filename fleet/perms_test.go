@@ -4,20 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/mandatevm/mandate/caps/pay/paytest"
-	"github.com/mandatevm/mandate/examples/tripplanner/sites"
 	"github.com/mandatevm/mandate/host"
-	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/natsembed"
 	"github.com/mandatevm/mandate/internal/natstest"
 	"github.com/nats-io/nats.go"
@@ -590,27 +584,7 @@ func TestNodePermissionsWide(t *testing.T) {
 // while node-a's claim stands, then takes and finishes the second attempt;
 // one charge in all, and no refusal.
 func TestNodePermissionsRetry(t *testing.T) {
-	defer func(w time.Duration) { ackWait = w }(ackWait)
-	ackWait = 3 * time.Second
-	t.Setenv("FLEET_TEST_CARD", sites.CardToken)
-	pay := paytest.NewProvider()
-	t.Cleanup(pay.Close)
-	pay.RequireInstrument(sites.CardToken)
-	release := make(chan struct{})
-	var gets atomic.Int64
-	shop := kerneltest.NewRecorder(func(w http.ResponseWriter, r *http.Request, _ kerneltest.Request) {
-		if gets.Add(1) == 1 {
-			select {
-			case <-release:
-			case <-r.Context().Done():
-			}
-			return
-		}
-		fmt.Fprint(w, "shipped")
-	})
-	t.Cleanup(shop.Close)
-	t.Cleanup(func() { close(release) })
-
+	pay, shop, gets := retryFixtures(t)
 	srv, as := permsServer(t, "alice", "node-a", "node-b")
 	rs := map[string]*refusals{"node-a": {}, "node-b": {}, "alice": {}}
 	relay := natstest.StartRelay(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))

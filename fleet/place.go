@@ -171,7 +171,14 @@ func (n *Node) startRemote(ctx context.Context, target, run string, mod sandbox.
 	}
 	// The child's node says whether it took the run; the request is sent
 	// again until it does (the node answers a nonce it knows again).
-	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// It may first fetch and compile the module (a cold node under
+	// load: a minute or more), so the wait is long, but never past the
+	// child's own time.
+	wait := 3 * time.Minute
+	if cfg.Timeout > 0 {
+		wait = min(wait, cfg.Timeout)
+	}
+	actx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	tick := time.NewTicker(resend)
 	defer tick.Stop()

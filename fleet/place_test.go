@@ -301,27 +301,7 @@ func TestPlacedTripChild(t *testing.T) {
 // same idempotency key again and replays the charge: one charge in all.
 // The same manifest with a POST is refused before it runs.
 func TestFleetRetry(t *testing.T) {
-	defer func(w time.Duration) { ackWait = w }(ackWait)
-	ackWait = 3 * time.Second
-	t.Setenv("FLEET_TEST_CARD", sites.CardToken)
-	pay := paytest.NewProvider()
-	t.Cleanup(pay.Close)
-	pay.RequireInstrument(sites.CardToken)
-	release := make(chan struct{})
-	var gets atomic.Int64
-	shop := kerneltest.NewRecorder(func(w http.ResponseWriter, r *http.Request, _ kerneltest.Request) {
-		if gets.Add(1) == 1 {
-			select { // the first attempt's GET waits until its node is gone
-			case <-release:
-			case <-r.Context().Done():
-			}
-			return
-		}
-		fmt.Fprint(w, "shipped")
-	})
-	t.Cleanup(shop.Close)
-	t.Cleanup(func() { close(release) })
-
+	pay, shop, gets := retryFixtures(t)
 	srv, f := startFleet(t)
 	relay := natstest.StartRelay(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
 	nc, cf, err := Connect(context.Background(), relay.URL(), 1)
@@ -389,4 +369,35 @@ func TestFleetRetry(t *testing.T) {
 	if n := len(pay.Charges()); n != 1 {
 		t.Errorf("%d charges after the refused run", n)
 	}
+}
+
+// retryFixtures sets ackWait short for the test and starts what a retried
+// pay-fetch run (testdata/retry.hcl) talks to: a payment provider, and a
+// shop whose first GET waits until the test ends (the first attempt's
+// node is cut off while it waits) and whose later ones answer "shipped".
+// gets counts the shop's requests.
+func retryFixtures(t *testing.T) (pay *paytest.Provider, shop *kerneltest.Recorder, gets *atomic.Int64) {
+	t.Helper()
+	w := ackWait
+	t.Cleanup(func() { ackWait = w })
+	ackWait = 3 * time.Second
+	t.Setenv("FLEET_TEST_CARD", sites.CardToken)
+	pay = paytest.NewProvider()
+	t.Cleanup(pay.Close)
+	pay.RequireInstrument(sites.CardToken)
+	release := make(chan struct{})
+	gets = new(atomic.Int64)
+	shop = kerneltest.NewRecorder(func(w http.ResponseWriter, r *http.Request, _ kerneltest.Request) {
+		if gets.Add(1) == 1 {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		fmt.Fprint(w, "shipped")
+	})
+	t.Cleanup(shop.Close)
+	t.Cleanup(func() { close(release) })
+	return pay, shop, gets
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -180,9 +181,31 @@ func runNode(e *env, args []string) int {
 	return exitOK
 }
 
-// connectFleet connects to NATS and ensures the fleet's streams.
+// connectFleet connects to NATS and ensures the fleet's streams. A user
+// named in the URL gets its own inbox prefix (fleet.InboxPrefix), as
+// fleet.SubmitterPermissions and NodePermissions expect; opts come after,
+// so a node's own prefix wins.
 func connectFleet(ctx context.Context, urls, client string, replicas int, opts ...nats.Option) (*nats.Conn, *fleet.Fleet, error) {
-	return fleet.Connect(ctx, urls, replicas, append([]nats.Option{nats.Name(client)}, opts...)...)
+	base := []nats.Option{nats.Name(client)}
+	if user := natsUser(urls); user != "" {
+		base = append(base, nats.CustomInboxPrefix(fleet.InboxPrefix(user)))
+	}
+	return fleet.Connect(ctx, urls, replicas, append(base, opts...)...)
+}
+
+// natsUser is the user name of the first of urls, "" when it names none
+// (or one that is not a subject token).
+func natsUser(urls string) string {
+	first, _, _ := strings.Cut(urls, ",")
+	u, err := url.Parse(strings.TrimSpace(first))
+	if err != nil || u.User == nil {
+		return ""
+	}
+	name := u.User.Username()
+	if !nodeName.MatchString(name) {
+		return ""
+	}
+	return name
 }
 
 // redactURLs hides the passwords of NATS URLs.

@@ -52,6 +52,8 @@ func TestFleetCluster(t *testing.T) {
 		pub, sub := fleet.NodePermissions(n)
 		users = append(users, natsembed.User{Name: n, Password: n + "-secret", Publish: pub, Subscribe: sub})
 	}
+	pub, sub := fleet.SubmitterPermissions("submitter")
+	users = append(users, natsembed.User{Name: "submitter", Password: "submitter-secret", Publish: pub, Subscribe: sub})
 	cl := natstest.StartCluster(t, 3, natstest.WithUsers(users...))
 	withUser := func(user string) string {
 		var out []string
@@ -290,12 +292,18 @@ func TestFleetCluster(t *testing.T) {
 			float64(info.State.Bytes)/float64(runs), info.Config.Replicas)
 	}
 
-	// The fleet's records: every node's copied log verifies.
-	out, err := exec.Command(bin, "audit", "verify", "--nats", withUser("admin")).CombinedOutput()
+	// The fleet's records: every node's copied log verifies, read by a
+	// user with a submitter's permissions alone (its own inbox prefix).
+	out, err := exec.Command(bin, "audit", "verify", "--nats", withUser("submitter")).CombinedOutput()
 	if err != nil || strings.Count(string(out), ": ok: ") < len(perNode) {
 		t.Errorf("mandate audit verify --nats: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)
+	out, err = exec.Command(bin, "runs", "--nats", withUser("submitter"), "--format", "json").Output()
+	var listed []fleet.RunState
+	if err != nil || json.Unmarshal(out, &listed) != nil || len(listed) < runs {
+		t.Errorf("mandate runs --nats as the submitter: %v, %d listed\n%.500s", err, len(listed), out)
+	}
 }
 
 // submitRetrying submits, retrying while the cluster elects new leaders

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,8 +107,9 @@ func TestCacheKeyChanged(t *testing.T) {
 
 // TestGCDeadlockWithoutPreemption is the control of the conformance
 // suite's GCWhileSpinning: with no preemption at all, a collection during
-// a spinning guest never finishes. It runs in a child process, killed
-// after 3 seconds (the deadlock takes the whole process).
+// a spinning guest never finishes. It runs in a child process, killed 3
+// seconds after its guest spins (the deadlock takes the whole process);
+// the child has a minute to start, so a loaded machine does not fail it.
 func TestGCDeadlockWithoutPreemption(t *testing.T) {
 	if os.Getenv("MANDATE_TEST_GC_DEADLOCK") == "child" {
 		gcDeadlockChild()
@@ -116,19 +118,57 @@ func TestGCDeadlockWithoutPreemption(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a child process for seconds")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestGCDeadlockWithoutPreemption$")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestGCDeadlockWithoutPreemption$")
 	cmd.Env = append(os.Environ(), "MANDATE_TEST_GC_DEADLOCK=child")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	if !strings.Contains(out.String(), "spinning") {
-		t.Fatalf("the child did not start its guest (%v):\n%s", err, out.String())
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	if strings.Contains(out.String(), "collected") || ctx.Err() == nil {
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	started := time.Now()
+	for !strings.Contains(out.String(), "spinning") {
+		select {
+		case err := <-exited:
+			t.Fatalf("the child ended before its guest spun (%v):\n%s", err, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Since(started) > time.Minute {
+			cmd.Process.Kill()
+			<-exited
+			t.Fatalf("the child did not start its guest in a minute:\n%s", out.String())
+		}
+	}
+	select {
+	case err := <-exited:
 		t.Fatalf("the child's collection finished (%v); the reproduction reproduces nothing:\n%s", err, out.String())
+	case <-time.After(3 * time.Second):
 	}
+	cmd.Process.Kill()
+	<-exited
+	if strings.Contains(out.String(), "collected") {
+		t.Fatalf("the child's collection finished; the reproduction reproduces nothing:\n%s", out.String())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer a child process writes while the test
+// reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *lockedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
 
 func gcDeadlockChild() {
