@@ -729,20 +729,18 @@ func TestForwardedRunStops(t *testing.T) {
 			} else {
 				time.AfterFunc(100*time.Millisecond, cancel)
 			}
-			start := time.Now()
 			err := mod.Run(ctx, cfg)
 			if !errors.Is(err, want) {
 				t.Errorf("Run: %v, want %v", err, want)
-			}
-			if d := time.Since(start); d > 2*time.Second {
-				t.Errorf("Run took %v to stop", d)
 			}
 			if served[abi.TaskWaitName] != 1 || served[abi.TaskKillName] != 0 {
 				t.Errorf("served %v; want the first call once and none after the stop", served)
 			}
 			for _, wantSeq := range []uint64{1, 2} {
 				r := <-conn.replies
-				if r.Seq != wantSeq || (wantSeq == 2 && r.Result != uint64(abi.EINTERNAL)) {
+				// The waiting call was cut by the stop (ETIMEDOUT), not
+				// run to its own end; the late one was not served.
+				if r.Seq != wantSeq || (wantSeq == 1 && r.Result != uint64(abi.ETIMEDOUT)) || (wantSeq == 2 && r.Result != uint64(abi.EINTERNAL)) {
 					t.Errorf("reply %+v to call %d", r, wantSeq)
 				}
 			}

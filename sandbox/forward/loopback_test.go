@@ -89,6 +89,7 @@ func (e *kernelEngine) Host(module string, funcs []sandbox.HostFunc) error {
 func TestForwardedLoopbackStops(t *testing.T) {
 	var host []sandbox.HostFunc
 	blocked := make(chan struct{}, 1)
+	cut := make(chan bool, 1) // whether the deadline ended the waiting call
 	for _, hc := range abi.HostCalls() {
 		var f func(context.Context, sandbox.Memory, []uint64)
 		switch hc.Name {
@@ -98,8 +99,10 @@ func TestForwardedLoopbackStops(t *testing.T) {
 				select {
 				case <-ctx.Done():
 					p[0] = uint64(abi.ETIMEDOUT)
+					cut <- true
 				case <-time.After(20 * time.Second):
 					p[0] = uint64(abi.ENOTFOUND)
+					cut <- false
 				}
 			}
 		default:
@@ -117,7 +120,6 @@ func TestForwardedLoopbackStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	mod := forward.NewModule(kmod, host, forward.Loopback(guestEngine(t), byDigest))
-	start := time.Now()
 	err = mod.Run(ctx, sandbox.RunConfig{Entry: "bench", Timeout: 500 * time.Millisecond})
 	if !errors.Is(err, sandbox.ErrTimeout) {
 		t.Errorf("Run: %v, want ErrTimeout", err)
@@ -125,10 +127,12 @@ func TestForwardedLoopbackStops(t *testing.T) {
 	select {
 	case <-blocked:
 	default:
-		t.Errorf("the guest never reached its blocking call")
+		t.Fatalf("the guest never reached its blocking call")
 	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("the run stopped %v after its start, its deadline was 500ms", d)
+	// The call ended because the deadline passed, not after its own 20 s
+	// (no bound on the time taken: a loaded machine is slow, not wrong).
+	if !<-cut {
+		t.Errorf("the waiting call ran its course: the deadline did not reach it")
 	}
 }
 
