@@ -215,19 +215,18 @@ func Stubs() []sandbox.HostFunc {
 		if !ok {
 			panic("forward: no Reads entry for host call " + hc.Name)
 		}
-		funcs = append(funcs, sandbox.HostFunc{Name: hc.Name, Params: hc.Params, Fn: stub(hc.Name, reads)})
+		funcs = append(funcs, sandbox.HostFunc{Name: hc.Name, Params: hc.Params, Fn: stub(hc.Name, hc.Params, reads)})
 	}
 	return funcs
 }
 
-func stub(name string, reads []span) func(context.Context, sandbox.Memory, []uint64) {
+func stub(name string, n int, reads []span) func(context.Context, sandbox.Memory, []uint64) {
 	return func(ctx context.Context, mem sandbox.Memory, stack []uint64) {
 		s, _ := ctx.Value(senderKey{}).(*session)
 		if s == nil {
 			stack[0] = uint64(abi.EINTERNAL)
 			return
 		}
-		n := len(Params(name))
 		c := &Call{Seq: s.seq.Add(1), Name: name, Params: append([]uint64(nil), stack[:n]...), Size: mem.Size()}
 		size := 64 + len(name) + 10*n
 		for _, r := range reads {
@@ -263,17 +262,6 @@ func stub(name string, reads []span) func(context.Context, sandbox.Memory, []uin
 		}
 		stack[0] = r.Result
 	}
-}
-
-// Params returns the parameter count of host call name as a slice of that
-// length (nil for an unknown name).
-func Params(name string) []struct{} {
-	for _, hc := range abi.HostCalls() {
-		if hc.Name == name {
-			return make([]struct{}, hc.Params)
-		}
-	}
-	return nil
 }
 
 // Serve runs c with the kernel's host functions against a proxy of the
