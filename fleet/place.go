@@ -310,7 +310,7 @@ func (n *Node) serveChildren(ctx context.Context) (stop func(), err error) {
 	var wg sync.WaitGroup
 	sub, err := n.Fleet.JS.Conn().Subscribe(subjectExec+n.Name, func(m *nats.Msg) {
 		var req execRequest
-		if err := json.Unmarshal(m.Data, &req); err != nil || !validName(req.Owner) || len(req.Nonce) != 32 {
+		if err := json.Unmarshal(m.Data, &req); err != nil || !validName(req.Owner) || !validNonce(req.Nonce) {
 			n.Logger.Warn("a placement that does not decode: dropped", "error", err)
 			return
 		}
@@ -346,6 +346,17 @@ func (n *Node) serveChildren(ctx context.Context) (stop func(), err error) {
 		wg.Wait()
 		eng.Close(context.Background())
 	}, nil
+}
+
+// validNonce: what newNonce draws, 32 lower-case hex digits. It is spliced
+// into subjects, so anything else (a "*" or ">") could make this node
+// subscribe to other children's answers.
+func validNonce(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil && strings.ToLower(s) == s
 }
 
 // validName: a node name as a subject token.

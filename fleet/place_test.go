@@ -401,3 +401,17 @@ func retryFixtures(t *testing.T) (pay *paytest.Provider, shop *kerneltest.Record
 	t.Cleanup(func() { close(release) })
 	return pay, shop, gets
 }
+
+// TestValidNonce: a placement's nonce is spliced into subjects; only what
+// newNonce draws is accepted, never a wildcard or a separator.
+func TestValidNonce(t *testing.T) {
+	if n := newNonce(); !validNonce(n) {
+		t.Errorf("newNonce %q refused", n)
+	}
+	for _, bad := range []string{"", strings.Repeat("a", 31), strings.Repeat(">", 32), strings.Repeat("*", 32),
+		"0123456789abcdef0123456789abcde.", "0123456789ABCDEF0123456789ABCDEF", strings.Repeat("a", 33)} {
+		if validNonce(bad) {
+			t.Errorf("nonce %q accepted", bad)
+		}
+	}
+}
