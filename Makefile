@@ -1,7 +1,7 @@
 # Developer shortcuts. CI runs .ci/run, which runs `make check` equivalents.
 GO ?= go
 
-.PHONY: test test-wasmtime race lint fmt fuzz fuzz-ci bench bench-lifecycle bench-extism check demo
+.PHONY: test test-wasmtime race lint staticcheck fmt fuzz fuzz-ci bench bench-lifecycle bench-extism check demo
 
 demo:            ## the main demo
 	$(GO) run ./examples/quickstart
@@ -17,10 +17,22 @@ race:            ## race detector on the concurrent core and the stores
 	$(GO) test -race -run 'TestConcurrent' ./internal/cli/
 	$(GO) test -race -tags wasmtime ./sandbox/wasmtime/
 
-lint:
+# staticcheck at the version .ci/run pins, installed once into a temporary
+# folder (a binary for this machine: the wasip1 run sets GOOS for the
+# packages, not for the tool).
+STATICCHECK_DIR ?= $(or $(TMPDIR),/tmp)/mandate-staticcheck
+
+lint:            ## go vet, gofmt and staticcheck, as .ci/run runs them
 	$(GO) vet ./... ./guest-sdk/...
 	$(GO) vet -tags wasmtime ./... ./guest-sdk/...
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
+	$(MAKE) staticcheck
+
+staticcheck:     ## staticcheck on both modules (not the vendored internal/graphviz), both builds, the SDK for wasip1
+	GOBIN=$(STATICCHECK_DIR) $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+	$(STATICCHECK_DIR)/staticcheck $$($(GO) list ./... | grep -v '/internal/graphviz') ./guest-sdk/...
+	$(STATICCHECK_DIR)/staticcheck -tags wasmtime $$($(GO) list -tags wasmtime ./... | grep -v '/internal/graphviz') ./guest-sdk/...
+	GOOS=wasip1 GOARCH=wasm $(STATICCHECK_DIR)/staticcheck ./guest-sdk/...
 
 fmt:
 	gofmt -w .

@@ -8,12 +8,15 @@ import (
 	"testing"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/sandbox"
 )
 
 // TestCHeaderTwins checks the C SDK (guest-sdk/c/mandate.h) against the
-// ABI's one table: its imports (name, and parameter count, each declared
-// as mandate_raw_<name>), its host-call name macros, its errno constants
-// and their names (mandate_errno_name), and its limits.
+// host-call declarations (kernel.HostCalls): its imports (name, and each
+// parameter a uint32_t of the declared name, declared as
+// mandate_raw_<name>), its host-call name macros; and against package
+// abi its errno constants and their names (mandate_errno_name), and its
+// limits.
 func TestCHeaderTwins(t *testing.T) {
 	const where = "guest-sdk/c/mandate.h"
 	b, err := os.ReadFile(where)
@@ -21,27 +24,21 @@ func TestCHeaderTwins(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := string(b)
-	want := map[string]int{}
-	for _, hc := range abi.HostCalls() {
-		want[hc.Name] = hc.Params
-	}
+	want := twin(func(p sandbox.Param) string { return "uint32_t " + p.Name })
 
 	// MANDATE_IMPORT("name") uint32_t mandate_raw_name(uint32_t a, ...);
-	imports := map[string]int{}
+	imports := map[string][]string{}
 	for _, m := range regexp.MustCompile(`(?m)^MANDATE_IMPORT\("([a-z_]+)"\) uint32_t mandate_raw_([a-z_]+)\(([^)]*)\);`).FindAllStringSubmatch(h, -1) {
 		if m[1] != m[2] {
 			t.Errorf("%s: import %s is declared as mandate_raw_%s", where, m[1], m[2])
 		}
-		n := 0
+		ps := []string{}
 		for _, p := range strings.Split(m[3], ",") {
-			if p = strings.TrimSpace(p); p != "" && p != "void" {
-				if !strings.HasPrefix(p, "uint32_t ") {
-					t.Errorf("%s: %s: parameter %q is not a uint32_t (every ABI parameter is an i32)", where, m[1], p)
-				}
-				n++
+			if p = strings.Join(strings.Fields(p), " "); p != "" && p != "void" {
+				ps = append(ps, p)
 			}
 		}
-		imports[m[1]] = n
+		imports[m[1]] = ps
 	}
 	if n := strings.Count(h, "MANDATE_IMPORT(\""); n != len(imports) {
 		t.Errorf("%s: %d MANDATE_IMPORT declarations, %d of the form the test reads", where, n, len(imports))
@@ -49,7 +46,7 @@ func TestCHeaderTwins(t *testing.T) {
 	compareCalls(t, where, imports, want)
 
 	// #define MANDATE_CAP_CALL "cap_call"
-	names := map[string]int{}
+	names := map[string][]string{}
 	for _, m := range regexp.MustCompile(`(?m)^#define MANDATE_([A-Z_]+) "([a-z_]+)"$`).FindAllStringSubmatch(h, -1) {
 		if strings.ToLower(m[1]) != m[2] {
 			t.Errorf("%s: MANDATE_%s names %q", where, m[1], m[2])

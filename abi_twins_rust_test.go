@@ -9,34 +9,43 @@ import (
 	"testing"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/sandbox"
 )
 
-// TestRustSDKTwins checks the Rust SDK (guest-sdk/rust) against the one
-// host-call table and the errno list: the extern block of its import
-// module (name, parameter count, an i32 result), its HOST_CALLS list, its
-// Errno enum (names and values) with the names it prints, and its limits.
+// TestRustSDKTwins checks the Rust SDK (guest-sdk/rust) against the
+// host-call declarations (kernel.HostCalls): the extern block of its
+// import module (name, each parameter's name and its type by kind, an
+// i32 result) and its HOST_CALLS list; and against package abi its Errno
+// enum (names and values) with the names it prints, and its limits.
 func TestRustSDKTwins(t *testing.T) {
-	want := map[string]int{}
-	var order []string
-	for _, hc := range abi.HostCalls() {
-		want[hc.Name] = hc.Params
-		order = append(order, hc.Name)
-	}
+	want := twin(func(p sandbox.Param) string {
+		ty := "u32"
+		switch p.Kind {
+		case sandbox.In:
+			ty = "*const u8"
+		case sandbox.Buf:
+			ty = "*mut u8"
+		case sandbox.Out:
+			ty = "*mut u32"
+		}
+		return p.Name + ": " + ty
+	})
+	order := hostCallOrder()
 
 	sys := readRust(t, "guest-sdk/rust/src/sys.rs")
 	block := regexp.MustCompile(`(?s)#\[link\(wasm_import_module = "mandate"\)\]\s*extern "C" \{(.*?)\n\s*\}`).FindStringSubmatch(sys)
 	if block == nil {
 		t.Fatal(`guest-sdk/rust/src/sys.rs: no #[link(wasm_import_module = "mandate")] extern "C" block`)
 	}
-	rust := map[string]int{}
+	rust := map[string][]string{}
 	for _, m := range regexp.MustCompile(`(?s)pub fn ([a-z_]+)\(([^)]*)\)\s*(->\s*[a-z0-9]+)?;`).FindAllStringSubmatch(block[1], -1) {
-		n := 0
+		ps := []string{}
 		for _, p := range strings.Split(m[2], ",") {
-			if strings.TrimSpace(p) != "" {
-				n++
+			if p = strings.Join(strings.Fields(p), " "); p != "" {
+				ps = append(ps, p)
 			}
 		}
-		rust[m[1]] = n
+		rust[m[1]] = ps
 		if strings.ReplaceAll(m[3], " ", "") != "->u32" {
 			t.Errorf("sys.rs: %s returns %q, want -> u32 (an errno)", m[1], m[3])
 		}
@@ -53,7 +62,7 @@ func TestRustSDKTwins(t *testing.T) {
 		calls = append(calls, m[1])
 	}
 	if fmt.Sprint(calls) != fmt.Sprint(order) {
-		t.Errorf("lib.rs HOST_CALLS = %v, want abi.HostCalls' order %v", calls, order)
+		t.Errorf("lib.rs HOST_CALLS = %v, want the declarations' order %v", calls, order)
 	}
 
 	// Errnos: every value of abi.Errno up to the first without a name.

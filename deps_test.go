@@ -13,7 +13,7 @@ import (
 // package alone; any other that package and the packages below it.
 var badDeps = map[string]map[string]string{
 	"github.com/mandatevm/mandate/kernel": {
-		"github.com/mandatevm/mandate/caps/":      "the kernel imports no capability kind: kinds plug in through kernel.Kind",
+		"github.com/mandatevm/mandate/caps/":      "the kernel imports no capability kind: kinds plug in through kindapi.Kind",
 		"github.com/mandatevm/mandate/sandbox/":   "the kernel imports no engine: engines plug in through sandbox.Engine",
 		"github.com/tetratelabs/wazero":           "the kernel imports no engine",
 		"github.com/bytecodealliance/wasmtime-go": "the kernel imports no engine",
@@ -90,6 +90,17 @@ var badDeps = map[string]map[string]string{
 		"github.com/mandatevm/mandate/kernel$":  "a kind imports the kind contract (kernel/kindapi), not the kernel",
 		"github.com/mandatevm/mandate/caps/net": "kinds are independent of each other",
 	},
+	// The dialing shell of the kinds that call an HTTP service (llm, pay):
+	// below them, so it knows none of them.
+	"github.com/mandatevm/mandate/caps/internal/httpservice": {
+		"github.com/mandatevm/mandate/kernel$":          "a kind imports the kind contract (kernel/kindapi), not the kernel",
+		"github.com/mandatevm/mandate/sandbox/":         "a kind never sees an engine",
+		"github.com/mandatevm/mandate/cmd/":             "dependencies point inward",
+		"github.com/mandatevm/mandate/caps/net":         "the shell knows no kind: the kinds import it",
+		"github.com/mandatevm/mandate/caps/pay":         "the shell knows no kind: the kinds import it",
+		"github.com/mandatevm/mandate/caps/llm":         "the shell knows no kind: the kinds import it",
+		"github.com/mandatevm/mandate/internal/fakellm": "the fake model is for tests and demos",
+	},
 	"github.com/mandatevm/mandate/kernel/kindapi": {
 		"github.com/mandatevm/mandate/kernel$":    "the contract is below the kernel: the kernel imports it",
 		"github.com/mandatevm/mandate/caps/":      "the contract names no kind",
@@ -133,6 +144,19 @@ var badDeps = map[string]map[string]string{
 		"github.com/mandatevm/mandate/internal/cli": "the CLI and the UI use graphview, not the reverse",
 		"github.com/mandatevm/mandate/host":         "a picture of a record needs no host",
 		"github.com/goccy/go-graphviz":              "the lazy copy (internal/graphviz), never the module",
+	},
+	"github.com/mandatevm/mandate/internal/approvals": {
+		"github.com/mandatevm/mandate/sandbox/":       "a mailbox for a person's answers runs nothing",
+		"github.com/mandatevm/mandate/caps/":          "an approval holds the effect as the kind showed it, not the kind",
+		"github.com/mandatevm/mandate/host":           "the host is given an Approver; the store starts no run",
+		"github.com/mandatevm/mandate/internal/cli":   "the CLI uses the store, not the reverse",
+		"github.com/mandatevm/mandate/internal/webui": "the UI uses the store, not the reverse",
+	},
+	"github.com/mandatevm/mandate/internal/mcpclients": {
+		"github.com/mandatevm/mandate/sandbox/":       "a clients' label store runs nothing",
+		"github.com/mandatevm/mandate/host":           "sessions raise the store; the store starts none",
+		"github.com/mandatevm/mandate/internal/cli":   "the CLI uses the store, not the reverse",
+		"github.com/mandatevm/mandate/internal/webui": "the UI uses the store, not the reverse",
 	},
 	"github.com/mandatevm/mandate/runstore": {
 		"github.com/mandatevm/mandate/sandbox/":     "records describe runs; they never run anything",

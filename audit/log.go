@@ -23,7 +23,7 @@
 //	defer log.Close()
 //	k, err := kernel.New(kernel.Config{Engine: eng, Auditor: log.ForRun(runID)})
 //	... // every audited allow and every denial is now durable before its effect
-
+//
 //	signed, err := log.Checkpoint() // a signed note: tree size and root hash
 //	rep, err := log.Verify(ctx)     // err is a *TamperError naming the first bad entry
 //	fmt.Println(log.VerifierKey())  // publish to check checkpoints offline (OpenCheckpoint)

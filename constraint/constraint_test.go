@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 func eval(t *testing.T, src string, vars []string, doc string) (bool, error) {
@@ -14,7 +14,7 @@ func eval(t *testing.T, src string, vars []string, doc string) (bool, error) {
 	if err != nil {
 		t.Fatalf("Compile(%s): %v", src, err)
 	}
-	v, err := kernel.DecodeJSONValue([]byte(doc))
+	v, err := kindapi.DecodeJSONValue([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}

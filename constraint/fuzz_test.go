@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // FuzzCompileEval: a `when` expression comes from a manifest or from a
@@ -40,7 +40,7 @@ func FuzzCompileEval(f *testing.F) {
 		if e.Source() != src {
 			t.Fatalf("Source() = %q, want %q", e.Source(), src)
 		}
-		v, err := kernel.DecodeJSONValue(doc)
+		v, err := kindapi.DecodeJSONValue(doc)
 		if err != nil {
 			return
 		}

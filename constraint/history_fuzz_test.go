@@ -10,6 +10,7 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // FuzzSum: sum of a list of ints is their exact total or an overflow
@@ -104,11 +105,11 @@ func FuzzHistoryEval(f *testing.F) {
 		if err != nil {
 			return
 		}
-		b, err := kernel.DecodeJSONValue(body)
+		b, err := kindapi.DecodeJSONValue(body)
 		if err != nil {
 			return
 		}
-		u, err := kernel.DecodeJSONValue(uses)
+		u, err := kindapi.DecodeJSONValue(uses)
 		if err != nil {
 			return
 		}

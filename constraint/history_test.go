@@ -9,6 +9,7 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // netVars are the variables of a net capability's constraints.
@@ -21,7 +22,7 @@ func histAct(t *testing.T, body string, uses []string, ages ...time.Duration) ma
 	t.Helper()
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	req := func(doc string) map[string]any {
-		v, err := kernel.DecodeJSONValue([]byte(doc))
+		v, err := kindapi.DecodeJSONValue([]byte(doc))
 		if err != nil {
 			t.Fatal(err)
 		}

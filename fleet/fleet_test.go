@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -203,6 +204,19 @@ func TestFleetModuleVerified(t *testing.T) {
 	}
 }
 
+// submitAlice submits the benefits desk's alice.hcl.
+func submitAlice(t *testing.T, ctx context.Context, f *Fleet) Submission {
+	t.Helper()
+	s, modules, err := Bundle(ctx, "../examples/benefits/alice.hcl", nil, nil, build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Submit(ctx, s, modules); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestFleetLostNode: a node that claimed a run and then stopped answering
 // (no heartbeat, no acknowledgement) has the run marked lost, and the run
 // is never started again: the node that receives the submission again
@@ -211,13 +225,7 @@ func TestFleetLostNode(t *testing.T) {
 	_, f := startFleet(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, modules, err := Bundle(ctx, "../examples/benefits/alice.hcl", nil, nil, build)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Submit(ctx, s, modules); err != nil {
-		t.Fatal(err)
-	}
+	s := submitAlice(t, ctx, f)
 	// node-dead claims it, as a node does, and dies before acknowledging.
 	st, rev, err := f.State(ctx, s.ID)
 	if err != nil {
@@ -254,6 +262,60 @@ func TestFleetLostNode(t *testing.T) {
 	list, err := h.Store().List(ctx)
 	if err != nil || len(list) != 0 {
 		t.Errorf("node-b ran %d runs (%v), want none", len(list), err)
+	}
+}
+
+// TestFleetStateLate: a submission delivered before its state can be
+// read (a replica not caught up answered the read) is handed back, not
+// dropped, and runs once the state is there.
+func TestFleetStateLate(t *testing.T) {
+	_, f := startFleet(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := submitAlice(t, ctx, f)
+	st, _, err := f.State(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.States.Delete(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	startNode(t, f, "node-a")
+	// The node has been given the submission, and read no state.
+	for {
+		c, err := f.JS.Consumer(ctx, StreamRuns, consumerName)
+		if err == nil {
+			if info, err := c.Info(ctx); err == nil && info.Delivered.Consumer >= 2 {
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the node was never given the submission twice")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b, _ := json.Marshal(st)
+	if _, err := f.States.Put(ctx, s.ID, b); err != nil {
+		t.Fatal(err)
+	}
+	final, err := f.Wait(ctx, s.ID, 5*time.Second)
+	if err != nil {
+		t.Fatalf("the submission never ran: %v", err)
+	}
+	if final.State != StateDone || final.Node != "node-a" {
+		t.Errorf("%+v", final)
+	}
+}
+
+// TestNoStateDelay: a submission with no state is delivered again for
+// about a minute, then dropped.
+func TestNoStateDelay(t *testing.T) {
+	var total time.Duration
+	for k := uint64(1); k < noStateDeliveries; k++ {
+		total += noStateDelay(k)
+	}
+	if total < time.Minute || total > 2*time.Minute {
+		t.Errorf("a submission with no state is dropped after %v of redeliveries", total)
 	}
 }
 

@@ -227,6 +227,37 @@ func (n *Node) reaper(ctx context.Context) {
 	}
 }
 
+// noStateDeliveries is how many times a submission whose state cannot be
+// read is delivered before it is dropped. A submitter writes the state
+// before it publishes, so a missing state is either a read answered by a
+// replica not yet caught up (the bucket's direct gets may be served by
+// any replica) or a message that was never a submission. Delivered again
+// after noStateDelay(k), the first is taken once the replica has caught
+// up; the second is dropped after about 70 s.
+const noStateDeliveries = 16
+
+// noStateDelay is the wait before the k-th delivery of a submission whose
+// state was not found: 200 ms, doubling up to 6.4 s.
+func noStateDelay(k uint64) time.Duration {
+	return 200 * time.Millisecond << min(k-1, 5)
+}
+
+// stateNotFound hands back a submission whose state was not found, or
+// drops it once it has been delivered noStateDeliveries times.
+func (n *Node) stateNotFound(msg jetstream.Msg, id string) {
+	k := uint64(1)
+	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 0 {
+		k = md.NumDelivered
+	}
+	if k >= noStateDeliveries {
+		n.Logger.Warn("a submission with no state: dropped", "submission", id, "deliveries", k)
+		msg.Term()
+		return
+	}
+	n.Logger.Debug("a submission whose state is not readable yet: delivered again later", "submission", id, "deliveries", k)
+	msg.NakWithDelay(noStateDelay(k))
+}
+
 // take claims a submission and runs it.
 func (n *Node) take(ctx context.Context, msg jetstream.Msg) {
 	var s Submission
@@ -238,8 +269,7 @@ func (n *Node) take(ctx context.Context, msg jetstream.Msg) {
 	st, rev, err := n.Fleet.State(ctx, s.ID)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			n.Logger.Warn("a submission with no state: dropped", "submission", s.ID)
-			msg.Term()
+			n.stateNotFound(msg, s.ID)
 		} else {
 			msg.Nak() // the bucket is unreachable: try later
 		}
@@ -380,7 +410,7 @@ func (n *Node) execute(ctx context.Context, s Submission, st RunState) RunState 
 	// The seed is the submission: every attempt derives the same
 	// idempotency keys from it.
 	spec := host.RunSpec{Manifest: m, Input: s.Input, Module: module, Logger: n.Logger.With("submission", s.ID),
-		Placer: &placer{n: n, run: s.ID}, Seed: s.ID}
+		Placer: &placer{n: n, run: s.ID, compile: m.Limits().CompileLimits()}, Seed: s.ID}
 	if s.Receipt {
 		spec.Receipt = filepath.Join(dir, ".receipt")
 	}

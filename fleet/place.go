@@ -67,6 +67,18 @@ type execRequest struct {
 	Entry       string        `json:"entry,omitempty"`
 	MemoryLimit uint64        `json:"memory_limit"`
 	Timeout     time.Duration `json:"timeout"`
+	// The child's static limits and compile memory (its run's root's,
+	// which a child inherits): the child's node compiles and checks the
+	// module under them, and under Timeout (kernel.Limits.CompileLimits).
+	StaticLimits  sandbox.StaticLimits `json:"static_limits"`
+	CompileMemory uint64               `json:"compile_memory,omitempty"`
+}
+
+// compileConfig is what the child's module is compiled under.
+func (r *execRequest) compileConfig() sandbox.CompileConfig {
+	return kernel.Limits{Timeout: r.Timeout, Functions: r.StaticLimits.Functions, Locals: r.StaticLimits.Locals,
+		Nesting: r.StaticLimits.Nesting, BrTableTargets: r.StaticLimits.BrTableTargets,
+		FunctionSize: r.StaticLimits.BodySize, CompileMemory: r.CompileMemory}.CompileLimits()
 }
 
 // accept is the child's node's answer.
@@ -79,6 +91,10 @@ type accept struct {
 type placer struct {
 	n   *Node
 	run string
+	// compile is the run's root's CompileConfig (its Timeout aside: each
+	// child's is its own), which its children's modules are compiled
+	// under on the nodes they are placed on.
+	compile sandbox.CompileConfig
 }
 
 // Place implements kernel.Placer: it picks the node (the named one, or the
@@ -90,7 +106,7 @@ func (p *placer) Place(ctx context.Context, placement string, mod sandbox.Module
 		return nil, err
 	}
 	start := func(ctx context.Context, mod sandbox.Module, cfg sandbox.RunConfig) (forward.Conn, error) {
-		return p.n.startRemote(ctx, target, p.run, mod, cfg)
+		return p.n.startRemote(ctx, target, p.run, mod, cfg, p.compile)
 	}
 	return forward.NewModule(mod, hostFuncs, start), nil
 }
@@ -153,10 +169,11 @@ func newNonce() string {
 
 // startRemote asks target to run mod's guest and returns the owner's side
 // of the run.
-func (n *Node) startRemote(ctx context.Context, target, run string, mod sandbox.Module, cfg sandbox.RunConfig) (forward.Conn, error) {
+func (n *Node) startRemote(ctx context.Context, target, run string, mod sandbox.Module, cfg sandbox.RunConfig, compile sandbox.CompileConfig) (forward.Conn, error) {
 	nc := n.Fleet.JS.Conn()
 	req := execRequest{Owner: n.Name, Nonce: newNonce(), Run: run, Module: mod.Digest(), Name: cfg.Name,
-		Entry: cfg.Entry, MemoryLimit: cfg.MemoryLimit, Timeout: cfg.Timeout}
+		Entry: cfg.Entry, MemoryLimit: cfg.MemoryLimit, Timeout: cfg.Timeout,
+		StaticLimits: compile.Limits, CompileMemory: compile.MemoryLimit}
 	c := &remoteConn{n: n, target: target, ret: subjectRet + target + "." + n.Name + "." + req.Nonce,
 		msgs: make(chan *nats.Msg, 4)}
 	sub, err := nc.ChanSubscribe(subjectFwd+n.Name+"."+target+"."+req.Nonce, c.msgs)
@@ -172,13 +189,12 @@ func (n *Node) startRemote(ctx context.Context, target, run string, mod sandbox.
 	// The child's node says whether it took the run; the request is sent
 	// again until it does (the node answers a nonce it knows again).
 	// It may first fetch and compile the module (a cold node under
-	// load: a minute or more), so the wait is long, but never past the
-	// child's own time.
-	wait := 3 * time.Minute
-	if cfg.Timeout > 0 {
-		wait = min(wait, cfg.Timeout)
-	}
-	actx, cancel := context.WithTimeout(ctx, wait)
+	// load: a minute or more), or be reconnecting to another NATS
+	// server, so the wait is long: up to 3 minutes, within the parent's
+	// own time (ctx). The child's timeout counts from its start on the
+	// node, not from here: a 20 s child placed while a NATS server
+	// restarted under load was refused unstarted (TestFleetCluster).
+	actx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	tick := time.NewTicker(resend)
 	defer tick.Stop()
@@ -302,7 +318,7 @@ func (n *Node) serveChildren(ctx context.Context) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := eng.Host(abi.ModuleName, forward.Stubs()); err != nil {
+	if err := eng.Host(abi.ModuleName, forward.Stubs(kernel.HostCallFuncs())); err != nil {
 		eng.Close(ctx)
 		return nil, err
 	}
@@ -396,7 +412,7 @@ func (h *childHost) run(ctx context.Context, req execRequest) {
 		answer(accept{Error: "node " + n.Name + " is cut off from the fleet"})
 		return
 	}
-	mod, err := h.module(ctx, req.Module)
+	mod, err := h.module(ctx, req.Module, req.compileConfig())
 	if err != nil {
 		answer(accept{Error: err.Error()})
 		return
@@ -463,19 +479,27 @@ func (h *childHost) run(ctx context.Context, req execRequest) {
 	n.Logger.Warn("the owner never acknowledged a placed child's end", "owner", req.Owner, "submission", req.Run)
 }
 
-// module compiles (once) the module of digest d on the child engine.
-func (h *childHost) module(ctx context.Context, d string) (sandbox.Module, error) {
-	h.mu.Lock()
-	m, ok := h.mods[d]
-	h.mu.Unlock()
-	if ok {
-		return m, nil
-	}
+// module compiles (once) the module of digest d on the child engine,
+// under cfg; a module compiled before is checked against cfg's static
+// limits all the same (the engine's CompileWith on bytes it has compiled
+// returns the module it has).
+func (h *childHost) module(ctx context.Context, d string, cfg sandbox.CompileConfig) (sandbox.Module, error) {
 	b, err := h.n.module(ctx, d)
 	if err != nil {
 		return nil, err
 	}
-	m, err = h.eng.Compile(ctx, b)
+	h.mu.Lock()
+	m, ok := h.mods[d]
+	h.mu.Unlock()
+	if ok {
+		again, err := h.eng.CompileWith(ctx, b, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("module %s: %w", d, err)
+		}
+		again.Close(context.Background()) // the same module, held by h.mods
+		return m, nil
+	}
+	m, err = h.eng.CompileWith(ctx, b, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("module %s: %w", d, err)
 	}

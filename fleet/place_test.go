@@ -22,6 +22,7 @@ import (
 	"github.com/mandatevm/mandate/internal/natstest"
 	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/sandbox"
 )
 
@@ -99,7 +100,7 @@ func startTask(t testing.TB, f *Fleet, owner *Node, on, guest string, rec kernel
 		t.Fatal(err)
 	}
 	eng := testengine.New(t)
-	cfg := kernel.Config{Engine: eng, Kinds: []kernel.Kind{kerneltest.New()}}
+	cfg := kernel.Config{Engine: eng, Kinds: []kindapi.Kind{kerneltest.New()}}
 	if rec != nil {
 		cfg.Auditor = rec
 	}
@@ -113,11 +114,11 @@ func startTask(t testing.TB, f *Fleet, owner *Node, on, guest string, rec kernel
 	}
 	placed := mod
 	if on != "" {
-		if placed, err = (&placer{n: owner, run: "test"}).Place(ctx, "node:"+on, mod, k.HostFuncs()); err != nil {
+		if placed, err = (&placer{n: owner, run: "test"}).Place(ctx, "node:"+on, mod, kernel.HostCallFuncs()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	scope, err := k.Grant("test", kernel.GrantContext{}, []byte(`{"level":5}`))
+	scope, err := k.Grant("test", kindapi.GrantContext{}, []byte(`{"level":5}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,10 +21,11 @@ type Auditor struct {
 	logger hclog.Logger
 	notify func(Event) // nil: nobody watches
 
-	mu      sync.Mutex
-	denials []runstore.Denial // at most runstore.MaxDenials
-	flows   []runstore.Flow   // at most runstore.MaxFlows
-	dropped struct{ denials, flows int }
+	mu        sync.Mutex
+	denials   []runstore.Denial   // at most runstore.MaxDenials
+	flows     []runstore.Flow     // at most runstore.MaxFlows
+	approvals []runstore.Approval // at most runstore.MaxApprovals
+	dropped   struct{ denials, flows int }
 }
 
 // NewAuditor records a run's decisions to log (the run's view of the audit
@@ -57,6 +58,14 @@ func (a *Auditor) Kept() (denials []runstore.Denial, flows []runstore.Flow, deni
 		a.dropped.denials, a.dropped.flows
 }
 
+// Approvals returns the approvals asked so far and their answers (at most
+// runstore.MaxApprovals).
+func (a *Auditor) Approvals() []runstore.Approval {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]runstore.Approval(nil), a.approvals...)
+}
+
 // keep notes a denial, and a decision where labelled data met a sink: an
 // EFLOW refusal, a declassification, or an audited call by a labelled task.
 func (a *Auditor) keep(ev kernel.AuditEvent) {
@@ -67,6 +76,10 @@ func (a *Auditor) keep(ev kernel.AuditEvent) {
 	denied := ev.Decision == kernel.Deny
 	flowed := ev.Errno == abi.EFLOW || ev.Kind == "declassify" || ev.Decision == kernel.Allow && !ev.Label.IsZero()
 	a.mu.Lock()
+	if ap := ev.Approval; ap != nil && len(a.approvals) < runstore.MaxApprovals {
+		a.approvals = append(a.approvals, runstore.Approval{Time: ev.Time, Task: ev.Task, Cap: ev.Cap, Kind: ev.Kind, Op: ev.Op,
+			Summary: ap.Summary, Digest: ap.Digest, Answer: ap.Answer, Channel: ap.Channel, By: ap.By})
+	}
 	if denied {
 		if len(a.denials) < runstore.MaxDenials {
 			a.denials = append(a.denials, runstore.Denial{Time: ev.Time, Task: ev.Task, Principal: ev.Principal, Cap: ev.Cap,

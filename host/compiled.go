@@ -45,6 +45,7 @@ func (h *Host) engine(ctx context.Context) (*moduleCache, error) {
 		return nil, err
 	}
 	h.mods = newModuleCache(eng, MaxIdleModules)
+	h.opts.Logger.Info("engine started", "engine", h.opts.Engine)
 	return h.mods, nil
 }
 
@@ -85,9 +86,17 @@ type cachedModule struct {
 	ready  chan struct{} // closed once mod, err and canceled are set
 
 	// Set once, with mu held, before ready is closed.
-	mod      sandbox.Module
-	err      error
-	canceled bool // err is the compiling run's ctx ending, not the module's
+	mod sandbox.Module
+	err error
+	// retry: err is the compiling run's, not the module's alone (its ctx
+	// ended, or its task's limits refused the module or ended the
+	// compile), so a run waiting for it compiles under its own.
+	retry bool
+
+	// checked are the static limits the module was checked against
+	// (with their defaults), with the outcome: a run under limits not
+	// checked yet has the engine check them (protected by mu).
+	checked map[sandbox.StaticLimits]error
 
 	users int           // runs holding it (acquire, not yet release); protected by mu
 	elem  *list.Element // in idle while users == 0; protected by mu
@@ -98,11 +107,14 @@ func newModuleCache(eng sandbox.Engine, maxIdle int) *moduleCache {
 }
 
 // acquire returns the compiled module of wasm, whose digest is digest,
-// compiling it only when it is not cached; the caller releases it once
-// it no longer runs it. A compile error is the engine's, as is, and is
-// not kept: the next run compiles again. A run waiting for another's
-// compilation, which was stopped by that run's ctx, compiles it itself.
-func (c *moduleCache) acquire(ctx context.Context, wasm []byte, digest string) (*cachedModule, error) {
+// compiled under cfg (the CompileConfig of the task whose module it is),
+// compiling it only when it is not cached; the caller releases it once it
+// no longer runs it. A cached module is checked against cfg's static
+// limits all the same: each run's task has its own. A compile error is
+// the engine's, as is, and is not kept: the next run compiles again. A
+// run waiting for another's compilation, which was stopped by that run's
+// ctx or limits, compiles it itself.
+func (c *moduleCache) acquire(ctx context.Context, wasm []byte, digest string, cfg sandbox.CompileConfig) (*cachedModule, error) {
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -114,11 +126,13 @@ func (c *moduleCache) acquire(ctx context.Context, wasm []byte, digest string) (
 			e = &cachedModule{digest: digest, ready: make(chan struct{}), users: 1}
 			c.entries[digest] = e
 			c.mu.Unlock()
-			mod, err := c.eng.Compile(ctx, wasm)
+			mod, err := c.eng.CompileWith(ctx, wasm, cfg)
 			c.mu.Lock()
-			e.mod, e.err, e.canceled = mod, err, err != nil && ctx.Err() != nil
+			e.mod, e.err, e.retry = mod, err, err != nil && (ctx.Err() != nil || limitError(err))
 			if err != nil {
 				delete(c.entries, digest)
+			} else {
+				e.checked = map[sandbox.StaticLimits]error{cfg.Limits.WithDefaults(): nil}
 			}
 			c.mu.Unlock()
 			close(e.ready)
@@ -141,11 +155,52 @@ func (c *moduleCache) acquire(ctx context.Context, wasm []byte, digest string) (
 		}
 		switch {
 		case e.err == nil:
+			if err := c.check(ctx, e, wasm, cfg); err != nil {
+				c.release(e)
+				return nil, err
+			}
 			return e, nil
-		case !e.canceled:
+		case !e.retry:
 			return nil, e.err // out of the cache already: nothing to release
 		}
 	}
+}
+
+// limitError reports whether err is a compile refused or ended by the
+// compiling task's limits, which another task's may not be.
+func limitError(err error) bool {
+	return errors.Is(err, sandbox.ErrStaticLimit) || errors.Is(err, sandbox.ErrTimeout) || errors.Is(err, sandbox.ErrMemoryLimit)
+}
+
+// maxChecked bounds the static limits a cached module remembers checking.
+const maxChecked = 16
+
+// check checks the cached module e of wasm, compiled, against cfg's
+// static limits, once for each distinct limits: the engine's CompileWith
+// on bytes it has compiled returns the module it has (e holds it) after
+// checking the module's counts against them.
+func (c *moduleCache) check(ctx context.Context, e *cachedModule, wasm []byte, cfg sandbox.CompileConfig) error {
+	l := cfg.Limits.WithDefaults()
+	c.mu.Lock()
+	err, ok := e.checked[l]
+	c.mu.Unlock()
+	if ok {
+		return err
+	}
+	mod, err := c.eng.CompileWith(ctx, wasm, cfg)
+	if err == nil {
+		mod.Close(context.Background())
+	}
+	if err != nil && !errors.Is(err, sandbox.ErrStaticLimit) {
+		return err // not the module's answer to l: not kept
+	}
+	c.mu.Lock()
+	if len(e.checked) >= maxChecked {
+		clear(e.checked)
+	}
+	e.checked[l] = err
+	c.mu.Unlock()
+	return err
 }
 
 // release ends a user's hold on e. An entry no run uses joins the idle

@@ -22,6 +22,19 @@ type fakeEngine struct {
 func (e *fakeEngine) Name() string                          { return "fake" }
 func (e *fakeEngine) Host(string, []sandbox.HostFunc) error { return nil }
 func (e *fakeEngine) Close(context.Context) error           { return nil }
+
+// CompileWith compiles as Compile does; the module "big" defines 10
+// functions, past limits of fewer.
+func (e *fakeEngine) CompileWith(ctx context.Context, wasm []byte, cfg sandbox.CompileConfig) (sandbox.Module, error) {
+	m, err := e.Compile(ctx, wasm)
+	if err == nil && string(wasm) == "big" && cfg.Limits.WithDefaults().Functions < 10 {
+		m.Close(ctx)
+		return nil, fmt.Errorf("fake: %w: the module defines 10 functions; the limit (limits { functions }) is %d",
+			sandbox.ErrStaticLimit, cfg.Limits.Functions)
+	}
+	return m, err
+}
+
 func (e *fakeEngine) Compile(ctx context.Context, wasm []byte) (sandbox.Module, error) {
 	e.mu.Lock()
 	e.compiles++
@@ -64,7 +77,7 @@ func (m *fakeModule) closes() int {
 
 func acquireFor(t *testing.T, c *moduleCache, wasm string) *cachedModule {
 	t.Helper()
-	e, err := c.acquire(context.Background(), []byte(wasm), sandbox.Digest([]byte(wasm)))
+	e, err := c.acquire(context.Background(), []byte(wasm), sandbox.Digest([]byte(wasm)), sandbox.CompileConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +136,7 @@ func TestModuleCacheCompilesOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e, err := c.acquire(context.Background(), wasm, sandbox.Digest(wasm))
+			e, err := c.acquire(context.Background(), wasm, sandbox.Digest(wasm), sandbox.CompileConfig{})
 			if err != nil {
 				t.Error(err)
 				return
@@ -144,7 +157,7 @@ func TestModuleCacheCompilesOnce(t *testing.T) {
 	}
 
 	for range 2 {
-		if _, err := c.acquire(context.Background(), []byte("bad"), sandbox.Digest([]byte("bad"))); err == nil || err.Error() != "invalid module" {
+		if _, err := c.acquire(context.Background(), []byte("bad"), sandbox.Digest([]byte("bad")), sandbox.CompileConfig{}); err == nil || err.Error() != "invalid module" {
 			t.Fatalf("bad module: %v, want the engine's error", err)
 		}
 	}
@@ -160,7 +173,7 @@ func TestModuleCacheCompilesOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	first := make(chan error, 1)
 	go func() {
-		_, err := c.acquire(ctx, []byte("slow"), sandbox.Digest([]byte("slow")))
+		_, err := c.acquire(ctx, []byte("slow"), sandbox.Digest([]byte("slow")), sandbox.CompileConfig{})
 		first <- err
 	}()
 	for n := 0; n != 4; runtime.Gosched() {
@@ -170,7 +183,7 @@ func TestModuleCacheCompilesOnce(t *testing.T) {
 	}
 	second := make(chan error, 1)
 	go func() {
-		_, err := c.acquire(context.Background(), []byte("slow"), sandbox.Digest([]byte("slow")))
+		_, err := c.acquire(context.Background(), []byte("slow"), sandbox.Digest([]byte("slow")), sandbox.CompileConfig{})
 		second <- err
 	}()
 	// Both in: the first compiling, the second waiting.
@@ -193,5 +206,87 @@ func TestModuleCacheCompilesOnce(t *testing.T) {
 	}
 	if eng.compiles != 5 {
 		t.Errorf("compiles %d, want 5: the second run compiled what the first could not", eng.compiles)
+	}
+}
+
+// TestModuleCacheChecksEachRunsLimits: a cached module is checked against
+// the static limits of each run's task: tighter ones are refused (once
+// asked of the engine, then remembered), the module stays cached for the
+// others, and a run under limits another run was refused for compiles
+// under its own.
+func TestModuleCacheChecksEachRunsLimits(t *testing.T) {
+	ctx := context.Background()
+	eng := &fakeEngine{}
+	c := newModuleCache(eng, 2)
+	big := []byte("big")
+	d := sandbox.Digest(big)
+	tight := sandbox.CompileConfig{Limits: sandbox.StaticLimits{Functions: 5}}
+
+	if _, err := c.acquire(ctx, big, d, tight); !errors.Is(err, sandbox.ErrStaticLimit) {
+		t.Fatalf("tight, not cached: %v, want ErrStaticLimit", err)
+	}
+	e, err := c.acquire(ctx, big, d, sandbox.CompileConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, err := c.acquire(ctx, big, d, tight); !errors.Is(err, sandbox.ErrStaticLimit) {
+			t.Fatalf("tight, cached (%d): %v, want ErrStaticLimit", i, err)
+		}
+	}
+	e2, err := c.acquire(ctx, big, d, sandbox.CompileConfig{Limits: sandbox.DefaultStaticLimits})
+	if err != nil || e2 != e {
+		t.Fatalf("defaults, cached: %v, %v; want the cached module", e2, err)
+	}
+	if eng.compiles != 3 {
+		t.Errorf("compiles %d, want 3: one refusal, one compile, one check of the tight limits", eng.compiles)
+	}
+	if e.users != 2 {
+		t.Errorf("users %d, want 2: a refused run holds nothing", e.users)
+	}
+	c.release(e)
+	c.release(e2)
+	if e.mod.(*fakeModule).closes() != 0 {
+		t.Error("a refusal closed the cached module")
+	}
+
+	// A run waiting for a compile that the compiling run's limits refuse
+	// compiles under its own.
+	other := []byte("big")
+	c = newModuleCache(eng, 2)
+	eng.mu.Lock()
+	eng.gate = make(chan struct{})
+	n := eng.compiles
+	eng.mu.Unlock()
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.acquire(ctx, other, d, tight)
+		first <- err
+	}()
+	for m := n; m != n+1; runtime.Gosched() {
+		eng.mu.Lock()
+		m = eng.compiles
+		eng.mu.Unlock()
+	}
+	second := make(chan error, 1)
+	go func() {
+		_, err := c.acquire(ctx, other, d, sandbox.CompileConfig{})
+		second <- err
+	}()
+	for users := 0; users != 2; runtime.Gosched() {
+		c.mu.Lock()
+		if e := c.entries[d]; e != nil {
+			users = e.users
+		}
+		c.mu.Unlock()
+	}
+	eng.mu.Lock()
+	close(eng.gate)
+	eng.mu.Unlock()
+	if err := <-first; !errors.Is(err, sandbox.ErrStaticLimit) {
+		t.Fatalf("first: %v, want ErrStaticLimit", err)
+	}
+	if err := <-second; err != nil {
+		t.Fatalf("second: %v, want the module compiled under its own limits", err)
 	}
 }

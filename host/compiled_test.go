@@ -26,10 +26,14 @@ type countingEngine struct {
 }
 
 func (e *countingEngine) Compile(ctx context.Context, wasm []byte) (sandbox.Module, error) {
+	return e.CompileWith(ctx, wasm, sandbox.CompileConfig{})
+}
+
+func (e *countingEngine) CompileWith(ctx context.Context, wasm []byte, cfg sandbox.CompileConfig) (sandbox.Module, error) {
 	e.mu.Lock()
 	e.compiles[sandbox.Digest(wasm)]++
 	e.mu.Unlock()
-	return e.Engine.Compile(ctx, wasm)
+	return e.Engine.CompileWith(ctx, wasm, cfg)
 }
 
 func (e *countingEngine) Close(ctx context.Context) error {

@@ -23,6 +23,30 @@
 // never waited for: a subscriber that falls behind misses events, and the
 // next one it gets counts them (Event.Dropped).
 //
+// # Sessions: a policy served to a client the kernel does not run
+//
+// A policy (manifest.LoadPolicy: a session block and tool blocks) is served
+// as sessions, one per client connection, the way "mandate mcp serve" does:
+//
+//	p, err := manifest.LoadPolicy("desk.hcl", vars)
+//	pinned, err := h.PinPolicy(ctx, p) // the tools' modules read, built and checked once
+//	s, err := h.StartSession(ctx, host.SessionSpec{Policy: pinned, Approver: approvals})
+//	defer s.End() // recorded as done
+//	for _, t := range s.Tools() { ... } // their modules compiled on the host's engine
+//	child, err := s.Task().StartChild(ctx, kernel.ChildSpec{Module: t.Module, Input: args,
+//		Caps: []kernel.PassedCap{{Name: "web", Cap: webCap}}}) // one tool call
+//
+// A session is a run like any other, and nothing about it is wired apart:
+// it is in the run store from its start, its kernel has every run's
+// configuration (kinds, module resolver, observer, placer, auditor), so a
+// tool may spawn children under a spawn capability (the session task is at
+// depth 0, a tool's task at 1) and be watched live in "mandate ui", and its
+// ended calls are recorded and forgotten as a run's children are. Its root
+// task holds every tool's capabilities (SessionCapName) and runs nothing;
+// each call is a child the host starts (kernel.Task.StartChild), through
+// the one spawn pipeline. The approver is the session's from its kernel's
+// start (internal/mcpserve's Approvals ask the person through the client).
+//
 // # One engine for every run
 //
 // A host makes one engine (Options.Engine) on its first run and runs every
@@ -48,6 +72,19 @@
 // (rows are upserted, never replaced by a smaller graph), so the record of
 // the run, Outcome.Record and a receipt have every task. Measured by
 // BenchmarkSoak, a run of 100,100 tasks in one process (BENCHMARKS.md).
+//
+// # What the store keeps of results and outputs
+//
+// The record of each task holds at most its limits.stored_output
+// (kernel.Limits.MaxStoredOutput, 1 MiB by default) of its result and of
+// each of its stdout and stderr (TaskOutputs): a longer one is cut, and
+// the record says so (runstore.Output: Truncated, Dropped, Size, the
+// whole). Only the kept bytes are copied; a parent's task_wait shares its
+// child's result bytes rather than copying them. So a child that returns
+// 48 MiB adds about 1 MiB per task to runs.db, not the result, and the
+// host holds the result about once (the child's blob, shared, and the
+// copy in Outcome.Result): BENCHMARKS.md, "Results kept". The answer
+// itself (Outcome.Result, "mandate run"'s output) is never cut.
 //
 // What is forgotten cannot matter to a later decision: a task's
 // capabilities, and whatever was derived from them, are held by it or its

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // EventKind names what happened in a run.
@@ -48,7 +49,7 @@ type Event struct {
 	Errno    string           `json:"errno,omitempty"`
 	Reason   string           `json:"reason,omitempty"`
 	State    kernel.TaskState `json:"state,omitempty"`
-	Label    kernel.Label     `json:"label,omitzero"`
+	Label    kindapi.Label    `json:"label,omitzero"`
 	// Dropped counts the events this subscriber missed just before this
 	// one, its channel being full.
 	Dropped int `json:"dropped,omitempty"`

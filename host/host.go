@@ -16,6 +16,7 @@ import (
 	"github.com/mandatevm/mandate/audit"
 	"github.com/mandatevm/mandate/constraint"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/manifest"
 	"github.com/mandatevm/mandate/runstore"
 	"github.com/mandatevm/mandate/sandbox"
@@ -208,7 +209,7 @@ type RunSpec struct {
 	// Seed, when set, is the stable identity of a run that may be run
 	// again (a fleet's submission id, the same for every attempt): grants
 	// derive from it what must not change between attempts, such as pay's
-	// idempotency keys (kernel.GrantContext.Seed). With a manifest's retry
+	// idempotency keys (kindapi.GrantContext.Seed). With a manifest's retry
 	// set, the run is refused unless every capability is repeatable.
 	Seed string
 	// Placer runs the children a spawn capability places on other nodes
@@ -234,6 +235,13 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 // read or built, its digest does not match the manifest's) records
 // nothing.
 func (h *Host) Start(ctx context.Context, spec RunSpec) (*Run, error) {
+	return starting(h, func() (*Run, error) { return h.start(ctx, spec) })
+}
+
+// starting counts a run about to start among the host's runs (Close waits
+// for them), unless the host is closed, and runs start; a run that does
+// not start is not counted.
+func starting[R any](h *Host, start func() (*R, error)) (*R, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -241,7 +249,7 @@ func (h *Host) Start(ctx context.Context, spec RunSpec) (*Run, error) {
 	}
 	h.runs.Add(1)
 	h.mu.Unlock()
-	r, err := h.start(ctx, spec)
+	r, err := start()
 	if err != nil {
 		h.runs.Done()
 		return nil, err
@@ -256,14 +264,7 @@ func (h *Host) start(ctx context.Context, spec RunSpec) (*Run, error) {
 	// The spawn modules are resolved into the run's copy of the caps.
 	m := *spec.Manifest
 	m.Caps = slices.Clone(spec.Manifest.Caps)
-	logger := spec.Logger
-	if logger == nil {
-		logger = h.opts.Logger
-	}
-	approver := spec.Approver
-	if approver == nil {
-		approver = h.opts.Approver
-	}
+	logger, approver := h.defaults(spec.Logger, spec.Approver)
 	if m.ModuleIsDir && spec.Module == nil {
 		logger.Debug("building guest", "dir", m.ModulePath)
 	}
@@ -281,76 +282,43 @@ func (h *Host) start(ctx context.Context, spec RunSpec) (*Run, error) {
 	if err := m.CheckDigest(digest); err != nil {
 		return nil, err
 	}
-	started := time.Now()
 	abs, _ := filepath.Abs(m.Path)
-	r := &Run{h: h, logger: logger, ctx: ctx, receipt: spec.Receipt, done: make(chan struct{}), wake: make(chan struct{}, 1)}
-	r.info = runstore.Run{
+	started := time.Now()
+	r, err := h.newRun(ctx, runstore.Run{
 		ID: NewRunID(started), Manifest: abs, Task: m.Name, Module: m.ModulePath, Digest: digest,
 		Principal: m.Principal, Engine: h.opts.Engine, Started: started.UTC(),
-	}
-	// The run is in the store from its start: a run whose process dies
-	// shows as "running", next to its audit entries.
-	if err := h.store.Begin(ctx, r.info); err != nil {
+	}, runConfig{logger: logger, approver: approver, placer: spec.Placer, receipt: spec.Receipt, begun: spec.Begun})
+	if err != nil {
 		return nil, err
 	}
-	if spec.Begun != nil {
-		spec.Begun(r.info.ID)
-	}
-	// From here on, a run refused before its task ran is recorded as
-	// refused, with why: never left "running".
-	refuse := func(err error) (*Run, error) {
-		r.info.Ended, r.info.Exit, r.info.State, r.info.Error = time.Now().UTC(), ExitUsage, runstore.StateRefused, err.Error()
-		rec := runstore.Record{Version: runstore.RecordVersion, Run: r.info,
-			Graph: kernel.Graph{Tasks: []kernel.GraphTask{}, Caps: []kernel.GraphCap{}}}
-		if r.k != nil {
-			rec.Graph = r.k.Graph()
-		}
-		if ferr := h.store.Finish(context.Background(), rec); ferr != nil {
-			err = errors.Join(err, ferr)
-		}
-		r.release()
-		h.subs.send(Event{Kind: EventDone, Run: r.info.ID, Time: time.Now(), State: kernel.TaskState(runstore.StateRefused), Reason: err.Error()})
-		return nil, &RefusedError{Record: rec, Err: err}
-	}
-	r.cache, err = h.engine(ctx)
+	wasms, err := readSpawnModules(ctx, m.Caps, m.Dir, h.opts.CacheDir, digest)
 	if err != nil {
-		return refuse(fmt.Errorf("engine %s: %v", h.opts.Engine, err))
+		return r.refused(err)
 	}
-	r.modules = newModuleSet()
-	r.auditor = NewAuditor(h.log.ForRun(r.info.ID), logger.Named("audit"))
-	r.auditor.notify = r.notify
-	ks, closeKinds := KindsWith(h.opts.StateDir, h.opts.DataStore)
-	r.closeKinds = closeKinds
-	r.k, err = kernel.New(kernel.Config{
-		Engine: r.cache.eng, HostRegistered: true, Kinds: ks, Logger: logger,
-		Approver: approver, Constraints: constraint.New(), Modules: r.modules,
-		Auditor: r.auditor, Declassifiers: Declassifiers, Observer: (*observer)(r),
-		Placer: spec.Placer,
-	})
-	if err != nil {
-		return refuse(err)
-	}
-	if err := resolveSpawnModules(ctx, &m, r.compile, h.opts.CacheDir, r.modules, digest); err != nil {
-		return refuse(err)
+	// The spawn modules are the root's children's: compiled under its
+	// limits, which its children inherit.
+	compileLimits := m.Limits().CompileLimits()
+	if err := r.addModules(ctx, wasms, compileLimits); err != nil {
+		return r.refused(err)
 	}
 	if err := SeedTo(ctx, m.Seeds, h.opts.DataStore); err != nil {
-		return refuse(err)
+		return r.refused(err)
 	}
-	grants, err := m.GrantsWith(r.k, kernel.GrantContext{Dir: m.Dir, Seed: spec.Seed})
+	grants, err := m.GrantsWith(r.k, kindapi.GrantContext{Dir: m.Dir, Seed: spec.Seed})
 	if err != nil {
-		return refuse(err)
+		return r.refused(err)
 	}
 	if m.Retry > 0 && spec.Seed != "" {
 		if err := CheckRepeatable(r.k, grants); err != nil {
-			return refuse(err)
+			return r.refused(err)
 		}
 	}
-	r.mod, err = r.compile(ctx, wasm, digest)
+	r.mod, err = r.compile(ctx, wasm, digest, compileLimits)
 	if err != nil {
-		return refuse(m.ModuleError(err))
+		return r.refused(m.ModuleError(err))
 	}
 	r.modules.setRoot(r.mod)
-	r.task, err = r.k.Start(ctx, kernel.TaskSpec{
+	return r.launch(ctx, kernel.TaskSpec{
 		Module:    r.mod,
 		Principal: m.Principal,
 		Name:      m.Name,
@@ -362,10 +330,107 @@ func (h *Host) start(ctx context.Context, spec RunSpec) (*Run, error) {
 
 		RefuseTaintedResult: m.RefuseTaintedResult,
 	})
-	if err != nil {
-		return refuse(err)
+}
+
+// defaults are a run's logger and approver, or the host's.
+func (h *Host) defaults(logger hclog.Logger, approver kernel.Approver) (hclog.Logger, kernel.Approver) {
+	if logger == nil {
+		logger = h.opts.Logger
 	}
-	h.subs.send(Event{Kind: EventStarted, Run: r.info.ID, Time: started, Task: r.task.ID()})
+	if approver == nil {
+		approver = h.opts.Approver
+	}
+	return logger, approver
+}
+
+// runConfig is what a run is started with, besides what it runs.
+type runConfig struct {
+	logger   hclog.Logger
+	approver kernel.Approver
+	placer   kernel.Placer
+	receipt  string
+	begun    func(id string)
+}
+
+// newRun begins a run recorded as info: in the run store from its start
+// (a run whose process dies shows as "running", next to its audit
+// entries), on the host's engine, with its kernel configured as every
+// run's is (the kinds, the approver, the module resolver, the auditor,
+// the observer, the placer). From here on a run refused before its task
+// ran is recorded as refused (Run.refused). An error before the run was
+// begun records nothing.
+func (h *Host) newRun(ctx context.Context, info runstore.Run, c runConfig) (*Run, error) {
+	r := &Run{h: h, logger: c.logger, ctx: ctx, receipt: c.receipt, info: info, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	if err := h.store.Begin(ctx, r.info); err != nil {
+		return nil, err
+	}
+	if c.begun != nil {
+		c.begun(r.info.ID)
+	}
+	var err error
+	r.cache, err = h.engine(ctx)
+	if err != nil {
+		_, err = r.refused(fmt.Errorf("engine %s: %v", h.opts.Engine, err))
+		return nil, err
+	}
+	r.modules = newModuleSet()
+	r.auditor = NewAuditor(h.log.ForRun(r.info.ID), c.logger.Named("audit"))
+	r.auditor.notify = r.notify
+	ks, closeKinds := KindsWith(h.opts.StateDir, h.opts.DataStore)
+	r.closeKinds = closeKinds
+	r.k, err = kernel.New(kernel.Config{
+		Engine: r.cache.eng, HostRegistered: true, Kinds: ks, Logger: c.logger,
+		Approver: c.approver, Constraints: constraint.New(), Modules: r.modules,
+		Auditor: r.auditor, Declassifiers: Declassifiers(), Observer: (*observer)(r),
+		Placer: c.placer,
+	})
+	if err != nil {
+		_, err = r.refused(err)
+		return nil, err
+	}
+	return r, nil
+}
+
+// refused records a run refused before its task ran, with why, and
+// returns the *RefusedError to return: never left "running". A run whose
+// module's compile ran out of its task's time or memory (the engine's
+// sandbox.ErrTimeout or ErrMemoryLimit) is recorded as the task's:
+// timed out or out of memory, ExitLimit; one the run's context stopped
+// (Ctrl-C while its module compiled) as interrupted: killed,
+// ExitInterrupted.
+func (r *Run) refused(err error) (*Run, error) {
+	h := r.h
+	exit, state := ExitUsage, runstore.StateRefused
+	switch {
+	case r.ctxErr() != nil && (errors.Is(err, sandbox.ErrCanceled) || errors.Is(err, context.Canceled)):
+		exit, state = ExitInterrupted, string(kernel.TaskKilled)
+	case errors.Is(err, sandbox.ErrTimeout):
+		exit, state = ExitLimit, string(kernel.TaskTimedOut)
+	case errors.Is(err, sandbox.ErrMemoryLimit):
+		exit, state = ExitLimit, string(kernel.TaskOutOfMemory)
+	}
+	r.info.Ended, r.info.Exit, r.info.State, r.info.Error = time.Now().UTC(), exit, state, err.Error()
+	rec := runstore.Record{Version: runstore.RecordVersion, Run: r.info,
+		Graph: kernel.Graph{Tasks: []kernel.GraphTask{}, Caps: []kernel.GraphCap{}}}
+	if r.k != nil {
+		rec.Graph = r.k.Graph()
+	}
+	if ferr := h.store.Finish(context.Background(), rec); ferr != nil {
+		err = errors.Join(err, ferr)
+	}
+	r.release()
+	h.subs.send(Event{Kind: EventDone, Run: r.info.ID, Time: time.Now(), State: kernel.TaskState(state), Reason: err.Error()})
+	return nil, &RefusedError{Record: rec, Err: err}
+}
+
+// launch starts the run's root task and follows it until it ends.
+func (r *Run) launch(ctx context.Context, spec kernel.TaskSpec) (*Run, error) {
+	var err error
+	r.task, err = r.k.Start(ctx, spec)
+	if err != nil {
+		return r.refused(err)
+	}
+	r.h.subs.send(Event{Kind: EventStarted, Run: r.info.ID, Time: r.info.Started, Task: r.task.ID()})
 	go r.record()
 	return r, nil
 }
@@ -388,7 +453,7 @@ const (
 )
 
 // CheckRepeatable returns an error naming the first grant that is not
-// repeatable (kernel.Description.Repeatable): a task holding it may not be
+// repeatable (kindapi.Description.Repeatable): a task holding it may not be
 // run again after its node is lost.
 func CheckRepeatable(k *kernel.Kernel, grants []kernel.GrantSpec) error {
 	for _, g := range grants {

@@ -12,6 +12,7 @@ import (
 	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/internal/sdkembed"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/manifest"
 	"github.com/mandatevm/mandate/sandbox"
 )
@@ -44,22 +45,23 @@ func (s *moduleSet) setRoot(m sandbox.Module) {
 	}
 }
 
-// resolveSpawnModules rewrites the modules of every cap "spawn" block:
-// an entry that is a path (relative to the manifest) of a .wasm file or a
-// Go guest directory is built or read, compiled, and replaced by its
-// digest, so the kind sees digests only. An entry that is already a digest
-// must be the digest of a module named elsewhere in the manifest (the root
-// task's or another entry), since the run can run nothing else. compile
-// compiles a module (the run's, through the host's cache).
-func resolveSpawnModules(ctx context.Context, m *manifest.Manifest, compile func(ctx context.Context, wasm []byte, digest string) (sandbox.Module, error), cache string, set *moduleSet, rootDigest string) error {
-	for i := range m.Caps {
-		c := &m.Caps[i]
+// readSpawnModules rewrites the modules of every cap "spawn" block of
+// caps: an entry that is a path (relative to dir) of a .wasm file or a
+// guest directory is read or built and replaced by its digest, so the kind
+// sees digests only. An entry that is already a digest must be the digest
+// of a module named elsewhere (rootDigest, the task's own, or another
+// entry), since the run can run nothing else. It returns the modules read,
+// by digest, for Run.addModules to compile.
+func readSpawnModules(ctx context.Context, caps []manifest.Cap, dir, cache, rootDigest string) (map[string]spawnModule, error) {
+	wasms := map[string]spawnModule{}
+	for i := range caps {
+		c := &caps[i]
 		if c.Kind != "spawn" {
 			continue
 		}
 		var spec map[string]any
 		if err := json.Unmarshal(c.Spec, &spec); err != nil {
-			return c.Error(err)
+			return nil, c.Error(err)
 		}
 		list, _ := spec["modules"].([]any)
 		var digests []any
@@ -72,11 +74,11 @@ func resolveSpawnModules(ctx context.Context, m *manifest.Manifest, compile func
 				continue
 			}
 			if s == "" {
-				return c.Error(&kernel.FieldError{Field: "modules", Msg: "an entry is not a string"})
+				return nil, c.Error(&kindapi.FieldError{Field: "modules", Msg: "an entry is not a string"})
 			}
 			path := s
 			if !filepath.IsAbs(path) {
-				path = filepath.Join(m.Dir, path)
+				path = filepath.Join(dir, path)
 			}
 			var wasm []byte
 			fi, err := os.Stat(path)
@@ -86,18 +88,18 @@ func resolveSpawnModules(ctx context.Context, m *manifest.Manifest, compile func
 				wasm, err = os.ReadFile(path)
 			}
 			if err != nil {
-				return c.Error(&kernel.FieldError{Field: "modules", Msg: fmt.Sprintf("module %s: %v", s, err)})
+				return nil, c.Error(&kindapi.FieldError{Field: "modules", Msg: fmt.Sprintf("module %s: %v", s, err)})
 			}
-			mod, err := compile(ctx, wasm, sandbox.Digest(wasm))
-			if err != nil {
-				return c.Error(&kernel.FieldError{Field: "modules", Msg: fmt.Sprintf("module %s: %v", s, err)})
-			}
-			set.mods[mod.Digest()] = mod
-			digests = append(digests, mod.Digest())
+			d := sandbox.Digest(wasm)
+			name, c := s, c
+			wasms[d] = spawnModule{wasm: wasm, err: func(err error) error {
+				return c.Error(&kindapi.FieldError{Field: "modules", Msg: fmt.Sprintf("module %s: %v", name, err)})
+			}}
+			digests = append(digests, d)
 		}
 		for _, d := range pinned {
-			if _, ok := set.mods[d]; !ok && d != rootDigest {
-				return c.Error(&kernel.FieldError{Field: "modules", Msg: fmt.Sprintf("%s is not the digest of a module this manifest names; name the module's path instead", d)})
+			if _, ok := wasms[d]; !ok && d != rootDigest {
+				return nil, c.Error(&kindapi.FieldError{Field: "modules", Msg: fmt.Sprintf("%s is not the digest of a module this manifest names; name the module's path instead", d)})
 			}
 		}
 		if list != nil {
@@ -105,9 +107,29 @@ func resolveSpawnModules(ctx context.Context, m *manifest.Manifest, compile func
 		}
 		b, err := json.Marshal(spec)
 		if err != nil {
-			return c.Error(err)
+			return nil, c.Error(err)
 		}
 		c.Spec = b
+	}
+	return wasms, nil
+}
+
+// spawnModule is a module a spawn capability names, read, and how to
+// report an error of it (at the cap block, by the name it was given).
+type spawnModule struct {
+	wasm []byte
+	err  func(error) error
+}
+
+// addModules compiles wasms (by digest) through the host's cache, under
+// cfg, into the run's module set: what its spawn capabilities may start.
+func (r *Run) addModules(ctx context.Context, wasms map[string]spawnModule, cfg sandbox.CompileConfig) error {
+	for d, m := range wasms {
+		mod, err := r.compile(ctx, m.wasm, d, cfg)
+		if err != nil {
+			return m.err(err)
+		}
+		r.modules.mods[d] = mod
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,12 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/audit"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/runstore"
 	"github.com/mandatevm/mandate/sandbox"
 )
@@ -43,6 +46,7 @@ type Run struct {
 	subs       fanout
 	receipt    string
 	done       chan struct{}
+	ended      atomic.Bool // its host ended it (Session.End): killed is its normal end
 	outcome    *Outcome
 
 	mu        sync.Mutex
@@ -97,7 +101,7 @@ type Outcome struct {
 	// it came from, web:reviews.example) and whose data it holds.
 	Result      []byte
 	HasResult   bool
-	ResultLabel kernel.Label
+	ResultLabel kindapi.Label
 	// State is the root task's; Err its error (nil when it finished
 	// normally); Exit the exit code recorded (ExitOK...).
 	State kernel.TaskState
@@ -200,19 +204,23 @@ func (r *Run) forget() {
 		r.mu.Unlock()
 		return
 	}
+	forgot := 0
 	for _, t := range pending {
 		if err := r.k.Forget(t); err != nil {
 			r.logger.Warn("forget", "task", t.ID(), "error", err)
 			continue
 		}
-		r.forgotten++
+		forgot++
 	}
+	r.forgotten += forgot
+	r.logger.Debug("ended tasks recorded and forgotten", "run", r.info.ID, "tasks", forgot, "kept", len(r.k.Tasks()))
 }
 
 // snapshot is the record of what the kernel has not forgotten.
 func (r *Run) snapshot() runstore.Record {
 	rec := runstore.Record{Version: runstore.RecordVersion, Run: r.info, Graph: r.k.Graph(), Outputs: TaskOutputs(r.k)}
 	rec.Denials, rec.Flows, rec.DenialsDropped, rec.FlowsDropped = r.auditor.Kept()
+	rec.Approvals = r.auditor.Approvals()
 	return rec
 }
 
@@ -220,7 +228,11 @@ func (r *Run) snapshot() runstore.Record {
 func (r *Run) finish() {
 	taskErr := r.task.Wait(context.Background())
 	ended := time.Now()
-	o := &Outcome{State: r.task.State(), Err: taskErr}
+	state := r.task.State()
+	if r.ended.Load() && state == kernel.TaskKilled {
+		state, taskErr = kernel.TaskDone, nil // a session its host ended
+	}
+	o := &Outcome{State: state, Err: taskErr}
 	o.Result, o.HasResult = r.task.Result()
 	if b := r.task.ResultBlob(); b != nil {
 		o.ResultLabel = b.Label()
@@ -296,9 +308,11 @@ func (r *Run) ctxErr() error {
 }
 
 // compile returns the host's compiled module of wasm (of digest
-// digest), held until the run ends.
-func (r *Run) compile(ctx context.Context, wasm []byte, digest string) (sandbox.Module, error) {
-	e, err := r.cache.acquire(ctx, wasm, digest)
+// digest), compiled and checked under cfg (the CompileConfig of the task
+// whose module it is: kernel.Limits.CompileLimits), held until the run
+// ends.
+func (r *Run) compile(ctx context.Context, wasm []byte, digest string, cfg sandbox.CompileConfig) (sandbox.Module, error) {
+	e, err := r.cache.acquire(ctx, wasm, digest, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -341,20 +355,34 @@ func exitFor(state kernel.TaskState, err error, interrupted bool) int {
 }
 
 // TaskOutputs is what every task of k left: its result, when it set one,
-// and what was kept of its stdout and stderr, when there is any.
+// and what was kept of its stdout and stderr, when there is any; each cut
+// to the task's limits.stored_output (kernel.Limits.MaxStoredOutput), the
+// cut recorded (Truncated, Dropped: the bytes not kept, so Size is the
+// whole). Only what is kept is copied: a task's large result is read, not
+// duplicated.
 func TaskOutputs(k *kernel.Kernel) []runstore.Output {
 	var out []runstore.Output
 	for _, t := range k.Tasks() {
-		if res, ok := t.Result(); ok {
-			out = append(out, runstore.Output{Task: t.ID(), Stream: runstore.StreamResult, Data: res})
+		keep := t.Limits().MaxStoredOutput
+		if b := t.ResultBlob(); b != nil {
+			n := min(int64(b.Len()), keep)
+			data := make([]byte, n)
+			b.ReadAt(data, 0)
+			out = append(out, runstore.Output{Task: t.ID(), Stream: runstore.StreamResult, Data: data,
+				Truncated: n < int64(b.Len()), Dropped: int64(b.Len()) - n, Size: int64(b.Len())})
 		}
 		for _, s := range []struct {
 			name string
 			o    kernel.Output
 		}{{runstore.StreamStdout, t.Stdout()}, {runstore.StreamStderr, t.Stderr()}} {
 			if len(s.o.Data) > 0 || s.o.Truncated {
-				out = append(out, runstore.Output{Task: t.ID(), Stream: s.name, Data: s.o.Data,
-					Truncated: s.o.Truncated, Dropped: s.o.Dropped})
+				o := runstore.Output{Task: t.ID(), Stream: s.name, Data: s.o.Data,
+					Truncated: s.o.Truncated, Dropped: s.o.Dropped, Size: int64(len(s.o.Data)) + s.o.Dropped}
+				if int64(len(o.Data)) > keep {
+					o.Dropped += int64(len(o.Data)) - keep
+					o.Data, o.Truncated = bytes.Clone(o.Data[:keep]), true
+				}
+				out = append(out, o)
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Uses and totals (law 5: budgets are debited in the kernel, across the
@@ -14,7 +15,8 @@ import (
 // kind whose calls carry an amount (Info.Amounts) may also carry a budget,
 // the most they may spend together. Both are reserved before a call is
 // decided and committed only when its effect happened: a refused call, or
-// an effect that did not leave the kernel (NotPerformed), counts nothing.
+// an effect that did not leave the kernel (kindapi.NotPerformed), counts
+// nothing.
 
 // allowance is the uses and budget of one capability.
 type allowance struct {
@@ -51,10 +53,10 @@ func reserveAllowance(c *Cap, amount int64) error {
 			note = " (on an ancestor capability, shared with its whole subtree)"
 		}
 		if a.maxUses > 0 && a.uses+1 > a.maxUses {
-			return Errorf(abi.ELIMIT, "all %d uses spent%s", a.maxUses, note)
+			return kindapi.Errorf(abi.ELIMIT, "all %d uses spent%s", a.maxUses, note)
 		}
 		if a.budget > 0 && amount > 0 && a.spent+amount > a.budget {
-			return Errorf(abi.ELIMIT, "budget exhausted: %s of %s spent, %s more requested%s",
+			return kindapi.Errorf(abi.ELIMIT, "budget exhausted: %s of %s spent, %s more requested%s",
 				c.formatAmount(a.spent), c.formatAmount(a.budget), c.formatAmount(amount), note)
 		}
 	}
@@ -143,42 +145,42 @@ func effectiveLimits(c *Cap) Allowance {
 
 // ParseBudget reads a budget for a grant of the named kind, in that kind's
 // unit for scope s. Kinds whose calls carry no amount have no budget.
-func (k *Kernel) ParseBudget(kind string, s Scope, text string) (int64, error) {
+func (k *Kernel) ParseBudget(kind string, s kindapi.Scope, text string) (int64, error) {
 	r, ok := k.kinds[kind]
 	if !ok {
 		return 0, fmt.Errorf("unknown capability kind %q", kind)
 	}
-	return ParseBudget(r.kind, s, text)
+	return kindapi.ParseBudget(r.kind, s, text)
 }
 
 // splitAllowanceReq removes "max_uses" and "budget" from a derive request
 // and returns the allowance they ask for, checked against parent's chain:
 // a request for more than an ancestor allows is refused (law 3), never
 // clamped.
-func (k *Kernel) splitAllowanceReq(parent *Cap, scope Scope, m map[string]json.RawMessage) (Allowance, error) {
+func (k *Kernel) splitAllowanceReq(parent *Cap, scope kindapi.Scope, m map[string]json.RawMessage) (Allowance, error) {
 	var a Allowance
 	lim := effectiveLimits(parent)
 	if raw, ok := m["max_uses"]; ok {
 		delete(m, "max_uses")
 		if err := json.Unmarshal(raw, &a.MaxUses); err != nil || a.MaxUses < 1 {
-			return a, Errorf(abi.EINVAL, "max_uses must be a whole number of at least 1")
+			return a, kindapi.Errorf(abi.EINVAL, "max_uses must be a whole number of at least 1")
 		}
 		if lim.MaxUses > 0 && a.MaxUses > lim.MaxUses {
-			return a, Errorf(abi.EDENIED, "max_uses %d exceeds the %d allowed", a.MaxUses, lim.MaxUses)
+			return a, kindapi.Errorf(abi.EDENIED, "max_uses %d exceeds the %d allowed", a.MaxUses, lim.MaxUses)
 		}
 	}
 	if raw, ok := m["budget"]; ok {
 		delete(m, "budget")
 		var text string
 		if err := json.Unmarshal(raw, &text); err != nil {
-			return a, Errorf(abi.EINVAL, "budget must be a string such as \"50.00\"")
+			return a, kindapi.Errorf(abi.EINVAL, "budget must be a string such as \"50.00\"")
 		}
 		n, err := k.ParseBudget(parent.kind.Name(), scope, text)
 		if err != nil {
-			return a, Errorf(abi.EINVAL, "%v", err)
+			return a, kindapi.Errorf(abi.EINVAL, "%v", err)
 		}
 		if lim.Budget > 0 && n > lim.Budget {
-			return a, Errorf(abi.EDENIED, "budget %s exceeds the %s allowed", parent.formatAmount(n), parent.formatAmount(lim.Budget))
+			return a, kindapi.Errorf(abi.EDENIED, "budget %s exceeds the %s allowed", parent.formatAmount(n), parent.formatAmount(lim.Budget))
 		}
 		a.Budget = n
 	}

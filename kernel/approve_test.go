@@ -2,13 +2,16 @@ package kernel
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // approveKind's act needs a yes, unless quiet; a quiet act returns a blob.
@@ -17,25 +20,27 @@ type approveKind struct {
 	quiet   bool
 }
 
-func (*approveKind) Name() string                              { return "appr" }
-func (*approveKind) Info() Info                                { return Info{Ops: []string{"act"}} }
-func (*approveKind) Grant(GrantContext, []byte) (Scope, error) { return nopScope{}, nil }
-func (*approveKind) Narrow(Scope, []byte) (Scope, error)       { return nopScope{}, nil }
-func (*approveKind) Describe(Scope) Description                { return Description{} }
-func (k *approveKind) Prepare(c *Call) (Op, error) {
+func (*approveKind) Name() string       { return "appr" }
+func (*approveKind) Info() kindapi.Info { return kindapi.Info{Ops: []string{"act"}} }
+func (*approveKind) Grant(kindapi.GrantContext, []byte) (kindapi.Scope, error) {
+	return nopScope{}, nil
+}
+func (*approveKind) Narrow(kindapi.Scope, []byte) (kindapi.Scope, error) { return nopScope{}, nil }
+func (*approveKind) Describe(kindapi.Scope) kindapi.Description          { return kindapi.Description{} }
+func (k *approveKind) Prepare(c *kindapi.Call) (kindapi.Op, error) {
 	if k.quiet {
-		return Op{Effect: func(context.Context) (*Result, error) {
+		return kindapi.Op{Effect: func(context.Context) (*kindapi.Result, error) {
 			k.effects++
-			return &Result{Data: []byte("done")}, nil
+			return &kindapi.Result{Data: []byte("done")}, nil
 		}}, nil
 	}
-	return Op{
+	return kindapi.Op{
 		NoResult:      true,
 		NeedsApproval: "the thing always needs a yes",
-		Show: func() Effect {
-			return Effect{Summary: "do the thing", Details: []Detail{{Name: "amount", Value: "3"}}}
+		Show: func() kindapi.Preview {
+			return kindapi.Preview{Summary: "do the thing", Details: []kindapi.Detail{{Name: "amount", Value: "3"}}}
 		},
-		Effect: func(context.Context) (*Result, error) {
+		Effect: func(context.Context) (*kindapi.Result, error) {
 			k.effects++
 			return nil, nil
 		},
@@ -72,7 +77,7 @@ func TestApproval(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			kind := &approveKind{}
 			aud := &recAuditor{}
-			k, err := New(Config{Engine: nullEngine{}, Kinds: []Kind{kind}, Approver: tc.approver, Auditor: aud})
+			k, err := New(Config{Engine: nullEngine{}, Kinds: []kindapi.Kind{kind}, Approver: tc.approver, Auditor: aud})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +86,7 @@ func TestApproval(t *testing.T) {
 			c, _ := k.newCap(k.kinds["appr"], nopScope{}, "a", nil, task, false, Constraints{})
 			h, _ := task.table.InsertCap(c)
 			_, err = task.Invoke(context.Background(), h, "act", nil)
-			if got := ErrnoOf(err); got != tc.want {
+			if got := kindapi.ErrnoOf(err); got != tc.want {
 				t.Fatalf("Invoke = %v (%v), want %v", got, err, tc.want)
 			}
 			if kind.effects != tc.effects {
@@ -122,7 +127,7 @@ func (a *failingAuditor) Record(ctx context.Context, ev AuditEvent) error {
 func TestAuditFailureStopsTheEffect(t *testing.T) {
 	kind := &approveKind{quiet: true}
 	aud := &failingAuditor{}
-	k, err := New(Config{Engine: nullEngine{}, Kinds: []Kind{kind}, Auditor: aud, Approver: ApproverFunc(func(context.Context, ApprovalRequest) (bool, error) { return true, nil })})
+	k, err := New(Config{Engine: nullEngine{}, Kinds: []kindapi.Kind{kind}, Auditor: aud, Approver: ApproverFunc(func(context.Context, ApprovalRequest) (bool, error) { return true, nil })})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +141,7 @@ func TestAuditFailureStopsTheEffect(t *testing.T) {
 	h, _ := task.table.InsertCap(c)
 	before := task.table.Len()
 	_, err = task.Invoke(context.Background(), h, "act", nil)
-	if ErrnoOf(err) != abi.EINTERNAL {
+	if kindapi.ErrnoOf(err) != abi.EINTERNAL {
 		t.Fatalf("Invoke with a failing log = %v, want EINTERNAL", err)
 	}
 	if kind.effects != 0 {
@@ -156,15 +161,15 @@ func TestAuditFailureStopsTheEffect(t *testing.T) {
 // mintKind's act shows its arguments as the payee, and needs a yes.
 type mintKind struct{ approveKind }
 
-func (k *mintKind) Prepare(c *Call) (Op, error) {
+func (k *mintKind) Prepare(c *kindapi.Call) (kindapi.Op, error) {
 	payee := string(c.Args)
-	return Op{
+	return kindapi.Op{
 		NoResult:      true,
 		NeedsApproval: "every payment needs a yes",
-		Show: func() Effect {
-			return Effect{Summary: "pay 1,200.00 to " + payee, Details: []Detail{{Name: "payee", Value: payee}}}
+		Show: func() kindapi.Preview {
+			return kindapi.Preview{Summary: "pay 1,200.00 to " + payee, Details: []kindapi.Detail{{Name: "payee", Value: payee}}}
 		},
-		Effect: func(context.Context) (*Result, error) { k.effects++; return nil, nil },
+		Effect: func(context.Context) (*kindapi.Result, error) { k.effects++; return nil, nil },
 	}, nil
 }
 
@@ -176,7 +181,7 @@ func TestApproveMints(t *testing.T) {
 		kind := &mintKind{}
 		asked := 0
 		aud := &recAuditor{}
-		k, err := New(Config{Engine: nullEngine{}, Kinds: []Kind{kind}, Auditor: aud,
+		k, err := New(Config{Engine: nullEngine{}, Kinds: []kindapi.Kind{kind}, Auditor: aud,
 			Approver: ApproverFunc(func(context.Context, ApprovalRequest) (bool, error) { asked++; return true, nil })})
 		if err != nil {
 			t.Fatal(err)
@@ -207,5 +212,29 @@ func TestApproveMints(t *testing.T) {
 		if mints && again != 2 {
 			t.Errorf("%d audited reuses of an approval, want 2", again)
 		}
+	}
+}
+
+// TestApprovalTextCut: a part too long to show is cut in the text, marked
+// with its whole size and digest; the request carries it whole, and its
+// digest is the whole effect's.
+func TestApprovalTextCut(t *testing.T) {
+	long := strings.Repeat("a", 600) + "99"
+	eff := kindapi.Preview{Summary: "post it", Details: []kindapi.Detail{{Name: "body", Value: long}}}
+	r := ApprovalRequest{Task: "t1", Principal: "p", Summary: eff.Summary, Details: eff.Details, Digest: EffectDigest("fetch", eff)}
+	text := r.Text()
+	sum := sha256.Sum256([]byte(long))
+	if !strings.Contains(text, fmt.Sprintf("[cut: the whole 602 bytes have digest sha256:%x]", sum)) || strings.Contains(text, "99") {
+		t.Errorf("a cut part is shown as:\n%s", text)
+	}
+	if !strings.Contains(text, "  effect: "+r.Digest+"\n") {
+		t.Errorf("the text does not end with the effect's digest:\n%s", text)
+	}
+	other := kindapi.Preview{Summary: "post it", Details: []kindapi.Detail{{Name: "body", Value: strings.Repeat("a", 600) + "10"}}}
+	if EffectDigest("fetch", other) == r.Digest {
+		t.Error("two effects that differ past what is shown have the same digest")
+	}
+	if EffectDigest("fetch", eff) != r.Digest || EffectDigest("charge", eff) == r.Digest {
+		t.Error("the digest is not a function of the operation and the whole effect")
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Decision is what the kernel decided about a call.
@@ -38,8 +39,33 @@ type AuditEvent struct {
 	// they may hold secrets); "" otherwise.
 	ArgsDigest string
 	// Label is the task's label at the decision.
-	Label Label
+	Label kindapi.Label
+	// Approval is set on the decisions of a person's approval
+	// ("approve:OP"): what they were asked and how it was answered (the
+	// same is in Reason, as text).
+	Approval *ApprovalDecision
 }
+
+// ApprovalDecision is a person's answer to an approval request, as the
+// audit log records it.
+type ApprovalDecision struct {
+	Summary string
+	Digest  string // the whole effect's (ApprovalRequest.Digest)
+	// Answer is AnswerYes, AnswerNo, AnswerRemembered (approve_mints: the
+	// same effect approved before in the task) or AnswerFailed (the
+	// approver failed: refused).
+	Answer  string
+	Channel string
+	By      string
+}
+
+// Answers of an ApprovalDecision.
+const (
+	AnswerYes        = "yes"
+	AnswerNo         = "no"
+	AnswerRemembered = "remembered"
+	AnswerFailed     = "failed"
+)
 
 // Auditor receives audit events. Record is called before the effect of an
 // allowed decision on an audited capability and for every denial (law 8);
@@ -78,7 +104,64 @@ func RecordElsewhere(ctx context.Context, op string, reason error) error {
 	if t == nil {
 		return errors.New("kernel: no task in the context")
 	}
-	err := Errorf(abi.EINTERNAL, "%v", reason)
+	err := kindapi.Errorf(abi.EINTERNAL, "%v", reason)
 	t.fail(op, err)
 	return t.k.audit(ctx, t, nil, op, Deny, err)
+}
+
+// audit records ev, filling in the task's identity. A failure to record
+// is an internal error: the caller denies.
+func (k *Kernel) audit(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error) error {
+	return k.record(ctx, t, c, op, d, err, "", "", nil)
+}
+
+// auditCall is audit with the digest of the call's arguments.
+func (k *Kernel) auditCall(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error, argsDigest string) error {
+	return k.record(ctx, t, c, op, d, err, argsDigest, "", nil)
+}
+
+// auditText is audit with a text for the entry's reason when there is no
+// error: what an approver was shown, or what a grant passed to a child is.
+func (k *Kernel) auditText(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error, text string) error {
+	return k.record(ctx, t, c, op, d, err, "", text, nil)
+}
+
+// auditApproval records an approval's decision: its text and, for the
+// run's record, the answer.
+func (k *Kernel) auditApproval(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error, text string, a *ApprovalDecision) error {
+	return k.record(ctx, t, c, op, d, err, "", text, a)
+}
+
+func (k *Kernel) record(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error, argsDigest, text string, a *ApprovalDecision) error {
+	ev := AuditEvent{
+		Time:      now(),
+		Task:      t.id,
+		Principal: t.principal,
+		Module:    t.module,
+		Op:        op,
+		Decision:  d,
+		Errno:     kindapi.ErrnoOf(err),
+	}
+	switch {
+	case err != nil && text != "":
+		ev.Reason = err.Error() + "\n" + text
+	case err != nil:
+		ev.Reason = err.Error()
+	default:
+		ev.Reason = text
+	}
+	if c != nil {
+		ev.Cap, ev.Kind = c.id, c.kind.Name()
+		for x := c; x != nil; x = x.parent {
+			ev.Ancestry = append([]string{x.id}, ev.Ancestry...)
+		}
+	}
+	ev.Label = t.Label()
+	ev.ArgsDigest = argsDigest
+	ev.Approval = a
+	if aerr := k.auditor.Record(ctx, ev); aerr != nil {
+		t.logger.Error("audit log failed; denying", "error", aerr)
+		return &kindapi.Error{Errno: abi.EINTERNAL, Msg: "audit log failed", Err: aerr}
+	}
+	return nil
 }

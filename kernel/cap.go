@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"encoding/json"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,9 +14,9 @@ import (
 // derives a new node held by the child), so the graph says who holds what.
 type Cap struct {
 	id     string
-	kind   Kind
+	kind   kindapi.Kind
 	reg    *registered
-	scope  Scope
+	scope  kindapi.Scope
 	name   string // the manifest's name for a root grant; "" for derived
 	parent *Cap
 	holder *Task
@@ -37,7 +38,7 @@ type Cap struct {
 	// person approved on c itself, by digest.
 	approveMints bool
 	approvedMu   sync.Mutex
-	approved     map[[32]byte]struct{}
+	approved     map[string]struct{}
 
 	// children is protected by Kernel.mu.
 	children []*Cap
@@ -47,10 +48,10 @@ type Cap struct {
 func (c *Cap) ID() string { return c.id }
 
 // Kind is the capability's kind.
-func (c *Cap) Kind() Kind { return c.kind }
+func (c *Cap) Kind() kindapi.Kind { return c.kind }
 
 // Scope is the capability's scope.
-func (c *Cap) Scope() Scope { return c.scope }
+func (c *Cap) Scope() kindapi.Scope { return c.scope }
 
 // Name is the manifest name of a root grant, empty for derived caps.
 func (c *Cap) Name() string { return c.name }
@@ -102,7 +103,7 @@ func (c *Cap) parentID() string {
 	return c.parent.id
 }
 
-func scopeJSON(s Scope) json.RawMessage {
+func scopeJSON(s kindapi.Scope) json.RawMessage {
 	b, err := s.MarshalJSON()
 	if err != nil || !json.Valid(b) {
 		b, _ = json.Marshal(map[string]string{"error": "scope not describable"})

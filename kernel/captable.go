@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Table limits.
@@ -19,7 +20,7 @@ const (
 // exactly one.
 type entry struct {
 	cap  *Cap
-	blob *Blob
+	blob *kindapi.Blob
 	task *Task
 }
 
@@ -85,10 +86,10 @@ func (t *CapTable) BlobBytes() int64 {
 	return t.blobBytes
 }
 
-// InsertCap adds c and returns its handle, or ErrLimit when full.
+// InsertCap adds c and returns its handle, or kindapi.ErrLimit when full.
 func (t *CapTable) InsertCap(c *Cap) (abi.Handle, error) { return t.insert(entry{cap: c}) }
 
-// InsertTask adds a handle to child task c, or ErrLimit when full.
+// InsertTask adds a handle to child task c, or kindapi.ErrLimit when full.
 func (t *CapTable) InsertTask(c *Task) (abi.Handle, error) { return t.insert(entry{task: c}) }
 
 // GetTask returns the child task h names.
@@ -96,15 +97,15 @@ func (t *CapTable) GetTask(h abi.Handle) (*Task, error) {
 	e, ok := t.get(h)
 	switch {
 	case !ok:
-		return nil, Errorf(abi.EBADHANDLE, "handle %#x is not in this task's table", uint32(h))
+		return nil, kindapi.Errorf(abi.EBADHANDLE, "handle %#x is not in this task's table", uint32(h))
 	case e.task == nil:
-		return nil, Errorf(abi.EWRONGTYPE, "handle %#x does not name a task", uint32(h))
+		return nil, kindapi.Errorf(abi.EWRONGTYPE, "handle %#x does not name a task", uint32(h))
 	}
 	return e.task, nil
 }
 
-// InsertBlob adds b and returns its handle, or ErrLimit when full.
-func (t *CapTable) InsertBlob(b *Blob) (abi.Handle, error) { return t.insert(entry{blob: b}) }
+// InsertBlob adds b and returns its handle, or kindapi.ErrLimit when full.
+func (t *CapTable) InsertBlob(b *kindapi.Blob) (abi.Handle, error) { return t.insert(entry{blob: b}) }
 
 func (t *CapTable) insert(e entry) (abi.Handle, error) {
 	t.mu.Lock()
@@ -141,28 +142,28 @@ func (t *CapTable) get(h abi.Handle) (entry, bool) {
 	return s.entry, true
 }
 
-// GetCap returns the capability h names: ErrBadHandle when h is not in
-// this table, ErrWrongType when it names a blob.
+// GetCap returns the capability h names: kindapi.ErrBadHandle when h is not
+// in this table, kindapi.ErrWrongType when it names a blob.
 func (t *CapTable) GetCap(h abi.Handle) (*Cap, error) {
 	e, ok := t.get(h)
 	switch {
 	case !ok:
-		return nil, Errorf(abi.EBADHANDLE, "handle %#x is not in this task's table", uint32(h))
+		return nil, kindapi.Errorf(abi.EBADHANDLE, "handle %#x is not in this task's table", uint32(h))
 	case e.cap == nil:
-		return nil, Errorf(abi.EWRONGTYPE, "handle %#x does not name a capability", uint32(h))
+		return nil, kindapi.Errorf(abi.EWRONGTYPE, "handle %#x does not name a capability", uint32(h))
 	}
 	return e.cap, nil
 }
 
-// GetBlob returns the blob h names: ErrBadHandle when h is not in this
-// table, ErrWrongType when it names a capability.
-func (t *CapTable) GetBlob(h abi.Handle) (*Blob, error) {
+// GetBlob returns the blob h names: kindapi.ErrBadHandle when h is not in
+// this table, kindapi.ErrWrongType when it names a capability.
+func (t *CapTable) GetBlob(h abi.Handle) (*kindapi.Blob, error) {
 	e, ok := t.get(h)
 	switch {
 	case !ok:
-		return nil, Errorf(abi.EBADHANDLE, "handle %#x is not in this task's table", uint32(h))
+		return nil, kindapi.Errorf(abi.EBADHANDLE, "handle %#x is not in this task's table", uint32(h))
 	case e.blob == nil:
-		return nil, Errorf(abi.EWRONGTYPE, "handle %#x does not name a blob", uint32(h))
+		return nil, kindapi.Errorf(abi.EWRONGTYPE, "handle %#x does not name a blob", uint32(h))
 	}
 	return e.blob, nil
 }
@@ -180,7 +181,7 @@ func (t *CapTable) remove(h abi.Handle) (entry, error) {
 	defer t.mu.Unlock()
 	s, ok := t.lookup(h)
 	if !ok {
-		return entry{}, Errorf(abi.EBADHANDLE, "handle %#x is not in this task's table", uint32(h))
+		return entry{}, kindapi.Errorf(abi.EBADHANDLE, "handle %#x is not in this task's table", uint32(h))
 	}
 	e := s.entry
 	s.entry, s.used = entry{}, false
@@ -209,7 +210,7 @@ func (t *CapTable) reserve() (int, error) {
 // Preconditions: t.mu is held.
 func (t *CapTable) reserveLocked() (int, error) {
 	if t.n >= t.limit {
-		return -1, Errorf(abi.ELIMIT, "capability table full (%d handles)", t.limit)
+		return -1, kindapi.Errorf(abi.ELIMIT, "capability table full (%d handles)", t.limit)
 	}
 	var idx uint32
 	if n := len(t.free); n > 0 {
@@ -217,7 +218,7 @@ func (t *CapTable) reserveLocked() (int, error) {
 		t.free = t.free[:n-1]
 	} else {
 		if len(t.slots) >= MaxHandles {
-			return -1, Errorf(abi.ELIMIT, "capability table has no free slot")
+			return -1, kindapi.Errorf(abi.ELIMIT, "capability table has no free slot")
 		}
 		idx = uint32(len(t.slots))
 		t.slots = append(t.slots, slot{gen: 1})
@@ -241,7 +242,7 @@ func (t *CapTable) fillLocked(idx int, e entry) (abi.Handle, error) {
 		size = int64(e.blob.Len())
 		if t.blobLimit > 0 && t.blobBytes+size > t.blobLimit {
 			t.unreserveLocked(idx)
-			return 0, Errorf(abi.ELIMIT, "a %d-byte blob would bring the blobs held to %d bytes, over the task's limit of %d (drop blobs no longer needed)",
+			return 0, kindapi.Errorf(abi.ELIMIT, "a %d-byte blob would bring the blobs held to %d bytes, over the task's limit of %d (drop blobs no longer needed)",
 				size, t.blobBytes+size, t.blobLimit)
 		}
 	}

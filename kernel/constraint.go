@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Constraint is a compiled predicate over a call's arguments: a `when`
@@ -37,7 +38,7 @@ type Constraints struct {
 func (cs Constraints) empty() bool { return len(cs.When) == 0 && len(cs.ApproveWhen) == 0 }
 
 // ConstraintVars returns the variables constraints on kind may use.
-func ConstraintVars(kind Kind) []string {
+func ConstraintVars(kind kindapi.Kind) []string {
 	if v := kind.Info().Vars; v != nil {
 		return v
 	}
@@ -80,10 +81,10 @@ func (k *Kernel) CompileConstraints(kind string, when, approveWhen []string) (Co
 // the prepared call, and reports each `approve_when` of any of them that
 // matched. On a chain whose constraints read uses, the call is recorded
 // as pending in r (history.go).
-func checkConstraints(ctx context.Context, c *Cap, call *Call, op *Op, r *reservation) (needApproval []string, err error) {
+func checkConstraints(ctx context.Context, c *Cap, call *kindapi.Call, op *kindapi.Op, r *reservation) (needApproval []string, err error) {
 	act, err := activation(call, op)
 	if err != nil {
-		return nil, Errorf(abi.EDENIED, "constraints cannot be evaluated: %v", err)
+		return nil, kindapi.Errorf(abi.EDENIED, "constraints cannot be evaluated: %v", err)
 	}
 	if c.chain&(chainHistory|chainNow) != 0 {
 		return checkWithHistory(ctx, c, act, r)
@@ -103,16 +104,16 @@ func evalConstraints(ctx context.Context, c *Cap, act map[string]any) (needAppro
 		for _, w := range x.cons.When {
 			ok, err := w.Eval(ctx, act)
 			if err != nil {
-				return nil, Errorf(abi.EDENIED, "constraint %q (on %s) cannot be evaluated: %v", w.Source(), x.id, err)
+				return nil, kindapi.Errorf(abi.EDENIED, "constraint %q (on %s) cannot be evaluated: %v", w.Source(), x.id, err)
 			}
 			if !ok {
-				return nil, Errorf(abi.EDENIED, "constraint %q (on %s) does not hold", w.Source(), x.id)
+				return nil, kindapi.Errorf(abi.EDENIED, "constraint %q (on %s) does not hold", w.Source(), x.id)
 			}
 		}
 		for _, a := range x.cons.ApproveWhen {
 			ok, err := a.Eval(ctx, act)
 			if err != nil {
-				return nil, Errorf(abi.EDENIED, "approve_when %q (on %s) cannot be evaluated: %v", a.Source(), x.id, err)
+				return nil, kindapi.Errorf(abi.EDENIED, "approve_when %q (on %s) cannot be evaluated: %v", a.Source(), x.id, err)
 			}
 			if ok {
 				needApproval = append(needApproval, fmt.Sprintf("approve_when %q (on %s) matched", a.Source(), x.id))
@@ -122,7 +123,7 @@ func evalConstraints(ctx context.Context, c *Cap, act map[string]any) (needAppro
 	return needApproval, nil
 }
 
-func activation(call *Call, op *Op) (map[string]any, error) {
+func activation(call *kindapi.Call, op *kindapi.Op) (map[string]any, error) {
 	var act map[string]any
 	if op.Vars != nil {
 		vars, err := op.Vars()
@@ -131,7 +132,7 @@ func activation(call *Call, op *Op) (map[string]any, error) {
 		}
 		act = vars
 	} else {
-		v, err := DecodeJSONValue(call.Args)
+		v, err := kindapi.DecodeJSONValue(call.Args)
 		if err != nil {
 			return nil, err
 		}

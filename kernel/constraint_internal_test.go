@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // fixedCompiler compiles "true", "false" and "error" to constraints that
@@ -28,7 +29,7 @@ func (f fixed) Eval(context.Context, map[string]any) (bool, error) {
 
 func (fixedCompiler) Compile(src string, _ []string) (Constraint, error) {
 	if src != "true" && src != "false" && src != "error" {
-		return nil, Errorf(abi.EINVAL, "cannot compile %q", src)
+		return nil, kindapi.Errorf(abi.EINVAL, "cannot compile %q", src)
 	}
 	return fixed{src}, nil
 }
@@ -37,7 +38,7 @@ func (fixedCompiler) Compile(src string, _ []string) (Constraint, error) {
 // bind the child and everything derived from it, never the parent, and a
 // derivation cannot remove them.
 func TestDerivedConstraintsAccumulate(t *testing.T) {
-	k, err := New(Config{Engine: nullEngine{}, Kinds: []Kind{nopKind{}}, Constraints: fixedCompiler{}})
+	k, err := New(Config{Engine: nullEngine{}, Kinds: []kindapi.Kind{nopKind{}}, Constraints: fixedCompiler{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func TestDerivedConstraintsAccumulate(t *testing.T) {
 	ctx := context.Background()
 	call := func(h abi.Handle) abi.Errno {
 		_, err := task.Invoke(ctx, h, "noop", nil)
-		return ErrnoOf(err)
+		return kindapi.ErrnoOf(err)
 	}
 	child, err := task.DeriveHandle(ctx, rh, []byte(`{"when":"false"}`))
 	if err != nil {
@@ -75,7 +76,7 @@ func TestDerivedConstraintsAccumulate(t *testing.T) {
 	}
 	// A constraint that does not compile, or is not a string, is EINVAL.
 	for _, req := range []string{`{"when":"nonsense"}`, `{"when":5}`, `{"approve_when":[1]}`} {
-		if _, err := task.DeriveHandle(ctx, rh, []byte(req)); ErrnoOf(err) != abi.EINVAL {
+		if _, err := task.DeriveHandle(ctx, rh, []byte(req)); kindapi.ErrnoOf(err) != abi.EINVAL {
 			t.Errorf("derive %s: %v, want EINVAL", req, err)
 		}
 	}

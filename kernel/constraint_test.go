@@ -7,6 +7,7 @@ import (
 
 	"github.com/mandatevm/mandate/constraint"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // TestConstraintsOnCalls runs the well-behaved guest (it calls echo with
@@ -36,7 +37,7 @@ func TestConstraintsOnCalls(t *testing.T) {
 			k, kind := e.k, e.kind
 			var err error
 			spec := e.spec(t, "well-behaved", kernel.Limits{}, tc.input)
-			spec.Grants[0].Scope, _ = k.Grant("test", kernel.GrantContext{}, []byte(`{"level":5}`))
+			spec.Grants[0].Scope, _ = k.Grant("test", kindapi.GrantContext{}, []byte(`{"level":5}`))
 			spec.Grants[0].Constraints, err = k.CompileConstraints("test", tc.when, tc.appr)
 			if err != nil {
 				t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mandatevm/mandate/caps/declassify"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // TestDeclassify: the only way down is an explicit declassify capability;
@@ -20,9 +21,9 @@ func TestDeclassify(t *testing.T) {
 		c.Auditor = audit
 	})
 	spec := e.spec(t, "declassify", kernel.Limits{}, `{"id":"p1","fields":{"passport":"X1234567","nationality":"PT"}}`)
-	spec.InputLabel = kernel.NewLabel([]string{"pii:alice"}, nil)
-	pub, _ := e.k.Grant("test", kernel.GrantContext{}, []byte(`{"level":1,"clearance":[]}`))
-	dc, err := e.k.Grant("declassify", kernel.GrantContext{}, []byte(`{"drop":["pii:alice"],"project":["fields.nationality"]}`))
+	spec.InputLabel = kindapi.NewLabel([]string{"pii:alice"}, nil)
+	pub, _ := e.k.Grant("test", kindapi.GrantContext{}, []byte(`{"level":1,"clearance":[]}`))
+	dc, err := e.k.Grant("declassify", kindapi.GrantContext{}, []byte(`{"drop":["pii:alice"],"project":["fields.nationality"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,13 @@
 package kernel
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // derivation is a capability decided but not yet minted: the pure half of
@@ -13,16 +15,16 @@ import (
 // failed audit) before anything joins the tree.
 type derivation struct {
 	parent *Cap
-	scope  Scope
+	scope  kindapi.Scope
 	cons   Constraints
 	allow  Allowance
 }
 
 // Derive mints a capability within parent, as the kind's Narrow computes it
 // from req, held by holder. Anything that is not strictly within parent is
-// an error matching ErrDenied (law 3: only narrower; never a silent clamp).
-// The kernel checks the kind's answer with parent.Scope().Contains, so a
-// kind bug in Narrow cannot widen authority.
+// an error matching kindapi.ErrDenied (law 3: only narrower; never a silent
+// clamp). The kernel checks the kind's answer with parent.Scope().Contains,
+// so a kind bug in Narrow cannot widen authority.
 func (k *Kernel) Derive(parent *Cap, holder *Task, req []byte) (*Cap, error) {
 	d, err := k.narrow(parent, req)
 	if err != nil {
@@ -36,10 +38,10 @@ func (k *Kernel) Derive(parent *Cap, holder *Task, req []byte) (*Cap, error) {
 // kind's. It has no effect.
 func (k *Kernel) narrow(parent *Cap, req []byte) (derivation, error) {
 	if len(req) > abi.MaxArgLen {
-		return derivation{}, Errorf(abi.ELIMIT, "derive request of %d bytes exceeds %d", len(req), abi.MaxArgLen)
+		return derivation{}, kindapi.Errorf(abi.ELIMIT, "derive request of %d bytes exceeds %d", len(req), abi.MaxArgLen)
 	}
 	if parent.Revoked() {
-		return derivation{}, Errorf(abi.EREVOKED, "capability %s was revoked", parent.id)
+		return derivation{}, kindapi.Errorf(abi.EREVOKED, "capability %s was revoked", parent.id)
 	}
 	m, err := splitKernelReq(req)
 	if err != nil {
@@ -55,7 +57,7 @@ func (k *Kernel) narrow(parent *Cap, req []byte) (derivation, error) {
 	}
 	cons, err := k.CompileConstraints(parent.kind.Name(), when, approveWhen)
 	if err != nil {
-		return derivation{}, Errorf(abi.EINVAL, "%v", err)
+		return derivation{}, kindapi.Errorf(abi.EINVAL, "%v", err)
 	}
 	allow, err := k.splitAllowanceReq(parent, parent.scope, m)
 	if err != nil {
@@ -66,13 +68,13 @@ func (k *Kernel) narrow(parent *Cap, req []byte) (derivation, error) {
 	}
 	scope, err := parent.kind.Narrow(parent.scope, req)
 	if err != nil {
-		if ErrnoOf(err) == abi.EINTERNAL {
-			return derivation{}, &Error{Errno: abi.EINTERNAL, Msg: "narrow failed", Err: err}
+		if kindapi.ErrnoOf(err) == abi.EINTERNAL {
+			return derivation{}, &kindapi.Error{Errno: abi.EINTERNAL, Msg: "narrow failed", Err: err}
 		}
 		return derivation{}, err
 	}
 	if scope == nil || !parent.scope.Contains(scope) {
-		return derivation{}, Errorf(abi.EDENIED, "derived scope is not within %s", parent.id)
+		return derivation{}, kindapi.Errorf(abi.EDENIED, "derived scope is not within %s", parent.id)
 	}
 	return derivation{parent: parent, scope: scope, cons: cons, allow: allow}, nil
 }
@@ -107,7 +109,7 @@ func takeExprs(m map[string]json.RawMessage, key string) ([]string, error) {
 	}
 	var many []string
 	if err := json.Unmarshal(raw, &many); err != nil {
-		return nil, Errorf(abi.EINVAL, "%s must be a string or a list of strings", key)
+		return nil, kindapi.Errorf(abi.EINVAL, "%s must be a string or a list of strings", key)
 	}
 	return slices.DeleteFunc(many, func(s string) bool { return s == "" }), nil
 }
@@ -123,7 +125,7 @@ func (k *Kernel) mint(d derivation, holder *Task, name string, passed bool) (*Ca
 
 // newCap links a new root (or, in tests, any) node into the derivation
 // tree.
-func (k *Kernel) newCap(reg *registered, scope Scope, name string, parent *Cap, holder *Task, audit bool, cons Constraints) (*Cap, error) {
+func (k *Kernel) newCap(reg *registered, scope kindapi.Scope, name string, parent *Cap, holder *Task, audit bool, cons Constraints) (*Cap, error) {
 	return k.link(&Cap{kind: reg.kind, reg: reg, scope: scope, name: name, parent: parent, holder: holder, audit: audit || reg.lowers, cons: cons})
 }
 
@@ -135,7 +137,7 @@ func (k *Kernel) link(c *Cap) (*Cap, error) {
 	if c.parent != nil && c.parent.Revoked() {
 		// Checked again under the tree lock: a Revoke racing this Derive
 		// either sees the child or the child sees the revocation.
-		return nil, Errorf(abi.EREVOKED, "capability %s was revoked", c.parent.id)
+		return nil, kindapi.Errorf(abi.EREVOKED, "capability %s was revoked", c.parent.id)
 	}
 	k.nextCap++
 	c.id = fmt.Sprintf("c%d", k.nextCap)
@@ -146,4 +148,61 @@ func (k *Kernel) link(c *Cap) (*Cap, error) {
 	}
 	k.caps = append(k.caps, c)
 	return c, nil
+}
+
+// DeriveHandle narrows the capability h names as req asks and inserts the
+// result into the task's table, through the same pipeline as a call: the
+// narrowing is decided first, and the new capability joins the tree only
+// once a slot for it is reserved and the derivation is audited.
+func (t *Task) DeriveHandle(ctx context.Context, h abi.Handle, req []byte) (abi.Handle, error) {
+	const op = "derive"
+	c, err := t.table.GetCap(h)
+	if err != nil {
+		return 0, t.deny(ctx, nil, op, err)
+	}
+	if err := usable(c); err != nil {
+		return 0, t.deny(ctx, c, op, err)
+	}
+	d, err := narrowGuarded(t.k, c, req)
+	if err != nil {
+		return 0, t.deny(ctx, c, op, err)
+	}
+	call := t.newCall(c, op, req)
+	defer freeCall(call)
+	// A derivation spends no use and no rate token: only calls do.
+	prep := kindapi.Op{Free: true}
+	return t.decideDerive(ctx, c, call, &prep, d)
+}
+
+// decideDerive runs a derivation through the pipeline, with minting as
+// its effect.
+func (t *Task) decideDerive(ctx context.Context, c *Cap, call *kindapi.Call, prep *kindapi.Op, dv derivation) (abi.Handle, error) {
+	op := opName{name: "derive"}
+	var d decision
+	if err := t.decide(ctx, c, op, call, prep, modeDerive, &d); err != nil {
+		return 0, err
+	}
+	m, err := t.k.mint(dv, t, "", false)
+	var e entry
+	if err == nil {
+		e = entry{cap: m}
+	}
+	nh, err := t.conclude(ctx, c, op, prep, &d, e, err)
+	if err != nil {
+		if m != nil {
+			t.k.Revoke(m)
+		}
+		return 0, err
+	}
+	t.logger.Debug("derived", "parent", c.id, "cap", m.id)
+	return nh, nil
+}
+
+func narrowGuarded(k *Kernel, c *Cap, req []byte) (d derivation, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			d, err = derivation{}, &kindapi.Error{Errno: abi.EINTERNAL, Msg: fmt.Sprintf("kind %s panicked in narrow: %v", c.kind.Name(), r)}
+		}
+	}()
+	return k.narrow(c, req)
 }

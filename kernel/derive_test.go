@@ -11,6 +11,7 @@ import (
 
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/sandbox"
 )
 
@@ -22,11 +23,14 @@ func (nopEngine) Host(string, []sandbox.HostFunc) error { return nil }
 func (nopEngine) Compile(context.Context, []byte) (sandbox.Module, error) {
 	return nil, errors.New("nop")
 }
+func (nopEngine) CompileWith(context.Context, []byte, sandbox.CompileConfig) (sandbox.Module, error) {
+	return nil, errors.New("nop")
+}
 func (nopEngine) Close(context.Context) error { return nil }
 
 func newTestKernel(t testing.TB) *kernel.Kernel {
 	t.Helper()
-	k, err := kernel.New(kernel.Config{Engine: nopEngine{}, Kinds: []kernel.Kind{kerneltest.New()}})
+	k, err := kernel.New(kernel.Config{Engine: nopEngine{}, Kinds: []kindapi.Kind{kerneltest.New()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +39,7 @@ func newTestKernel(t testing.TB) *kernel.Kernel {
 
 func rootCap(t testing.TB, k *kernel.Kernel, level int) *kernel.Cap {
 	t.Helper()
-	scope, err := k.Grant("test", kernel.GrantContext{}, []byte(fmt.Sprintf(`{"level":%d}`, level)))
+	scope, err := k.Grant("test", kindapi.GrantContext{}, []byte(fmt.Sprintf(`{"level":%d}`, level)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +47,7 @@ func rootCap(t testing.TB, k *kernel.Kernel, level int) *kernel.Cap {
 }
 
 // mustRoot mints a root node with no holder.
-func mustRoot(t testing.TB, k *kernel.Kernel, s kernel.Scope) *kernel.Cap {
+func mustRoot(t testing.TB, k *kernel.Kernel, s kindapi.Scope) *kernel.Cap {
 	t.Helper()
 	c, err := kernel.NewRootCapForTest(k, "test", s)
 	if err != nil {
@@ -62,11 +66,11 @@ func TestDeriveOnlyNarrower(t *testing.T) {
 		{`{"level":3}`, nil},
 		{`{"level":5}`, nil},
 		{`{"ops":["noop"]}`, nil},
-		{`{"level":6}`, kernel.ErrDenied},
-		{`{"ops":["noop","nuke"]}`, kernel.ErrDenied},
-		{`{"level":"x"}`, kernel.ErrInvalid},
-		{`not json`, kernel.ErrInvalid},
-		{`{"unknown":1}`, kernel.ErrInvalid},
+		{`{"level":6}`, kindapi.ErrDenied},
+		{`{"ops":["noop","nuke"]}`, kindapi.ErrDenied},
+		{`{"level":"x"}`, kindapi.ErrInvalid},
+		{`not json`, kindapi.ErrInvalid},
+		{`{"unknown":1}`, kindapi.ErrInvalid},
 	} {
 		_, err := k.Derive(root, nil, []byte(tc.req))
 		if tc.errIs == nil && err != nil {
@@ -97,7 +101,7 @@ func TestDeriveRandomNeverWidens(t *testing.T) {
 			req := string(raw)
 			c, err := k.Derive(chain[len(chain)-1], nil, []byte(req))
 			if err != nil {
-				if !errors.Is(err, kernel.ErrDenied) {
+				if !errors.Is(err, kindapi.ErrDenied) {
 					t.Fatalf("Derive(%s): unexpected error %v", req, err)
 				}
 				continue
@@ -112,7 +116,7 @@ func TestDeriveRandomNeverWidens(t *testing.T) {
 	}
 }
 
-func js(s kernel.Scope) string { b, _ := s.MarshalJSON(); return string(b) }
+func js(s kindapi.Scope) string { b, _ := s.MarshalJSON(); return string(b) }
 
 func TestRevokeTransitive(t *testing.T) {
 	k := newTestKernel(t)
@@ -126,7 +130,7 @@ func TestRevokeTransitive(t *testing.T) {
 	if !a.Revoked() || !b.Revoked() || root.Revoked() || sib.Revoked() {
 		t.Fatalf("revoked: a=%v b=%v root=%v sib=%v; want a, b only", a.Revoked(), b.Revoked(), root.Revoked(), sib.Revoked())
 	}
-	if _, err := k.Derive(b, nil, []byte(`{}`)); !errors.Is(err, kernel.ErrRevoked) {
+	if _, err := k.Derive(b, nil, []byte(`{}`)); !errors.Is(err, kindapi.ErrRevoked) {
 		t.Fatalf("derive from revoked: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // TestFlowAtSinks: a task may forward a blob by handle only to a sink
@@ -14,9 +15,9 @@ import (
 func TestFlowAtSinks(t *testing.T) {
 	e := newEnv(t)
 	spec := e.spec(t, "flow", kernel.Limits{}, "passport X1234567")
-	spec.InputLabel = kernel.NewLabel([]string{"pii:alice"}, nil)
-	grant := func(s string) kernel.Scope {
-		sc, err := e.k.Grant("test", kernel.GrantContext{}, []byte(s))
+	spec.InputLabel = kindapi.NewLabel([]string{"pii:alice"}, nil)
+	grant := func(s string) kindapi.Scope {
+		sc, err := e.k.Grant("test", kindapi.GrantContext{}, []byte(s))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,13 +61,13 @@ func TestFlowAtSinks(t *testing.T) {
 func TestClearanceBoundsWhatATaskHolds(t *testing.T) {
 	e := newEnv(t)
 	spec := e.spec(t, "well-behaved", kernel.Limits{}, "passport")
-	spec.InputLabel = kernel.NewLabel([]string{"pii:alice"}, nil)
-	public := kernel.NewLabel(nil, nil)
+	spec.InputLabel = kindapi.NewLabel([]string{"pii:alice"}, nil)
+	public := kindapi.NewLabel(nil, nil)
 	spec.Clearance = &public
-	if _, err := e.k.Start(context.Background(), spec); !errors.Is(err, kernel.ErrFlow) {
+	if _, err := e.k.Start(context.Background(), spec); !errors.Is(err, kindapi.ErrFlow) {
 		t.Fatalf("start with an input above the clearance: %v, want ErrFlow", err)
 	}
-	cleared := kernel.NewLabel([]string{"pii:alice"}, nil)
+	cleared := kindapi.NewLabel([]string{"pii:alice"}, nil)
 	spec.Clearance = &cleared
 	if _, err := e.k.Run(context.Background(), spec); err != nil {
 		t.Fatalf("cleared: %v", err)

@@ -7,12 +7,12 @@ import (
 
 // Observer is told when tasks start and end. A host uses it to stream a
 // run's progress and to record, then forget, the tasks that ended. Its
-// methods run on the kernel's goroutines and must not block; they must not
-// call back into the kernel for the same task (Forget in TaskEnded would
-// wait on itself: hand the task to another goroutine).
+// methods run on the kernel's goroutines, with no kernel lock held, and
+// must not block: a host records and forgets an ended task on a goroutine
+// of its own (host.Run's recorder), once its record is written.
 type Observer interface {
 	// TaskStarted is called once a task is running: a root task, a child
-	// a task spawned, or a host child (NewChild).
+	// a task spawned, or a host child (StartChild).
 	TaskStarted(t *Task)
 	// TaskEnded is called once a task has ended, after its children did,
 	// with its state, result and output final.

@@ -9,6 +9,7 @@ import (
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // observed records the observer's calls.
@@ -40,12 +41,12 @@ func (o *observed) TaskEnded(t *kernel.Task) {
 // running task cannot be forgotten.
 func TestForget(t *testing.T) {
 	obs := &observed{endedCh: make(chan *kernel.Task, 16)}
-	k, err := kernel.New(kernel.Config{Engine: kerneltest.WaitEngine{}, Kinds: []kernel.Kind{kerneltest.New()}, Observer: obs})
+	k, err := kernel.New(kernel.Config{Engine: kerneltest.WaitEngine{}, Kinds: []kindapi.Kind{kerneltest.New()}, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mod, _ := kerneltest.WaitEngine{}.Compile(context.Background(), nil)
-	scope, _ := k.Grant("test", kernel.GrantContext{}, []byte(`{"level":1}`))
+	scope, _ := k.Grant("test", kindapi.GrantContext{}, []byte(`{"level":1}`))
 	session, err := k.Start(context.Background(), kernel.TaskSpec{Module: mod, Principal: "alice", Limits: kernel.Limits{Timeout: time.Hour},
 		Grants: []kernel.GrantSpec{{Name: "sink", Kind: "test", Scope: scope, Allowance: kernel.Allowance{MaxUses: 3}}}})
 	if err != nil {
@@ -55,17 +56,11 @@ func TestForget(t *testing.T) {
 	// Two children, each passed the session's capability; each uses it
 	// once, then is killed (its call ended) and forgotten.
 	for i := range 2 {
-		p, err := k.NewChild(session, kernel.TaskSpec{Module: mod, Principal: "alice", Limits: kernel.Limits{Timeout: time.Hour}})
+		c, err := session.StartChild(context.Background(), kernel.ChildSpec{Module: mod, Limits: kernel.Limits{Timeout: time.Hour},
+			Caps: []kernel.PassedCap{{Name: "sink", Cap: sink}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := p.Pass(context.Background(), sink, "sink"); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		c := p.Task()
 		h, err := c.Lookup(context.Background(), "sink")
 		if err != nil {
 			t.Fatal(err)
@@ -101,7 +96,7 @@ func TestForget(t *testing.T) {
 	if _, err := session.Invoke(context.Background(), h, "echo", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := session.Invoke(context.Background(), h, "echo", []byte(`{}`)); kernel.ErrnoOf(err) != abi.ELIMIT {
+	if _, err := session.Invoke(context.Background(), h, "echo", []byte(`{}`)); kindapi.ErrnoOf(err) != abi.ELIMIT {
 		t.Fatalf("a fourth use of a max_uses = 3 capability: %v, want ELIMIT", err)
 	}
 	obs.mu.Lock()

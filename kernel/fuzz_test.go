@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // FuzzSplitKernelReq: taking the kernel's attributes (when, approve_when,
@@ -24,8 +25,8 @@ func FuzzSplitKernelReq(f *testing.F) {
 			return
 		}
 		for _, key := range []string{"when", "approve_when"} {
-			if _, err := takeExprs(m, key); err != nil && ErrnoOf(err) != abi.EINVAL {
-				t.Fatalf("takeExprs(%q, %s): errno %s", b, key, ErrnoOf(err))
+			if _, err := takeExprs(m, key); err != nil && kindapi.ErrnoOf(err) != abi.EINVAL {
+				t.Fatalf("takeExprs(%q, %s): errno %s", b, key, kindapi.ErrnoOf(err))
 			}
 			if _, ok := m[key]; ok {
 				t.Fatalf("takeExprs(%q): %s kept", b, key)

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"encoding/json"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Graph is the capability graph of the kernel's tasks: who ran, on whose
@@ -15,16 +16,16 @@ type Graph struct {
 
 // GraphTask is a task node.
 type GraphTask struct {
-	ID        string    `json:"id"`
-	Parent    string    `json:"parent"`
-	Principal string    `json:"principal"`
-	Module    string    `json:"module"`
-	State     TaskState `json:"state"`
-	Label     Label     `json:"label"`
+	ID        string        `json:"id"`
+	Parent    string        `json:"parent"`
+	Principal string        `json:"principal"`
+	Module    string        `json:"module"`
+	State     TaskState     `json:"state"`
+	Label     kindapi.Label `json:"label"`
 	// Clearance is the most the task may hold; null when unbounded.
-	Clearance *Label `json:"clearance"`
-	Denials   int    `json:"denials"`
-	Error     string `json:"error,omitempty"`
+	Clearance *kindapi.Label `json:"clearance"`
+	Denials   int            `json:"denials"`
+	Error     string         `json:"error,omitempty"`
 }
 
 // GraphCap is a capability node.
@@ -55,12 +56,12 @@ type GraphCap struct {
 // subtree used of them, and whether it crossed a task boundary (passed to
 // its holder by the holder of its parent).
 type CapView struct {
-	Fields  []Detail `json:"fields,omitempty"`
-	MaxUses int64    `json:"max_uses,omitempty"`
-	Uses    int64    `json:"uses,omitempty"`
-	Budget  string   `json:"budget,omitempty"`
-	Spent   string   `json:"spent,omitempty"`
-	Passed  bool     `json:"passed,omitempty"`
+	Fields  []kindapi.Detail `json:"fields,omitempty"`
+	MaxUses int64            `json:"max_uses,omitempty"`
+	Uses    int64            `json:"uses,omitempty"`
+	Budget  string           `json:"budget,omitempty"`
+	Spent   string           `json:"spent,omitempty"`
+	Passed  bool             `json:"passed,omitempty"`
 }
 
 // Graph returns a snapshot of every task and capability.
@@ -110,10 +111,10 @@ func (c *Cap) view() CapView {
 
 // describeGuarded asks kind to describe s, turning a panic into an empty
 // description.
-func describeGuarded(kind Kind, s Scope) (d Description) {
+func describeGuarded(kind kindapi.Kind, s kindapi.Scope) (d kindapi.Description) {
 	defer func() {
 		if r := recover(); r != nil {
-			d = Description{}
+			d = kindapi.Description{}
 		}
 	}()
 	return kind.Describe(s)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // History in constraints (issue 16): a capability's `when` and
@@ -31,7 +32,7 @@ import (
 // refused at any step (flow, constraints, approval, audit) is not a use;
 // an effect that ran is one, and so is an effect that failed after
 // something may have left the kernel (kindapi.Performed: a timeout); an
-// effect that did nothing (NotPerformed) or replayed another call's
+// effect that did nothing (kindapi.NotPerformed) or replayed another call's
 // (Result.Free) is forgotten. Derivations are not uses.
 //
 // Races. Checking and recording happen under the locks of every history
@@ -210,7 +211,7 @@ func newUse(c *Cap, act map[string]any, at time.Time) (*use, error) {
 func copyValue(v any, budget *int) (any, error) {
 	take := func(n int) error {
 		if *budget -= n; *budget < 0 {
-			return Errorf(abi.ELIMIT, "the call's variables exceed the %d bytes a use in a capability's history may hold", MaxUseBytes)
+			return kindapi.Errorf(abi.ELIMIT, "the call's variables exceed the %d bytes a use in a capability's history may hold", MaxUseBytes)
 		}
 		return nil
 	}
@@ -256,7 +257,7 @@ func copyValue(v any, budget *int) (any, error) {
 		}
 		return out, nil
 	}
-	return nil, Errorf(abi.EDENIED, "constraints cannot be evaluated: a value of type %T cannot be kept in a capability's history", v)
+	return nil, kindapi.Errorf(abi.EDENIED, "constraints cannot be evaluated: a value of type %T cannot be kept in a capability's history", v)
 }
 
 // add records u, newest, forgetting the oldest past MaxHistory.

@@ -18,6 +18,7 @@ import (
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // The tests of history in constraints (kernel/history.go): a bank on
@@ -46,7 +47,7 @@ func newHistEnv(t *testing.T, handler func(w http.ResponseWriter, r *http.Reques
 	bank := kerneltest.NewRecorder(handler)
 	t.Cleanup(bank.Close)
 	k, err := kernel.New(kernel.Config{Engine: kerneltest.WaitEngine{}, Constraints: constraint.New(), Approver: approver,
-		Kinds: []kernel.Kind{net.New(), pay.New(), kerneltest.New()}})
+		Kinds: []kindapi.Kind{net.New(), pay.New(), kerneltest.New()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func newHistEnv(t *testing.T, handler func(w http.ResponseWriter, r *http.Reques
 		if g.spec == "" {
 			g.spec = fmt.Sprintf(`{"origin":%q,"methods":["POST"],"allow_private":true}`, bank.URL)
 		}
-		scope, err := k.Grant(g.kind, kernel.GrantContext{LookupEnv: func(string) (string, bool) { return "tok_test", true }}, []byte(g.spec))
+		scope, err := k.Grant(g.kind, kindapi.GrantContext{LookupEnv: func(string) (string, bool) { return "tok_test", true }}, []byte(g.spec))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +92,7 @@ func post(task *kernel.Task, h abi.Handle, body any) abi.Errno {
 	b, _ := json.Marshal(body)
 	args, _ := json.Marshal(map[string]any{"method": "POST", "url": "/transfers", "body": b})
 	_, err := task.Invoke(context.Background(), h, "fetch", args)
-	return kernel.ErrnoOf(err)
+	return kindapi.ErrnoOf(err)
 }
 
 type transfer struct {
@@ -222,10 +223,10 @@ func TestHistoryWhatCounts(t *testing.T) {
 	t.Run("performed", func(t *testing.T) {
 		e := newHistEnv(t, nil, nil, histGrant{name: "t", kind: "test", spec: `{"level":1}`, when: []string{`size(uses) == 0`}})
 		h := e.handle(t, "t")
-		if _, err := e.task.Invoke(context.Background(), h, kerneltest.OpFail, nil); kernel.ErrnoOf(err) != abi.EIO {
+		if _, err := e.task.Invoke(context.Background(), h, kerneltest.OpFail, nil); kindapi.ErrnoOf(err) != abi.EIO {
 			t.Fatalf("a failing effect: %v, want EIO", err)
 		}
-		if _, err := e.task.Invoke(context.Background(), h, kerneltest.OpFail, nil); kernel.ErrnoOf(err) != abi.EDENIED {
+		if _, err := e.task.Invoke(context.Background(), h, kerneltest.OpFail, nil); kindapi.ErrnoOf(err) != abi.EDENIED {
 			t.Fatalf("after an effect that failed but ran: %v, want EDENIED (it was a use)", err)
 		}
 	})
@@ -253,7 +254,7 @@ func TestHistoryWhatCounts(t *testing.T) {
 		charge := func(key string) abi.Errno {
 			args, _ := json.Marshal(map[string]any{"payee": "airline.example", "amount": "15.00", "currency": "USD", "idempotency_key": key})
 			_, err := e.task.Invoke(context.Background(), h, pay.ChargeOp, args)
-			return kernel.ErrnoOf(err)
+			return kindapi.ErrnoOf(err)
 		}
 		for i, s := range []struct {
 			key  string
@@ -385,17 +386,11 @@ func TestHistorySurvivesForget(t *testing.T) {
 	grant, _ := e.task.CapByName("bank")
 	mod, _ := kerneltest.WaitEngine{}.Compile(ctx, nil)
 	for _, to := range []string{"alice", "bob"} {
-		p, err := e.k.NewChild(e.task, kernel.TaskSpec{Module: mod, Principal: "alice", Limits: kernel.Limits{Timeout: time.Hour}})
+		c, err := e.task.StartChild(ctx, kernel.ChildSpec{Module: mod, Limits: kernel.Limits{Timeout: time.Hour},
+			Caps: []kernel.PassedCap{{Name: "bank", Cap: grant}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := p.Pass(ctx, grant, "bank"); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		c := p.Task()
 		h, err := c.Lookup(ctx, "bank")
 		if err != nil {
 			t.Fatal(err)
@@ -426,7 +421,7 @@ func TestHistorySurvivesForget(t *testing.T) {
 // TestReservedVars: a kind may not declare a variable the kernel adds.
 func TestReservedVars(t *testing.T) {
 	for _, name := range []string{kernel.UsesVar, kernel.NowVar, kernel.UseTimeField, kernel.UsePendingField} {
-		if _, err := kernel.New(kernel.Config{Engine: kerneltest.WaitEngine{}, Kinds: []kernel.Kind{varsKind{kerneltest.New(), name}}}); err == nil {
+		if _, err := kernel.New(kernel.Config{Engine: kerneltest.WaitEngine{}, Kinds: []kindapi.Kind{varsKind{kerneltest.New(), name}}}); err == nil {
 			t.Errorf("a kind declaring %q was registered", name)
 		}
 	}
@@ -437,7 +432,7 @@ type varsKind struct {
 	v string
 }
 
-func (k varsKind) Info() kernel.Info {
+func (k varsKind) Info() kindapi.Info {
 	info := k.Kind.Info()
 	info.Vars = []string{k.v}
 	return info

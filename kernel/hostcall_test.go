@@ -3,11 +3,12 @@ package kernel
 import (
 	"context"
 	"encoding/binary"
-	"strings"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/sandbox"
 )
 
@@ -44,58 +45,60 @@ func (m *fakeMemory) WriteUint32Le(off, v uint32) bool {
 
 type nopKind struct{}
 
-func (nopKind) Name() string { return "nop" }
-func (nopKind) Info() Info   { return Info{Ops: []string{"noop", "echo"}} }
-func (nopKind) Grant(GrantContext, []byte) (Scope, error) {
+func (nopKind) Name() string       { return "nop" }
+func (nopKind) Info() kindapi.Info { return kindapi.Info{Ops: []string{"noop", "echo"}} }
+func (nopKind) Grant(kindapi.GrantContext, []byte) (kindapi.Scope, error) {
 	return nopScope{}, nil
 }
-func (nopKind) Narrow(Scope, []byte) (Scope, error) { return nopScope{}, nil }
-func (nopKind) Describe(Scope) Description          { return Description{} }
-func (nopKind) Prepare(c *Call) (Op, error) {
+func (nopKind) Narrow(kindapi.Scope, []byte) (kindapi.Scope, error) { return nopScope{}, nil }
+func (nopKind) Describe(kindapi.Scope) kindapi.Description          { return kindapi.Description{} }
+func (nopKind) Prepare(c *kindapi.Call) (kindapi.Op, error) {
 	if c.Op == "echo" {
 		args := c.Args
-		return Op{Effect: func(context.Context) (*Result, error) { return &Result{Data: args}, nil }}, nil
+		return kindapi.Op{Effect: func(context.Context) (*kindapi.Result, error) { return &kindapi.Result{Data: args}, nil }}, nil
 	}
-	return Op{NoResult: true}, nil
+	return kindapi.Op{NoResult: true}, nil
 }
 
 type nopScope struct{}
 
 func (nopScope) MarshalJSON() ([]byte, error) { return []byte(`{}`), nil }
-func (nopScope) Contains(Scope) bool          { return true }
+func (nopScope) Contains(kindapi.Scope) bool  { return true }
 
 type nullEngine struct{}
 
 func (nullEngine) Name() string                                            { return "null" }
 func (nullEngine) Host(string, []sandbox.HostFunc) error                   { return nil }
 func (nullEngine) Compile(context.Context, []byte) (sandbox.Module, error) { return nil, nil }
-func (nullEngine) Close(context.Context) error                             { return nil }
+func (nullEngine) CompileWith(context.Context, []byte, sandbox.CompileConfig) (sandbox.Module, error) {
+	return nil, nil
+}
+func (nullEngine) Close(context.Context) error { return nil }
 
 // newBareTask makes a task that is never run, with one nop capability
 // named "c", a blob and an input, for driving host calls directly.
 func newBareTask(t testing.TB) (*Kernel, *Task) {
 	t.Helper()
-	k, err := New(Config{Engine: nullEngine{}, Kinds: []Kind{nopKind{}}})
+	k, err := New(Config{Engine: nullEngine{}, Kinds: []kindapi.Kind{nopKind{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	task := &Task{
 		k: k, id: "t1", principal: "p", module: "m",
 		table: NewCapTable(16), names: map[string]*Cap{},
-		logger: hclog.NewNullLogger(), input: NewBlob([]byte("input"), Label{}),
+		logger: hclog.NewNullLogger(), input: kindapi.NewBlob([]byte("input"), kindapi.Label{}),
 		state: TaskRunning, done: make(chan struct{}),
 	}
 	task.resolveBlob = task.table.GetBlob
 	c, _ := k.newCap(k.kinds["nop"], nopScope{}, "c", nil, task, false, Constraints{})
 	task.table.InsertCap(c)
 	task.names["c"] = c
-	task.table.InsertBlob(NewBlob([]byte("blob"), NewLabel([]string{"pii:x"}, nil)))
+	task.table.InsertBlob(kindapi.NewBlob([]byte("blob"), kindapi.NewLabel([]string{"pii:x"}, nil)))
 	return k, task
 }
 
 func TestHostCallsBounds(t *testing.T) {
 	k, task := newBareTask(t)
-	ctx := withTask(context.Background(), task)
 	fns := map[string]sandbox.HostFunc{}
 	for _, f := range k.hostFuncs() {
 		fns[f.Name] = f
@@ -104,10 +107,7 @@ func TestHostCallsBounds(t *testing.T) {
 	copy(mem.b[100:], "c")
 	copy(mem.b[200:], "noop")
 	call := func(name string, args ...uint64) abi.Errno {
-		stack := make([]uint64, 8)
-		copy(stack, args)
-		fns[name].Fn(ctx, mem, stack)
-		return abi.Errno(stack[0])
+		return callDeclared(t, task, fns[name], mem, args...)
 	}
 	h := uint64(abi.MakeHandle(0, 1))
 	for _, tc := range []struct {
@@ -165,25 +165,154 @@ func TestHostCallsBounds(t *testing.T) {
 }
 
 // FuzzHostCalls drives every host call with arbitrary parameters against a
-// small memory: whatever the guest passes, the result is an errno and the
-// kernel does not panic (guard would turn a panic into EINTERNAL, which the
-// fuzzer reports as a failure).
+// small memory: whatever the guest passes, the result is ESUCCESS or an
+// errno the call declares, the kernel does not panic (guard would turn a
+// panic into EINTERNAL, which the fuzzer reports as a failure), and it
+// touches only the guest memory the call's parameters declare.
 func FuzzHostCalls(f *testing.F) {
-	f.Add(uint8(1), uint32(1<<12|0), uint32(200), uint32(4), uint32(0), uint32(0), uint32(0))
+	f.Add(uint8(1), uint32(1<<12), uint32(200), uint32(4), uint32(0), uint32(0), uint32(0))
 	f.Add(uint8(8), uint32(1<<12|1), uint32(0), uint32(0), uint32(64), uint32(100), uint32(0))
 	f.Add(uint8(6), uint32(0), uint32(0xffffffff), uint32(0xffffffff), uint32(0), uint32(0), uint32(0))
 	f.Fuzz(func(t *testing.T, which uint8, a, b, c, d, e, g uint32) {
 		k, task := newBareTask(t)
-		ctx := withTask(context.Background(), task)
 		fns := k.hostFuncs()
 		fn := fns[int(which)%len(fns)]
 		mem := &fakeMemory{b: make([]byte, 4096)}
 		copy(mem.b[200:], "noop")
 		copy(mem.b[300:], `{"method":"GET"}`)
-		stack := []uint64{uint64(a), uint64(b), uint64(c), uint64(d), uint64(e), uint64(g)}
-		fn.Fn(ctx, mem, stack)
-		if errno := abi.Errno(stack[0]); errno == abi.EINTERNAL || strings.HasPrefix(errno.String(), "Errno(") { // a panic, or no documented errno
-			t.Fatalf("%s%v = %v", fn.Name, stack, errno)
-		}
+		callDeclared(t, task, fn, mem, uint64(a), uint64(b), uint64(c), uint64(d), uint64(e), uint64(g))
 	})
+}
+
+// declaredOf returns the declaration of the host call name.
+func declaredOf(t testing.TB, name string) HostCall {
+	t.Helper()
+	for _, hc := range HostCalls() {
+		if hc.Name == name {
+			return hc
+		}
+	}
+	t.Fatalf("no declaration of %s", name)
+	return HostCall{}
+}
+
+// callDeclared calls fn with params (as many as it takes) through a
+// memory that fails the test on any access outside what fn's declaration
+// lets it touch, and fails it on an errno the declaration does not list.
+func callDeclared(t testing.TB, task *Task, fn sandbox.HostFunc, mem *fakeMemory, params ...uint64) abi.Errno {
+	t.Helper()
+	hc := declaredOf(t, fn.Name)
+	stack := make([]uint64, max(1, len(hc.Params)))
+	copy(stack, params)
+	m := &declaredMemory{t: t, mem: mem, hc: hc, p: append([]uint64(nil), stack...)}
+	fn.Fn(withTask(context.Background(), task), m, stack)
+	errno := abi.Errno(stack[0])
+	if errno != abi.ESUCCESS && !slices.ContainsFunc(hc.Errnos, func(c ErrnoCase) bool { return c.Errno == errno }) {
+		t.Errorf("%s%v = %v, which its declaration does not list", fn.Name, params[:len(hc.Params)], errno)
+	}
+	return errno
+}
+
+// declaredMemory is a guest memory that checks each access of a host
+// call against its declaration: reads only within its In and Buf
+// parameters (a Buf's view is what the call fills), writes only within
+// its Buf and Out parameters, each within its limit or size. What the
+// kernel reads outside them would not reach it from a guest elsewhere
+// (sandbox/forward ships only what the declaration says).
+type declaredMemory struct {
+	t   testing.TB
+	mem *fakeMemory
+	hc  HostCall
+	p   []uint64
+}
+
+func (m *declaredMemory) within(op string, off, n uint32, kinds ...sandbox.ParamKind) {
+	for i, prm := range m.hc.Params {
+		if !slices.Contains(kinds, prm.Kind) {
+			continue
+		}
+		start, size := uint64(uint32(m.p[i])), uint64(prm.Size) // i32s: the upper bits are not the guest's
+		if prm.Kind == sandbox.In || prm.Kind == sandbox.Buf {
+			size = min(uint64(uint32(m.p[i+1])), uint64(prm.Limit))
+		}
+		if uint64(off) >= start && uint64(off)+uint64(n) <= start+size {
+			return
+		}
+	}
+	m.t.Errorf("%s%v: %s of %d bytes at %d, outside what it declares %v", m.hc.Name, m.p, op, n, off, m.hc.Params)
+}
+
+func (m *declaredMemory) Size() uint32 { return m.mem.Size() }
+func (m *declaredMemory) Read(off, n uint32) ([]byte, bool) {
+	m.within("read", off, n, sandbox.In, sandbox.Buf)
+	return m.mem.Read(off, n)
+}
+func (m *declaredMemory) Write(off uint32, v []byte) bool {
+	m.within("write", off, uint32(len(v)), sandbox.Buf, sandbox.Out)
+	return m.mem.Write(off, v)
+}
+func (m *declaredMemory) ReadUint32Le(off uint32) (uint32, bool) {
+	m.within("read", off, 4, sandbox.In)
+	return m.mem.ReadUint32Le(off)
+}
+func (m *declaredMemory) WriteUint32Le(off, v uint32) bool {
+	m.within("write", off, 4, sandbox.Out, sandbox.Buf)
+	return m.mem.WriteUint32Le(off, v)
+}
+
+// TestHostCallsDeclared calls every host call with parameters made from
+// its declaration (each handle one of the task's capability, its blob,
+// its input blob or an invented one; each in pointer at a name, an op or
+// a JSON document; each buffer and out pointer in memory), checking each
+// touches only the memory it declares and returns only errnos it lists.
+func TestHostCallsDeclared(t *testing.T) {
+	handles := []uint64{uint64(abi.MakeHandle(0, 1)), uint64(abi.MakeHandle(1, 1)), 0xdead}
+	ins := [][2]uint64{{100, 1}, {200, 4}, {300, 16}, {0, 0}, {4000, 200}, {0, abi.MaxBlobLen + 1}}
+	for _, hc := range HostCalls() {
+		t.Run(hc.Name, func(t *testing.T) {
+			calls := [][]uint64{{}}
+			for _, prm := range hc.Params {
+				var choices [][]uint64 // values of this parameter (and, for a pointer, its length)
+				switch prm.Kind {
+				case sandbox.Handle:
+					for _, h := range handles {
+						choices = append(choices, []uint64{h})
+					}
+				case sandbox.In:
+					for _, in := range ins {
+						choices = append(choices, in[:])
+					}
+				case sandbox.Buf:
+					choices = [][]uint64{{1000, 64}, {1000, 0}, {1000, 2}, {4090, 64}}
+				case sandbox.Out:
+					choices = [][]uint64{{2000}, {4094}}
+				case sandbox.Value:
+					choices = [][]uint64{{0}, {2}, {99}}
+				case sandbox.Len:
+					continue // chosen with its pointer
+				}
+				var next [][]uint64
+				for _, c := range calls {
+					for _, v := range choices {
+						next = append(next, append(slices.Clone(c), v...))
+					}
+				}
+				calls = next
+			}
+			for _, p := range calls {
+				k, task := newBareTask(t)
+				mem := &fakeMemory{b: make([]byte, 4096)}
+				copy(mem.b[100:], "c")
+				copy(mem.b[200:], "noop")
+				copy(mem.b[300:], `{"method":"GET"}`)
+				var fn sandbox.HostFunc
+				for _, f := range k.hostFuncs() {
+					if f.Name == hc.Name {
+						fn = f
+					}
+				}
+				callDeclared(t, task, fn, mem, p...)
+			}
+		})
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/sandbox"
 )
 
@@ -77,7 +78,7 @@ func newEnv(t testing.TB, opts ...func(*kernel.Config)) *env {
 	t.Helper()
 	eng := testengine.New(t)
 	kind := kerneltest.New()
-	cfg := kernel.Config{Engine: eng, Kinds: []kernel.Kind{kind}}
+	cfg := kernel.Config{Engine: eng, Kinds: []kindapi.Kind{kind}}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -94,7 +95,7 @@ func (e *env) spec(t testing.TB, name string, limits kernel.Limits, input string
 	if err != nil {
 		t.Fatal(err)
 	}
-	scope, err := e.k.Grant("test", kernel.GrantContext{}, []byte(`{"level":5}`))
+	scope, err := e.k.Grant("test", kindapi.GrantContext{}, []byte(`{"level":5}`))
 	if err != nil {
 		t.Fatal(err)
 	}

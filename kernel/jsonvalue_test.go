@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 func TestDecodeJSONValueNumbers(t *testing.T) {
@@ -62,7 +62,7 @@ func TestDecodeJSONValueNumbers(t *testing.T) {
 		{"0." + strings.Repeat("3", 1000), nil, "characters) cannot be judged exactly (it would be seen as 0.3333333333333333)"},
 	} {
 		for _, doc := range []string{tc.num, `{"offer":{"amount":` + tc.num + `}}`, `[1,[` + tc.num + `]]`} {
-			v, err := kernel.DecodeJSONValue([]byte(doc))
+			v, err := kindapi.DecodeJSONValue([]byte(doc))
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, abi.ErrMalformed) {
 					t.Errorf("DecodeJSONValue(%.60s) = %#v, %v; want ErrMalformed containing %q", doc, v, err, tc.err)
@@ -86,7 +86,7 @@ func TestDecodeJSONValueNumbers(t *testing.T) {
 		}
 	}
 	// -0.0 stays a negative zero double.
-	if v, err := kernel.DecodeJSONValue([]byte(`-0.0`)); err != nil || !math.Signbit(v.(float64)) {
+	if v, err := kindapi.DecodeJSONValue([]byte(`-0.0`)); err != nil || !math.Signbit(v.(float64)) {
 		t.Errorf("-0.0: %#v, %v", v, err)
 	}
 }
@@ -109,23 +109,23 @@ func TestDecodeJSONValueStrict(t *testing.T) {
 		{`{"offer":{"amount":50.000000000000001}}`, `(it would be seen as 50) at $.offer.amount`},
 		{`{"a b":[0,9007199254740993]}`, `9007199254740992) at $["a b"][1]`},
 	} {
-		v, err := kernel.DecodeJSONValue([]byte(tc.in))
+		v, err := kindapi.DecodeJSONValue([]byte(tc.in))
 		if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, abi.ErrMalformed) {
 			t.Errorf("DecodeJSONValue(%s) = %#v, %v; want ErrMalformed containing %q", tc.in, v, err, tc.err)
 		}
 	}
 
 	for _, ok := range []string{`{"a":1,"b":2}`, `{"e":1,"\u00e9":2}`, `{"ss":1,"\u00df":2}`, `{"i":1,"\u0131":2}`} {
-		if _, err := kernel.DecodeJSONValue([]byte(ok)); err != nil {
+		if _, err := kindapi.DecodeJSONValue([]byte(ok)); err != nil {
 			t.Errorf("DecodeJSONValue(%s): %v", ok, err)
 		}
 	}
 
-	v, err := kernel.DecodeJSONValue(nil)
+	v, err := kindapi.DecodeJSONValue(nil)
 	if err != nil || !reflect.DeepEqual(v, map[string]any{}) {
 		t.Errorf("empty input: %#v, %v; want an empty object", v, err)
 	}
-	v, err = kernel.DecodeJSONValue([]byte(`{"a":[1,{"b":2.5,"c":"x"}],"d":null,"e":true}`))
+	v, err = kindapi.DecodeJSONValue([]byte(`{"a":[1,{"b":2.5,"c":"x"}],"d":null,"e":true}`))
 	want := map[string]any{"a": []any{int64(1), map[string]any{"b": 2.5, "c": "x"}}, "d": nil, "e": true}
 	if err != nil || !reflect.DeepEqual(v, want) {
 		t.Errorf("nested document: %#v, %v; want %#v", v, err, want)
@@ -142,7 +142,7 @@ func TestDecodeJSONValueHostileNumber(t *testing.T) {
 		"1" + strings.Repeat("0", n) + "e-" + strings.Repeat("9", 6),
 		"0." + strings.Repeat("0", n/2) + "1" + strings.Repeat("7", n/2) + "e500000",
 	} {
-		if _, err := kernel.DecodeJSONValue([]byte(s)); err == nil {
+		if _, err := kindapi.DecodeJSONValue([]byte(s)); err == nil {
 			t.Errorf("a %d-character number is accepted", len(s))
 		}
 	}

@@ -1,20 +1,3 @@
-// Package kernel is Mandate's trusted core: tasks, capability tables,
-// the derivation tree, revocation, blobs and labels, and the mediator every
-// guest call passes through.
-//
-// The kernel imports no engine and no capability kind; they plug in through
-// sandbox.Engine and Kind, the way drivers plug into database/sql:
-//
-//	eng, _ := wazero.New(ctx, sandbox.Config{CacheDir: dir})
-//	k, _ := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{net.New()}})
-//	scope, _ := k.Grant("net", kernel.GrantContext{}, []byte(`{"origin":"https://flights.example"}`))
-//	mod, _ := eng.Compile(ctx, wasm)
-//	t, _ := k.Start(ctx, kernel.TaskSpec{
-//		Module: mod, Principal: "alice",
-//		Grants: []kernel.GrantSpec{{Name: "flights", Kind: "net", Scope: scope}},
-//	})
-//	err := t.Wait(ctx)
-//	result, _ := t.Result()
 package kernel
 
 import (
@@ -27,13 +10,14 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/sandbox"
 )
 
 // Config configures a Kernel. Engine is required.
 type Config struct {
 	Engine sandbox.Engine
-	Kinds  []Kind
+	Kinds  []kindapi.Kind
 	// Logger is the root logger; tasks log through named children of it.
 	Logger hclog.Logger
 	// Auditor receives audit events; by default they go to the logger.
@@ -79,8 +63,8 @@ type Placer interface {
 // registered is a kind as the kernel knows it: its static Info, read once,
 // and the privileges granted at registration.
 type registered struct {
-	kind   Kind
-	info   Info
+	kind   kindapi.Kind
+	info   kindapi.Info
 	vars   []string
 	lowers bool // may lower labels (Config.Declassifiers)
 }
@@ -181,16 +165,11 @@ func RegisterHost(eng sandbox.Engine) error {
 	return nil
 }
 
-// HostFuncs returns the kernel's host functions, the ones it registered on
-// its engine: what a module running a task elsewhere serves that task's
-// calls with (package sandbox/forward).
-func (k *Kernel) HostFuncs() []sandbox.HostFunc { return slices.Clone(k.funcs) }
-
 // Engine is the engine tasks run on.
 func (k *Kernel) Engine() sandbox.Engine { return k.engine }
 
 // Kind returns the registered kind with the given name.
-func (k *Kernel) Kind(name string) (Kind, bool) {
+func (k *Kernel) Kind(name string) (kindapi.Kind, bool) {
 	r, ok := k.kinds[name]
 	if !ok {
 		return nil, false
@@ -199,10 +178,10 @@ func (k *Kernel) Kind(name string) (Kind, bool) {
 }
 
 // KindInfo returns the static description of the registered kind name.
-func (k *Kernel) KindInfo(name string) (Info, bool) {
+func (k *Kernel) KindInfo(name string) (kindapi.Info, bool) {
 	r, ok := k.kinds[name]
 	if !ok {
-		return Info{}, false
+		return kindapi.Info{}, false
 	}
 	info := r.info
 	info.Ops = slices.Clone(info.Ops)
@@ -221,62 +200,12 @@ func (k *Kernel) Kinds() []string {
 }
 
 // Grant mints a root scope of the named kind from a manifest grant.
-func (k *Kernel) Grant(kind string, g GrantContext, spec []byte) (Scope, error) {
+func (k *Kernel) Grant(kind string, g kindapi.GrantContext, spec []byte) (kindapi.Scope, error) {
 	kd, ok := k.kinds[kind]
 	if !ok {
 		return nil, fmt.Errorf("unknown capability kind %q (known: %v)", kind, k.Kinds())
 	}
 	return kd.kind.Grant(g, spec)
-}
-
-// audit records ev, filling in the task's identity. A failure to record
-// is an internal error: the caller denies.
-func (k *Kernel) audit(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error) error {
-	return k.record(ctx, t, c, op, d, err, "", "")
-}
-
-// auditCall is audit with the digest of the call's arguments.
-func (k *Kernel) auditCall(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error, argsDigest string) error {
-	return k.record(ctx, t, c, op, d, err, argsDigest, "")
-}
-
-// auditText is audit with a text for the entry's reason when there is no
-// error: what an approver was shown, or what a grant passed to a child is.
-func (k *Kernel) auditText(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error, text string) error {
-	return k.record(ctx, t, c, op, d, err, "", text)
-}
-
-func (k *Kernel) record(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error, argsDigest, text string) error {
-	ev := AuditEvent{
-		Time:      now(),
-		Task:      t.id,
-		Principal: t.principal,
-		Module:    t.module,
-		Op:        op,
-		Decision:  d,
-		Errno:     ErrnoOf(err),
-	}
-	switch {
-	case err != nil && text != "":
-		ev.Reason = err.Error() + "\n" + text
-	case err != nil:
-		ev.Reason = err.Error()
-	default:
-		ev.Reason = text
-	}
-	if c != nil {
-		ev.Cap, ev.Kind = c.id, c.kind.Name()
-		for x := c; x != nil; x = x.parent {
-			ev.Ancestry = append([]string{x.id}, ev.Ancestry...)
-		}
-	}
-	ev.Label = t.Label()
-	ev.ArgsDigest = argsDigest
-	if aerr := k.auditor.Record(ctx, ev); aerr != nil {
-		t.logger.Error("audit log failed; denying", "error", aerr)
-		return &Error{Errno: abi.EINTERNAL, Msg: "audit log failed", Err: aerr}
-	}
-	return nil
 }
 
 // Tasks returns every task started so far, in the order they started (the

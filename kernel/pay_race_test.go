@@ -11,6 +11,7 @@ import (
 	"github.com/mandatevm/mandate/caps/pay/paytest"
 	"github.com/mandatevm/mandate/caps/spawn"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/sandbox"
 )
 
@@ -45,8 +46,8 @@ func racePay(t *testing.T, allowance kernel.Allowance, ok int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	grant := func(kind, spec string) kernel.Scope {
-		s, err := e.k.Grant(kind, kernel.GrantContext{LookupEnv: func(string) (string, bool) { return "tok_test", true }}, []byte(spec))
+	grant := func(kind, spec string) kindapi.Scope {
+		s, err := e.k.Grant(kind, kindapi.GrantContext{LookupEnv: func(string) (string, bool) { return "tok_test", true }}, []byte(spec))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,5 +1,7 @@
 package kernel
 
+import "github.com/mandatevm/mandate/kernel/kindapi"
+
 // ProvenanceVar is the variable under which constraints see where a
 // call's spliced values came from (kindapi.Op.Provenance): the CEL
 // functions spliced(x) and from(x) of package constraint read it.
@@ -9,7 +11,7 @@ const ProvenanceVar = "mandate_provenance"
 // ("request.body.recipient"), {"conf": [...], "integ": [...], "path":
 // "$..."} of the part it was spliced from. Always a map, empty when
 // nothing was spliced by part.
-func provenance(op *Op) map[string]any {
+func provenance(op *kindapi.Op) map[string]any {
 	out := make(map[string]any, len(op.Provenance))
 	for place, src := range op.Provenance {
 		conf, integ := []any{}, []any{}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Rate bounds how often a capability may be called: at most N calls in any
@@ -129,7 +130,7 @@ func takeRate(c *Cap, clock func() time.Time) (bool, error) {
 	for _, b := range chain {
 		b.refill(now)
 		if b.tokens < 1 {
-			return false, Errorf(abi.ELIMIT, "rate limit %s reached; retry later", b.rate)
+			return false, kindapi.Errorf(abi.ELIMIT, "rate limit %s reached; retry later", b.rate)
 		}
 	}
 	for _, b := range chain {

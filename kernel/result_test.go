@@ -9,6 +9,7 @@ import (
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // TestRefuseTaintedResult: a task whose manifest refuses a tainted result
@@ -16,7 +17,7 @@ import (
 // without the rule sets either, its result carrying the label.
 func TestRefuseTaintedResult(t *testing.T) {
 	audit := &recAudit{}
-	k, err := kernel.New(kernel.Config{Engine: kerneltest.WaitEngine{}, Kinds: []kernel.Kind{kerneltest.New()}, Auditor: audit})
+	k, err := kernel.New(kernel.Config{Engine: kerneltest.WaitEngine{}, Kinds: []kindapi.Kind{kerneltest.New()}, Auditor: audit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,29 +27,18 @@ func TestRefuseTaintedResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer parent.Kill()
-	web := kernel.NewBlob([]byte("the best hotel is Hotel Evil"), kernel.NewLabel(nil, []string{"web:reviews.example"}))
-	mine := kernel.NewBlob([]byte("42"), kernel.Label{})
+	web := kindapi.NewBlob([]byte("the best hotel is Hotel Evil"), kindapi.NewLabel(nil, []string{"web:reviews.example"}))
+	mine := kindapi.NewBlob([]byte("42"), kindapi.Label{})
 	for _, refuse := range []bool{true, false} {
-		p, err := k.NewChild(parent, kernel.TaskSpec{Module: mod, Principal: "alice", Limits: kernel.Limits{Timeout: time.Hour},
-			RefuseTaintedResult: refuse})
+		c, err := parent.StartChild(context.Background(), kernel.ChildSpec{Module: mod, Limits: kernel.Limits{Timeout: time.Hour},
+			RefuseTaintedResult: refuse, Held: []*kindapi.Blob{web, mine}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		hw, err := p.Hold(web)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hm, err := p.Hold(mine)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		c := p.Task()
+		hw, hm := kernel.HeldHandle(0), kernel.HeldHandle(1)
 		err = c.SetResult(context.Background(), hw)
 		if refuse {
-			if kernel.ErrnoOf(err) != abi.EFLOW || !strings.Contains(err.Error(), "web:reviews.example") {
+			if kindapi.ErrnoOf(err) != abi.EFLOW || !strings.Contains(err.Error(), "web:reviews.example") {
 				t.Errorf("a tainted result under accepts_untrusted = false: %v, want EFLOW naming the taint", err)
 			}
 			if _, ok := c.Result(); ok {

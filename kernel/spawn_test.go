@@ -10,6 +10,7 @@ import (
 
 	"github.com/mandatevm/mandate/caps/spawn"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/sandbox"
 )
 
@@ -67,7 +68,7 @@ func (se *spawnEnv) run(t *testing.T, mode string, spawnSpec string) (*kernel.Ta
 		"wait": se.digests["revoke-wait"], "other": se.digests["well-behaved"],
 	})
 	spec := se.spec(t, "spawn-parent", kernel.Limits{Timeout: time.Minute, Memory: 128 << 20}, string(in))
-	scope, err := se.k.Grant("spawn", kernel.GrantContext{}, []byte(spawnSpec))
+	scope, err := se.k.Grant("spawn", kindapi.GrantContext{}, []byte(spawnSpec))
 	if err != nil {
 		t.Fatal(err)
 	}

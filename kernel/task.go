@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/sandbox"
 )
 
@@ -36,6 +37,37 @@ type Limits struct {
 	// (its input, call results, blobs it made); 0 = DefaultMaxBlobBytes.
 	// A call whose result would pass it fails with ELIMIT.
 	MaxBlobBytes int64
+	// MaxStoredOutput bounds what the run store keeps of each of the
+	// task's result, stdout and stderr (manifest: limits.stored_output); 0 =
+	// DefaultMaxStoredOutput. The kernel only carries it: the host cuts
+	// what it records, and the record says what was cut.
+	MaxStoredOutput int64
+
+	// The static limits on the task's module, checked on its bytes
+	// before it is compiled (sandbox.StaticLimits: the most functions,
+	// locals of one function, nesting of blocks, targets of one
+	// br_table, bytes of one function body); 0 = the engine's default
+	// (sandbox.DefaultStaticLimits). CompileLimits says how.
+	Functions, Locals, Nesting, BrTableTargets, FunctionSize int
+	// CompileMemory bounds the memory compiling the task's module may
+	// use; 0 = sandbox.DefaultCompileMemory.
+	CompileMemory uint64
+}
+
+// CompileLimits is the sandbox.CompileConfig a task of limits l compiles
+// its module under: l's static limits, its timeout (DefaultTimeout when
+// zero) and its compile memory (zero fields are the engine's defaults).
+func (l Limits) CompileLimits() sandbox.CompileConfig {
+	t := l.Timeout
+	if t == 0 {
+		t = DefaultTimeout
+	}
+	return sandbox.CompileConfig{
+		Limits: sandbox.StaticLimits{Functions: l.Functions, Locals: l.Locals, Nesting: l.Nesting,
+			BrTableTargets: l.BrTableTargets, BodySize: l.FunctionSize},
+		Timeout:     t,
+		MemoryLimit: l.CompileMemory,
+	}
 }
 
 // Default limits.
@@ -43,6 +75,9 @@ const (
 	DefaultMemory       = 256 << 20
 	DefaultTimeout      = 5 * time.Minute
 	DefaultMaxBlobBytes = 256 << 20
+	// DefaultMaxStoredOutput is what the run store keeps of each task's
+	// result and of each of its output streams.
+	DefaultMaxStoredOutput = 1 << 20
 )
 
 func (l Limits) withDefaults() Limits {
@@ -61,6 +96,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxBlobBytes == 0 {
 		l.MaxBlobBytes = DefaultMaxBlobBytes
 	}
+	if l.MaxStoredOutput == 0 {
+		l.MaxStoredOutput = DefaultMaxStoredOutput
+	}
 	return l
 }
 
@@ -69,7 +107,7 @@ func (l Limits) withDefaults() Limits {
 type GrantSpec struct {
 	Name  string
 	Kind  string
-	Scope Scope
+	Scope kindapi.Scope
 	// Audit writes every decision on this capability to the audit log
 	// before its effect.
 	Audit bool
@@ -99,9 +137,9 @@ type TaskSpec struct {
 	Grants    []GrantSpec
 	Input     []byte
 	// InputLabel labels the input blob.
-	InputLabel Label
+	InputLabel kindapi.Label
 	// Clearance bounds what the task may ever hold; nil means unbounded.
-	Clearance *Label
+	Clearance *kindapi.Label
 	// RefuseTaintedResult refuses a result carrying any integrity taint
 	// (a manifest's result { accepts_untrusted = false }): SetResult of
 	// such a blob is EFLOW, audited.
@@ -118,28 +156,28 @@ type Task struct {
 	limits    Limits
 	logger    hclog.Logger
 	table     *CapTable
-	input     *Blob
+	input     *kindapi.Blob
 	stdout    *outputWriter
 	stderr    *outputWriter
-	cancel    context.CancelFunc
+	cancel    context.CancelFunc // set at launch; protected by mu
 	done      chan struct{}
-	info      TaskInfo
+	info      kindapi.TaskInfo
 	depth     int       // 0 for a root task, parent's + 1 for a child
 	deadline  time.Time // when the task's timeout ends; set at launch
 	// resolveBlob is t.table.GetBlob, bound once so calls do not allocate
 	// a method value each time.
-	resolveBlob func(abi.Handle) (*Blob, error)
+	resolveBlob func(abi.Handle) (*kindapi.Blob, error)
 	// labelOf is t.Label, bound once for the same reason.
-	labelOf func() Label
+	labelOf func() kindapi.Label
 
 	mu      sync.Mutex
 	names   map[string]*Cap // root grants by name; protected by mu
-	label   Label           // join of everything read; protected by mu
-	result  *Blob           // protected by mu
+	label   kindapi.Label   // join of everything read; protected by mu
+	result  *kindapi.Blob   // protected by mu
 	lastErr string          // reason of the last failed call; protected by mu
 	denials int             // protected by mu
 	// clearance bounds the label; nil: unbounded. Immutable after start.
-	clearance *Label
+	clearance *kindapi.Label
 	// refuseTaintedResult is TaskSpec.RefuseTaintedResult. Immutable.
 	refuseTaintedResult bool
 	children            int             // tasks spawned by this one; protected by mu
@@ -163,7 +201,7 @@ func (t *Task) Module() string { return t.module }
 func (t *Task) Logger() hclog.Logger { return t.logger }
 
 // Label is the join of everything the task has read so far.
-func (t *Task) Label() Label {
+func (t *Task) Label() kindapi.Label {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.label
@@ -284,7 +322,7 @@ func (k *Kernel) newTask(spec TaskSpec, parent *Task) (*Task, error) {
 	if parent != nil {
 		t.depth = parent.depth + 1
 	}
-	t.info = TaskInfo{ID: id, Principal: spec.Principal, Module: t.module}
+	t.info = kindapi.TaskInfo{ID: id, Principal: spec.Principal, Module: t.module}
 	t.table.SetBlobLimit(limits.MaxBlobBytes)
 	t.resolveBlob = t.table.GetBlob
 	t.labelOf = t.Label
@@ -300,7 +338,7 @@ func (k *Kernel) newTask(spec TaskSpec, parent *Task) (*Task, error) {
 		if int64(len(spec.Input)) > limits.MaxBlobBytes {
 			return nil, fmt.Errorf("kernel: input of %d bytes exceeds the task's blob limit of %d", len(spec.Input), limits.MaxBlobBytes)
 		}
-		t.input = NewBlob(spec.Input, spec.InputLabel)
+		t.input = kindapi.NewBlob(spec.Input, spec.InputLabel)
 		if err := t.mayHold(t.input.Label()); err != nil {
 			return nil, err
 		}
@@ -315,10 +353,10 @@ func (t *Task) launch(ctx context.Context, spec TaskSpec) {
 	k.tasks = append(k.tasks, t)
 	k.mu.Unlock()
 
-	ctx, t.cancel = context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(ctx)
 	ctx = withTask(ctx, t)
 	t.mu.Lock()
-	t.runCtx = ctx
+	t.runCtx, t.cancel = ctx, cancel
 	t.mu.Unlock()
 	name := spec.Name
 	if name == "" {
@@ -349,7 +387,7 @@ func (t *Task) launch(ctx context.Context, spec TaskSpec) {
 func (k *Kernel) admit() error {
 	if n := k.live.Add(1); n > int64(k.maxTasks) {
 		k.live.Add(-1)
-		return Errorf(abi.ELIMIT, "%d tasks are running (the kernel's limit is %d)", n-1, k.maxTasks)
+		return kindapi.Errorf(abi.ELIMIT, "%d tasks are running (the kernel's limit is %d)", n-1, k.maxTasks)
 	}
 	return nil
 }
@@ -416,7 +454,7 @@ func (t *Task) run(ctx context.Context, mod sandbox.Module, cfg sandbox.RunConfi
 func runGuarded(ctx context.Context, mod sandbox.Module, cfg sandbox.RunConfig) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = &Error{Errno: abi.EINTERNAL, Msg: fmt.Sprintf("engine panic: %v", r)}
+			err = &kindapi.Error{Errno: abi.EINTERNAL, Msg: fmt.Sprintf("engine panic: %v", r)}
 		}
 	}()
 	return mod.Run(ctx, cfg)
@@ -440,8 +478,11 @@ func (t *Task) Done() <-chan struct{} { return t.done }
 
 // Kill stops the task; its Wait returns an error and its state is killed.
 func (t *Task) Kill() {
-	if t.cancel != nil {
-		t.cancel()
+	t.mu.Lock()
+	cancel := t.cancel
+	t.mu.Unlock()
+	if cancel != nil {
+		cancel()
 	}
 }
 
@@ -456,8 +497,12 @@ func (t *Task) Result() ([]byte, bool) {
 	return t.result.Bytes(), true
 }
 
-// ResultBlob returns the task's result blob, nil if none.
-func (t *Task) ResultBlob() *Blob {
+// Limits are the task's limits, the defaults filled in.
+func (t *Task) Limits() Limits { return t.limits }
+
+// ResultBlob returns the task's result blob, nil if none (read it without
+// a copy with its Reader or ReadAt).
+func (t *Task) ResultBlob() *kindapi.Blob {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.result
@@ -483,4 +528,13 @@ func withTask(ctx context.Context, t *Task) context.Context {
 func taskFrom(ctx context.Context) *Task {
 	t, _ := ctx.Value(taskKey{}).(*Task)
 	return t
+}
+
+// LastDenial is the errno of the task's last denied call (ESUCCESS when
+// none was) and what LastError says of it: why a tool that gave up after
+// a refusal failed, for a host to tell its client.
+func (t *Task) LastDenial() (abi.Errno, string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lastDenial, t.lastErr
 }

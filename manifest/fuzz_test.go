@@ -21,20 +21,21 @@ import (
 	"github.com/mandatevm/mandate/constraint"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // kindsGranter grants with the real kinds and compiles with the real
 // constraint compiler, without a kernel (which needs an engine).
 type kindsGranter struct {
-	kinds map[string]kernel.Kind
+	kinds map[string]kindapi.Kind
 	cc    *constraint.Compiler
 }
 
 func newKindsGranter() *kindsGranter {
 	noDNS := func(context.Context, string) ([]netip.Addr, error) { return nil, errors.New("no lookups in tests") }
 	now := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
-	g := &kindsGranter{kinds: map[string]kernel.Kind{}, cc: constraint.New()}
-	for _, k := range []kernel.Kind{
+	g := &kindsGranter{kinds: map[string]kindapi.Kind{}, cc: constraint.New()}
+	for _, k := range []kindapi.Kind{
 		net.New(net.WithLookup(noDNS)), data.New(nil), pay.New(pay.WithClock(func() time.Time { return now })),
 		spawn.New(), declassify.New(),
 	} {
@@ -43,13 +44,13 @@ func newKindsGranter() *kindsGranter {
 	return g
 }
 
-func (g *kindsGranter) Kind(n string) (kernel.Kind, bool) { k, ok := g.kinds[n]; return k, ok }
-func (g *kindsGranter) Kinds() []string                   { return []string{"data", "declassify", "net", "pay", "spawn"} }
-func (g *kindsGranter) Grant(kind string, gc kernel.GrantContext, spec []byte) (kernel.Scope, error) {
+func (g *kindsGranter) Kind(n string) (kindapi.Kind, bool) { k, ok := g.kinds[n]; return k, ok }
+func (g *kindsGranter) Kinds() []string                    { return []string{"data", "declassify", "net", "pay", "spawn"} }
+func (g *kindsGranter) Grant(kind string, gc kindapi.GrantContext, spec []byte) (kindapi.Scope, error) {
 	return g.kinds[kind].Grant(gc, spec)
 }
-func (g *kindsGranter) ParseBudget(kind string, s kernel.Scope, text string) (int64, error) {
-	return kernel.ParseBudget(g.kinds[kind], s, text)
+func (g *kindsGranter) ParseBudget(kind string, s kindapi.Scope, text string) (int64, error) {
+	return kindapi.ParseBudget(g.kinds[kind], s, text)
 }
 func (g *kindsGranter) CompileConstraints(kind string, when, approveWhen []string) (kernel.Constraints, error) {
 	var cs kernel.Constraints
@@ -111,7 +112,7 @@ func FuzzParse(f *testing.F) {
 		}
 	}
 	g := newKindsGranter()
-	gc := kernel.GrantContext{Dir: dir, LookupEnv: func(string) (string, bool) { return "a-token", true }}
+	gc := kindapi.GrantContext{Dir: dir, LookupEnv: func(string) (string, bool) { return "a-token", true }}
 	f.Fuzz(func(t *testing.T, src, v string) {
 		if len(src) > MaxSize {
 			return
@@ -132,7 +133,10 @@ func FuzzParse(f *testing.F) {
 		if m.Name == "" || strings.TrimSpace(m.Principal) == "" || m.ModulePath == "" {
 			t.Fatalf("Parse(%q) = %+v: missing name, principal or module", src, m)
 		}
-		if l := m.Limits(); l.Memory > MaxMemory || l.MaxOutput > MaxOutput || l.Timeout < 0 || l.MaxHandles < 0 || l.MaxHandles > kernel.MaxHandles {
+		if l := m.Limits(); l.Memory > MaxMemory || l.MaxOutput > MaxOutput || l.Timeout < 0 || l.MaxHandles < 0 || l.MaxHandles > kernel.MaxHandles ||
+			l.Functions < 0 || l.Functions > MaxFunctions || l.Locals < 0 || l.Locals > MaxLocals ||
+			l.Nesting < 0 || l.Nesting > MaxNesting || l.BrTableTargets < 0 || l.BrTableTargets > MaxBrTableTargets ||
+			l.FunctionSize < 0 || l.FunctionSize > MaxFunctionSize || l.CompileMemory > MaxCompileMemory {
 			t.Fatalf("Parse(%q): limits %+v out of bounds", src, l)
 		}
 		seen := map[string]bool{}
@@ -175,7 +179,7 @@ func FuzzParse(f *testing.F) {
 // budget in the kind's unit); anything else is an error at the attribute.
 func TestKernelAllowance(t *testing.T) {
 	g := newKindsGranter()
-	gc := kernel.GrantContext{LookupEnv: func(string) (string, bool) { return "tok", true }}
+	gc := kindapi.GrantContext{LookupEnv: func(string) (string, bool) { return "tok", true }}
 	head := "task \"a\" {\nmodule = \"guest.wasm\"\nprincipal = \"p\"\n"
 	netCap := "cap \"net\" \"web\" {\n  origin = \"https://a.example\"\n  max_uses = %s\n}\n"
 	payCap := "cap \"pay\" \"card\" {\n  provider = \"https://pay.example\"\n  instrument = { env = \"CARD\" }\n  payees = [\"a.example\"]\n  currency = \"USD\"\n  budget = %s\n}\n"

@@ -18,6 +18,16 @@ const Grammar = `task "NAME" {
     handles = 256             # capability table size
     output  = "1MiB"          # bytes kept of each of stdout and stderr
     blobs   = "64MiB"         # bytes of blobs the task holds at once
+    stored_output = "1MiB"    # bytes the run store keeps of each of the result, stdout and stderr
+                              # (default 1MiB; a cut is recorded: truncated, bytes dropped)
+    # What the module may contain, checked on its bytes before it is compiled (a module
+    # past one is refused, naming it), and what compiling it may use (its time: timeout):
+    functions        = 25000    # functions it defines (default 25000)
+    locals           = 1000     # locals of one function, parameters included (default 1000)
+    nesting          = 2500     # depth of blocks, loops and ifs in one function (default 2500)
+    br_table_targets = 5000     # targets of one br_table (default 5000)
+    function_size    = "1MiB"   # bytes of one function body (default 1MiB)
+    compile_memory   = "1GiB"   # memory compiling the module may use (default 1GiB)
   }
 
   result {                    # optional, at most one: what the task's answer may carry

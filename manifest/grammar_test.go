@@ -39,7 +39,7 @@ func TestGrammarIsComplete(t *testing.T) {
 		}
 	}
 
-	f, err := goparser.ParseFile(token.NewFileSet(), "manifest.go", nil, goparser.ParseComments|goparser.PackageClauseOnly)
+	f, err := goparser.ParseFile(token.NewFileSet(), "doc.go", nil, goparser.ParseComments|goparser.PackageClauseOnly)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func TestHistoryDocExamples(t *testing.T) {
 	line := regexp.MustCompile(`when = ("(?:[^"\\]|\\.)*")`)
 	vars := kernel.ConstraintVars(net.New())
 	c := constraint.New()
-	for _, file := range []string{"manifest.go", "../README.md"} {
+	for _, file := range []string{"doc.go", "../README.md"} {
 		b, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // write puts a manifest and a dummy module in a fresh directory and
@@ -41,6 +42,13 @@ const full = `task "quickstart" {
     handles = 256
     output  = 4096
     blobs   = "8MiB"
+    stored_output = "64KiB"
+    functions        = 30000
+    locals           = 2000
+    nesting          = 3000
+    br_table_targets = 6000
+    function_size    = "2MiB"
+    compile_memory   = "512MiB"
   }
   cap "net" "flights" {
     origin        = var.origin
@@ -70,7 +78,8 @@ func TestLoad(t *testing.T) {
 	if m.ModulePath != want {
 		t.Errorf("ModulePath: got %q, want %q", m.ModulePath, want)
 	}
-	wantLimits := kernel.Limits{Memory: 64 << 20, Timeout: 30 * time.Second, MaxHandles: 256, MaxOutput: 4096, MaxBlobBytes: 8 << 20}
+	wantLimits := kernel.Limits{Memory: 64 << 20, Timeout: 30 * time.Second, MaxHandles: 256, MaxOutput: 4096, MaxBlobBytes: 8 << 20, MaxStoredOutput: 64 << 10,
+		Functions: 30000, Locals: 2000, Nesting: 3000, BrTableTargets: 6000, FunctionSize: 2 << 20, CompileMemory: 512 << 20}
 	if m.Limits() != wantLimits {
 		t.Errorf("Limits: got %+v, want %+v", m.Limits(), wantLimits)
 	}
@@ -133,6 +142,14 @@ func TestLoadErrors(t *testing.T) {
 		{"bad duration", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  limits {\n    timeout = \"soon\"\n  }\n}\n", nil, `:5,15: timeout "soon" is not a duration`},
 		{"negative duration", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  limits {\n    timeout = \"-1s\"\n  }\n}\n", nil, `:5,15: timeout "-1s" must be positive`},
 		{"bad handles", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  limits {\n    handles = 1e9\n  }\n}\n", nil, `:5,15: handles = 1000000000 is out of range`},
+		{"zero functions", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  limits {\n    functions = 0\n  }\n}\n", nil, `:5,17: functions = 0 is out of range: 1 to 1000000`},
+		{"huge functions", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  limits {\n    functions = 2000000\n  }\n}\n", nil, `:5,17: functions = 2000000 is out of range: 1 to 1000000`},
+		{"locals past wasmtime's", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  limits {\n    locals = 50001\n  }\n}\n", nil, `:5,14: locals = 50001 is out of range: 1 to 50000`},
+		{"nesting not a number", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  limits {\n    nesting = \"deep\"\n  }\n}\n", nil, `:5,15: nesting must be a whole number, not "deep"`},
+		{"fractional br_table_targets", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  limits {\n    br_table_targets = 1.5\n  }\n}\n", nil, `:5,24: br_table_targets must be a whole number, not 1.5`},
+		{"huge function_size", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  limits {\n    function_size = \"1GiB\"\n  }\n}\n", nil, `:5,21: function_size = 1073741824 bytes is out of range: 1 to 67108864`},
+		{"bad compile_memory", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  limits {\n    compile_memory = \"lots\"\n  }\n}\n", nil, `:5,22: compile_memory: `},
+		{"zero compile_memory", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  limits {\n    compile_memory = 0\n  }\n}\n", nil, `:5,22: compile_memory = 0 bytes is out of range`},
 		{"unknown limit", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  limits {\n    cpu = 1\n  }\n}\n", nil, `:5,5: Unsupported argument`},
 		{"two limits", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  limits {}\n  limits {}\n}\n", nil, `:5,3: only one limits block`},
 		{"duplicate cap", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" \"x\" {}\n  cap \"data\" \"x\" {}\n}\n", nil, `:5,14: duplicate capability name "x"; the first is at`},
@@ -144,6 +161,8 @@ func TestLoadErrors(t *testing.T) {
 		{"bad rate", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" \"x\" {\n    rate = \"10/fortnight\"\n  }\n}\n", nil, `:5,12: rate "10/fortnight": unknown unit "fortnight"`},
 		{"rate not a string", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" \"x\" {\n    rate = 10\n  }\n}\n", nil, `:5,12: rate must be a string`},
 		{"zero blobs", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  limits {\n    blobs = 0\n  }\n}\n", nil, `:5,13: blobs = 0 bytes is out of range`},
+		{"zero stored_output", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  limits {\n    stored_output = 0\n  }\n}\n", nil, `:5,21: stored_output = 0 bytes is out of range`},
+		{"stored_output not a size", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  limits {\n    stored_output = \"lots\"\n  }\n}\n", nil, `:5,21: stored_output: `},
 		{"audit not bool", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" \"x\" {\n    audit = \"yes\"\n  }\n}\n", nil, `:5,13: audit must be true or false, not "yes"`},
 		{"unset var", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" \"x\" {\n    origin = var.origin\n  }\n}\n", nil, `:5,14: variable "origin" is not set: pass --var origin=VALUE`},
 		{"unset var in template", "task \"a\" {\n  module = \"guest.wasm\"\n  principal = \"p\"\n  cap \"net\" \"x\" {\n    origin = \"http://${var.host}\"\n  }\n}\n", map[string]string{"origin": "x"}, `:5,24: variable "host" is not set`},
@@ -238,17 +257,17 @@ type fakeKind struct{ name string }
 
 type fakeScope struct{ spec string }
 
-func (s fakeScope) MarshalJSON() ([]byte, error) { return []byte(s.spec), nil }
-func (s fakeScope) Contains(o kernel.Scope) bool { return false }
+func (s fakeScope) MarshalJSON() ([]byte, error)  { return []byte(s.spec), nil }
+func (s fakeScope) Contains(o kindapi.Scope) bool { return false }
 
-func (k fakeKind) Name() string      { return k.name }
-func (k fakeKind) Info() kernel.Info { return kernel.Info{} }
-func (k fakeKind) Narrow(kernel.Scope, []byte) (kernel.Scope, error) {
-	return nil, kernel.ErrDenied
+func (k fakeKind) Name() string       { return k.name }
+func (k fakeKind) Info() kindapi.Info { return kindapi.Info{} }
+func (k fakeKind) Narrow(kindapi.Scope, []byte) (kindapi.Scope, error) {
+	return nil, kindapi.ErrDenied
 }
-func (k fakeKind) Prepare(*kernel.Call) (kernel.Op, error)  { return kernel.Op{}, kernel.ErrNotSup }
-func (k fakeKind) Describe(kernel.Scope) kernel.Description { return kernel.Description{} }
-func (k fakeKind) Grant(g kernel.GrantContext, spec []byte) (kernel.Scope, error) {
+func (k fakeKind) Prepare(*kindapi.Call) (kindapi.Op, error)  { return kindapi.Op{}, kindapi.ErrNotSup }
+func (k fakeKind) Describe(kindapi.Scope) kindapi.Description { return kindapi.Description{} }
+func (k fakeKind) Grant(g kindapi.GrantContext, spec []byte) (kindapi.Scope, error) {
 	var v struct {
 		Origin  string
 		Headers []struct{ Env string }
@@ -258,28 +277,28 @@ func (k fakeKind) Grant(g kernel.GrantContext, spec []byte) (kernel.Scope, error
 	}
 	switch {
 	case strings.Contains(v.Origin, "@"):
-		return nil, &kernel.FieldError{Field: "origin", Msg: "userinfo is not allowed"}
+		return nil, &kindapi.FieldError{Field: "origin", Msg: "userinfo is not allowed"}
 	case v.Origin == "boom":
 		return nil, errors.New("boom")
 	}
 	for i, h := range v.Headers {
 		if _, ok := g.Getenv(h.Env); !ok {
-			return nil, &kernel.FieldError{Field: "headers[" + string(rune('0'+i)) + "].env", Msg: "variable " + h.Env + " is not set"}
+			return nil, &kindapi.FieldError{Field: "headers[" + string(rune('0'+i)) + "].env", Msg: "variable " + h.Env + " is not set"}
 		}
 	}
 	return fakeScope{string(spec)}, nil
 }
 
-type fakeGranter map[string]kernel.Kind
+type fakeGranter map[string]kindapi.Kind
 
-func (g fakeGranter) Kind(n string) (kernel.Kind, bool) { k, ok := g[n]; return k, ok }
-func (g fakeGranter) Kinds() []string                   { return []string{"net"} }
-func (g fakeGranter) Grant(kind string, gc kernel.GrantContext, spec []byte) (kernel.Scope, error) {
+func (g fakeGranter) Kind(n string) (kindapi.Kind, bool) { k, ok := g[n]; return k, ok }
+func (g fakeGranter) Kinds() []string                    { return []string{"net"} }
+func (g fakeGranter) Grant(kind string, gc kindapi.GrantContext, spec []byte) (kindapi.Scope, error) {
 	return g[kind].Grant(gc, spec)
 }
 
-func (g fakeGranter) ParseBudget(kind string, s kernel.Scope, text string) (int64, error) {
-	return kernel.ParseBudget(g[kind], s, text)
+func (g fakeGranter) ParseBudget(kind string, s kindapi.Scope, text string) (int64, error) {
+	return kindapi.ParseBudget(g[kind], s, text)
 }
 
 // CompileConstraints accepts any expression but "bad".
@@ -294,7 +313,7 @@ func (g fakeGranter) CompileConstraints(kind string, when, approveWhen []string)
 
 func TestGrants(t *testing.T) {
 	k := fakeGranter{"net": fakeKind{"net"}}
-	env := kernel.GrantContext{LookupEnv: func(n string) (string, bool) { return "tok", n == "FLIGHTS_TOKEN" }}
+	env := kindapi.GrantContext{LookupEnv: func(n string) (string, bool) { return "tok", n == "FLIGHTS_TOKEN" }}
 	p := write(t, full)
 	m, err := Load(p, map[string]string{"origin": "http://127.0.0.1:1234"})
 	if err != nil {
@@ -348,7 +367,7 @@ func TestConstraintErrorPosition(t *testing.T) {
 	if got := m.Caps[0].ApproveWhen; len(got) != 2 {
 		t.Fatalf("approve_when = %q", got)
 	}
-	_, err = m.GrantsWith(fakeGranter{"net": fakeKind{"net"}}, kernel.GrantContext{})
+	_, err = m.GrantsWith(fakeGranter{"net": fakeKind{"net"}}, kindapi.GrantContext{})
 	if err == nil || !strings.Contains(err.Error(), "t.hcl:6,20: ") || !strings.Contains(err.Error(), "syntax error") {
 		t.Fatalf("got %v, want the error at t.hcl:6,20", err)
 	}

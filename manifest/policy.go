@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 )
@@ -22,6 +25,9 @@ import (
 const PolicyGrammar = `session {                     # exactly one
   principal = "alice"         # required: on whose behalf every tool acts
   clearance = ["pii:alice"]   # optional: the most the session (the client's model) may ever be shown
+  label_ttl = "24h"           # optional Go duration: a client's label (what its model was shown, kept across
+                              # its sessions) is dropped when a session starts this long after its last raise;
+                              # default: kept until "mandate mcp reset CLIENT"
 
   limits {                    # optional, at most one: the whole session's
     memory  = "64MiB"         # size: B, KiB, MiB, GiB, KB, MB, GB; a plain integer is bytes
@@ -29,6 +35,14 @@ const PolicyGrammar = `session {                     # exactly one
     handles = 256             # capability table size
     output  = "1MiB"          # bytes kept of each of stdout and stderr
     blobs   = "64MiB"         # bytes of blobs held at once
+    stored_output = "1MiB"    # bytes the run store keeps of each result and output (default 1MiB)
+    # Each tool's module, before it is compiled (a tool's own limits take precedence):
+    functions        = 25000    # functions it defines (default 25000)
+    locals           = 1000     # locals of one function, parameters included (default 1000)
+    nesting          = 2500     # depth of blocks, loops and ifs in one function (default 2500)
+    br_table_targets = 5000     # targets of one br_table (default 5000)
+    function_size    = "1MiB"   # bytes of one function body (default 1MiB)
+    compile_memory   = "1GiB"   # memory compiling it may use (default 1GiB)
   }
 
   seed "COLLECTION" {         # any number: records imported into the data store before the session
@@ -48,6 +62,11 @@ tool "NAME" {                 # one or more; NAME is the MCP tool name: 1 to 64 
     required   = ["year"]
   }
   result       = "value"           # optional: "value" (default), or "reference": a mandate://blob reference
+  responses    = { labels = [] }   # optional: what its results carry in place of what was sent to its sinks
+                                   # (taint, labels; only with pay caps and net caps without labels or responses)
+  approval     = "person"          # optional: who answers its approvals: "person" (default: out of band, on
+                                   # mandate ui's page or with mandate approvals) or "client": the MCP
+                                   # client's form, whose yes a model-driven client can give itself (never with a pay cap)
 
   limits {                    # optional, at most one: each call's, as in the session's limits
     memory  = "64MiB"
@@ -74,6 +93,34 @@ const (
 	ResultValue = "value"
 	// ResultReference returns a mandate://blob reference to the output.
 	ResultReference = "reference"
+)
+
+// ToolResponses is a tool's responses attribute: what its results carry
+// when shown to the client, in place of the confidentiality tags of what
+// was sent to its sinks. Its grammar is a net capability's responses
+// entry without fields: taint (an integrity taint added to the result's
+// own) and labels (its confidentiality tags).
+//
+// It is a statement about the sinks: "the mail API answers a status, not
+// what it was sent". So it is allowed only on a tool whose capabilities
+// are all pay capabilities and net capabilities without labels or
+// responses of their own (no confidential source in the tool): the only confidentiality a result can
+// then carry beyond what the session has already seen comes from
+// references the client passed, sent to the sink, and the sink's answer
+// is declared not to carry it. Integrity taints are never dropped.
+type ToolResponses struct {
+	Taint  string   `json:"taint,omitempty"`
+	Labels []string `json:"labels,omitempty"`
+}
+
+// Who answers a tool's approvals (Tool.Approval).
+const (
+	// ApprovalPerson asks the person out of band (mandate ui's approvals
+	// page, mandate approvals): the MCP client's answer approves nothing.
+	ApprovalPerson = "person"
+	// ApprovalClient asks the MCP client's form: the client's yes, which
+	// a model-driven client can give itself. Refused with a pay cap.
+	ApprovalClient = "client"
 )
 
 // Bounds on a tool's name and description.
@@ -113,10 +160,15 @@ type Session struct {
 	Principal string
 	// Clearance bounds what the session (the client's model) may ever be
 	// shown; nil: unbounded.
-	Clearance *kernel.Label
+	Clearance *kindapi.Label
 	// Seeds are the records imported into the data store before the
 	// session starts.
 	Seeds []Seed
+	// LabelTTL, when set, is how long a client's label (what its model
+	// was shown, kept across its sessions) lasts after its last raise: a
+	// session that starts later starts unlabelled. Zero: until a person
+	// resets it.
+	LabelTTL time.Duration
 
 	limits kernel.Limits
 }
@@ -147,6 +199,12 @@ type Tool struct {
 	InputSchema json.RawMessage
 	// Result is ResultValue or ResultReference.
 	Result string
+	// Approval is ApprovalPerson or ApprovalClient.
+	Approval string
+	// Responses, when set, says what the tool's results carry, as the
+	// answers of the sinks it sends to (the responses attribute); nil: a
+	// result carries its task's label.
+	Responses *ToolResponses
 	// Caps are the cap blocks, in file order.
 	Caps []Cap
 
@@ -166,11 +224,11 @@ func (t *Tool) Limits() kernel.Limits { return t.limits }
 // Secrets named by a grant are read from the host environment and
 // relative to the policy's directory.
 func (t *Tool) Grants(k Granter) ([]kernel.GrantSpec, error) {
-	return t.GrantsWith(k, kernel.GrantContext{Dir: t.dir})
+	return t.GrantsWith(k, kindapi.GrantContext{Dir: t.dir})
 }
 
 // GrantsWith is Grants with a given grant context.
-func (t *Tool) GrantsWith(k Granter, g kernel.GrantContext) ([]kernel.GrantSpec, error) {
+func (t *Tool) GrantsWith(k Granter, g kindapi.GrantContext) ([]kernel.GrantSpec, error) {
 	return grantsWith(t.Caps, t.dir, k, g)
 }
 
@@ -208,6 +266,7 @@ var sessionSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "principal", Required: true},
 		{Name: "clearance"},
+		{Name: "label_ttl"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "limits"},
@@ -223,6 +282,8 @@ var toolSchema = &hcl.BodySchema{
 		{Name: "description", Required: true},
 		{Name: "input_schema"},
 		{Name: "result"},
+		{Name: "approval"},
+		{Name: "responses"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "limits"},
@@ -259,7 +320,7 @@ func ParsePolicy(src []byte, filename, dir string, vars map[string]string) (*Pol
 }
 
 func (p *parser) policy(file *hcl.File, pol *Policy) {
-	content, diags := file.Body.Content(policyFileSchema)
+	content, diags := bodyContent(file.Body, policyFileSchema)
 	p.add(diags...)
 	var sessions, tools, tasks []*hcl.Block
 	for _, b := range content.Blocks {
@@ -310,22 +371,35 @@ func (p *parser) policy(file *hcl.File, pol *Policy) {
 }
 
 func (p *parser) session(b *hcl.Block, s *Session) {
-	content, diags := b.Body.Content(sessionSchema)
+	content, diags := bodyContent(b.Body, sessionSchema)
 	p.add(diags...)
 	u := p.unit(content)
 	s.Principal = u.principal
 	s.Clearance = u.clearance
 	s.Seeds = u.seeds
 	s.limits = u.limits
+	if a, ok := content.Attributes["label_ttl"]; ok {
+		if v, ok := p.str(a, true); ok {
+			d, err := time.ParseDuration(strings.TrimSpace(v))
+			switch {
+			case err != nil:
+				p.add(diagErr(a.Expr.Range(), `label_ttl %q is not a duration (examples: "24h", "30m", "168h")`, v))
+			case d <= 0:
+				p.add(diagErr(a.Expr.Range(), "label_ttl %q must be positive", v))
+			default:
+				s.LabelTTL = d
+			}
+		}
+	}
 }
 
 func (p *parser) tool(b *hcl.Block) (*Tool, bool) {
 	n := len(p.diags.Errs())
-	t := &Tool{Name: b.Labels[0], Result: ResultValue, dir: p.dir, rng: b.DefRange}
+	t := &Tool{Name: b.Labels[0], Result: ResultValue, Approval: ApprovalPerson, dir: p.dir, rng: b.DefRange}
 	if !validToolName(t.Name) {
 		p.add(diagErr(b.LabelRanges[0], "tool name %q must be 1 to %d of the characters A-Z a-z 0-9 _ . -", t.Name, MaxToolName))
 	}
-	content, diags := b.Body.Content(toolSchema)
+	content, diags := bodyContent(b.Body, toolSchema)
 	p.add(diags...)
 
 	u := p.unit(content)
@@ -360,7 +434,72 @@ func (p *parser) tool(b *hcl.Block) (*Tool, bool) {
 			}
 		}
 	}
+	if a, ok := content.Attributes["responses"]; ok {
+		t.Responses = p.toolResponses(a, t)
+	}
+	if a, ok := content.Attributes["approval"]; ok {
+		if s, ok := p.str(a, false); ok {
+			switch s {
+			case ApprovalPerson:
+				t.Approval = s
+			case ApprovalClient:
+				t.Approval = s
+				for _, c := range t.Caps {
+					if c.Kind == "pay" {
+						p.add(diagErr(a.Expr.Range(), "approval = %q with the pay capability %q: a payment is approved by the person, never by the client (whose yes a model-driven client can give itself)", s, c.Name))
+					}
+				}
+			default:
+				p.add(diagErr(a.Expr.Range(), "approval %q is not who answers approvals: %q (the default: the person, out of band) or %q (the MCP client's form)", s, ApprovalPerson, ApprovalClient))
+			}
+		}
+	}
 	return t, len(p.diags.Errs()) == n
+}
+
+// toolResponses reads a tool's responses attribute and checks the tool
+// may have one (ToolResponses).
+func (p *parser) toolResponses(a *hcl.Attribute, t *Tool) *ToolResponses {
+	v, ok := p.eval(a.Expr)
+	if !ok || v.IsNull() {
+		return nil
+	}
+	raw, err := ctyjson.SimpleJSONValue{Value: v}.MarshalJSON()
+	var r ToolResponses
+	if err == nil {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(&r)
+	}
+	if err != nil {
+		p.add(diagErr(a.Expr.Range(), "responses must be an object { taint = \"...\", labels = [\"...\"] }: %v", err))
+		return nil
+	}
+	bad := func(s string) bool {
+		return s == "" || strings.TrimSpace(s) != s || strings.Contains(s, "*") || strings.IndexFunc(s, unicode.IsControl) >= 0
+	}
+	if r.Taint != "" && bad(r.Taint) || r.Taint == "" && r.Labels == nil {
+		p.add(diagErr(a.Expr.Range(), "responses: a taint (non-empty, no \"*\", spaces around or control characters) or labels"))
+		return nil
+	}
+	for _, l := range r.Labels {
+		if bad(l) {
+			p.add(diagErr(a.Expr.Range(), "responses: label %q is not a confidentiality tag", l))
+			return nil
+		}
+	}
+	for _, c := range t.Caps {
+		var spec map[string]json.RawMessage
+		json.Unmarshal(c.Spec, &spec)
+		_, labels := spec["labels"]
+		_, resp := spec["responses"]
+		if c.Kind != "net" && c.Kind != "pay" || labels || resp {
+			p.add(diagErr(a.Expr.Range(), "responses on a tool whose cap %q %q could bring data of its own: "+
+				"a tool's responses are allowed only with pay caps and net caps that have no labels or responses (it would launder what they read)", c.Kind, c.Name))
+			return nil
+		}
+	}
+	return &r
 }
 
 func validToolName(s string) bool {

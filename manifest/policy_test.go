@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // policyDir makes a directory with what the test policies name: a .wasm
@@ -120,7 +121,7 @@ func TestLoadPolicy(t *testing.T) {
 	if s.Principal != "alice" {
 		t.Errorf("principal %q", s.Principal)
 	}
-	if want := kernel.NewLabel([]string{"pii:alice"}, nil); s.Clearance == nil || !reflect.DeepEqual(*s.Clearance, want) {
+	if want := kindapi.NewLabel([]string{"pii:alice"}, nil); s.Clearance == nil || !reflect.DeepEqual(*s.Clearance, want) {
 		t.Errorf("clearance %v, want %v", s.Clearance, want)
 	}
 	if want := (kernel.Limits{Timeout: 8 * time.Hour, MaxBlobBytes: 16 << 20}); s.Limits() != want {
@@ -187,17 +188,29 @@ func TestLoadPolicyDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := pol.Session
-	if s.Principal != "bob" || s.Clearance != nil || len(s.Seeds) != 0 || s.Limits() != (kernel.Limits{}) {
+	if s.Principal != "bob" || s.Clearance != nil || len(s.Seeds) != 0 || s.Limits() != (kernel.Limits{}) || s.LabelTTL != 0 {
 		t.Errorf("session %+v", s)
 	}
 	tl := pol.Tools[0]
-	if string(tl.InputSchema) != `{"type":"object"}` || tl.Result != ResultValue || len(tl.Caps) != 0 || tl.Limits() != (kernel.Limits{}) {
+	if string(tl.InputSchema) != `{"type":"object"}` || tl.Result != ResultValue || tl.Approval != ApprovalPerson || len(tl.Caps) != 0 || tl.Limits() != (kernel.Limits{}) {
 		t.Errorf("tool %+v", tl)
 	}
 	// input_schema = null is unset.
 	p = writePolicy(t, "session {\n  principal = \"bob\"\n}\ntool \"t\" {\n  module = \"guest.wasm\"\n  description = \"T\"\n  input_schema = null\n}\n")
 	if pol, err = LoadPolicy(p, nil); err != nil || string(pol.Tools[0].InputSchema) != `{"type":"object"}` {
 		t.Errorf("input_schema = null: %v", err)
+	}
+	p = writePolicy(t, "session {\n  principal = \"bob\"\n  label_ttl = \"36h\"\n}\ntool \"t\" {\n  module = \"guest.wasm\"\n  description = \"T\"\n}\n")
+	if pol, err = LoadPolicy(p, nil); err != nil || pol.Session.LabelTTL != 36*time.Hour {
+		t.Errorf("label_ttl = \"36h\": %v %v", pol.Session.LabelTTL, err)
+	}
+	p = writePolicy(t, "session {\n  principal = \"bob\"\n}\ntool \"t\" {\n  module = \"guest.wasm\"\n  description = \"T\"\n  responses = { taint = \"mail:status\", labels = [] }\n  cap \"net\" \"mail\" {}\n}\n")
+	if pol, err = LoadPolicy(p, nil); err != nil || pol.Tools[0].Responses == nil || pol.Tools[0].Responses.Taint != "mail:status" {
+		t.Errorf("responses: %v %+v", err, pol)
+	}
+	p = writePolicy(t, "session {\n  principal = \"bob\"\n}\ntool \"t\" {\n  module = \"guest.wasm\"\n  description = \"T\"\n  approval = \"client\"\n}\n")
+	if pol, err = LoadPolicy(p, nil); err != nil || pol.Tools[0].Approval != ApprovalClient {
+		t.Errorf("approval = \"client\": %v", err)
 	}
 }
 
@@ -232,9 +245,18 @@ func TestLoadPolicyErrors(t *testing.T) {
 		{"empty principal", "session {\n  principal = \" \"\n}\n" + tool, `:2,15: principal must not be empty`},
 		{"session clearance", "session {\n  principal = \"p\"\n  clearance = 5\n}\n" + tool, `:3,15: clearance must be a list of confidentiality tags`},
 		{"session limits", "session {\n  principal = \"p\"\n  limits {\n    timeout = \"forever\"\n  }\n}\n" + tool, `:4,15: timeout "forever" is not a duration`},
+		{"label_ttl not a duration", "session {\n  principal = \"p\"\n  label_ttl = \"a day\"\n}\n" + tool, `:3,15: label_ttl "a day" is not a duration (examples: "24h"`},
+		{"label_ttl not positive", "session {\n  principal = \"p\"\n  label_ttl = \"0s\"\n}\n" + tool, `:3,15: label_ttl "0s" must be positive`},
+		{"label_ttl a number", "session {\n  principal = \"p\"\n  label_ttl = 24\n}\n" + tool, `:3,15: label_ttl must be a string`},
 		{"session seed file", "session {\n  principal = \"p\"\n  seed \"c\" {\n    file = \"nope.json\"\n  }\n}\n" + tool, `:4,12: seed file: `},
 		{"session module", "session {\n  principal = \"p\"\n  module = \"guest.wasm\"\n}\n" + tool, `:3,3: Unsupported argument: An argument named "module" is not expected here`},
 		{"session cap", "session {\n  principal = \"p\"\n  cap \"net\" \"x\" {}\n}\n" + tool, `:3,3: Unsupported block type: Blocks of type "cap" are not expected here`},
+		{"responses with a data cap", toolWith(md + "  responses = { labels = [] }\n  cap \"data\" \"d\" {}\n"), `:7,15: responses on a tool whose cap "data" "d" could bring data of its own`},
+		{"responses with a labelled net cap", toolWith(md + "  responses = { labels = [] }\n  cap \"net\" \"n\" {\n    labels = [\"pii:x\"]\n  }\n"), `:7,15: responses on a tool whose cap "net" "n" could bring data of its own`},
+		{"responses unknown field", toolWith(md + "  responses = { fields = {} }\n"), `:7,15: responses must be an object`},
+		{"responses bad taint", toolWith(md + "  responses = { taint = \"web:*\" }\n"), `:7,15: responses: a taint`},
+		{"approval mode", toolWith(md + "  approval = \"model\"\n"), `:7,14: approval "model" is not who answers approvals: "person" (the default`},
+		{"client approval of a payment", toolWith(md + "  approval = \"client\"\n  cap \"pay\" \"card\" {}\n"), `:7,14: approval = "client" with the pay capability "card": a payment is approved by the person, never by the client`},
 		{"missing module", toolWith("  description = \"d\"\n"), `:4,10: Missing required argument: The argument "module" is required`},
 		{"module missing", toolWith("  module = \"nope\"\n  description = \"d\"\n"), `:5,12: module "nope": no such file or directory`},
 		{"bad digest", toolWith(md + "  digest = \"sha256:00\"\n"), `:7,12: digest "sha256:00" is not of the form`},
@@ -377,7 +399,7 @@ func TestPolicyOrManifest(t *testing.T) {
 
 func TestToolGrants(t *testing.T) {
 	k := fakeGranter{"net": fakeKind{"net"}}
-	env := kernel.GrantContext{LookupEnv: func(n string) (string, bool) { return "tok", n == "TOKEN" }}
+	env := kindapi.GrantContext{LookupEnv: func(n string) (string, bool) { return "tok", n == "TOKEN" }}
 	head := "session {\n  principal = \"p\"\n}\ntool \"t\" {\n  module = \"guest.wasm\"\n  description = \"d\"\n" // lines 1-6
 	pol, err := LoadPolicy(writePolicy(t, head+"  cap \"net\" \"a\" {\n    origin = \"https://a.example\"\n    audit = true\n    max_uses = 2\n  }\n  cap \"net\" \"b\" {\n    headers = [{ env = \"TOKEN\" }]\n  }\n}\n"), nil)
 	if err != nil {
@@ -424,7 +446,7 @@ func TestToolGrantsRealKinds(t *testing.T) {
 	}
 	g := newKindsGranter()
 	for _, tl := range pol.Tools {
-		grants, err := tl.GrantsWith(g, kernel.GrantContext{})
+		grants, err := tl.GrantsWith(g, kindapi.GrantContext{})
 		if err != nil {
 			t.Fatalf("tool %s: %v", tl.Name, err)
 		}
@@ -491,13 +513,13 @@ func TestPolicyGrammarIsComplete(t *testing.T) {
 			t.Errorf("PolicyGrammar does not name the kernel's cap attribute %q", a)
 		}
 	}
-	for _, m := range []string{ResultValue, ResultReference} {
+	for _, m := range []string{ResultValue, ResultReference, ApprovalPerson, ApprovalClient} {
 		if !strings.Contains(PolicyGrammar, `"`+m+`"`) {
 			t.Errorf("PolicyGrammar does not name the result mode %q", m)
 		}
 	}
 
-	f, err := goparser.ParseFile(token.NewFileSet(), "manifest.go", nil, goparser.ParseComments|goparser.PackageClauseOnly)
+	f, err := goparser.ParseFile(token.NewFileSet(), "doc.go", nil, goparser.ParseComments|goparser.PackageClauseOnly)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,7 +576,7 @@ func FuzzParsePolicy(f *testing.F) {
 	}
 	dir := policyDir(f)
 	g := newKindsGranter()
-	gc := kernel.GrantContext{Dir: dir, LookupEnv: func(string) (string, bool) { return "a-token", true }}
+	gc := kindapi.GrantContext{Dir: dir, LookupEnv: func(string) (string, bool) { return "a-token", true }}
 	f.Fuzz(func(t *testing.T, src, v string) {
 		if len(src) > MaxSize {
 			return

@@ -25,9 +25,9 @@ func TestOutputs(t *testing.T) {
 	rec := sampleRecord("20261201T120000Z-aaaaaa", time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	child, root := rec.Tasks[1].ID, rec.Tasks[0].ID
 	rec.Outputs = []Output{
-		{Task: child, Stream: StreamStderr, Data: []byte("child err\x1b[2J")},
-		{Task: root, Stream: StreamStdout, Data: []byte("kept"), Truncated: true, Dropped: 7},
-		{Task: root, Stream: StreamResult, Data: []byte{0, 1, 2}},
+		{Task: child, Stream: StreamStderr, Data: []byte("child err\x1b[2J"), Size: 13},
+		{Task: root, Stream: StreamStdout, Data: []byte("kept"), Truncated: true, Dropped: 7, Size: 11},
+		{Task: root, Stream: StreamResult, Data: []byte{0, 1, 2}, Size: 3},
 		{Task: child, Stream: StreamResult, Data: []byte{}},
 	}
 	if err := s.Finish(ctx, rec); err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Summary is one line of List.
@@ -109,7 +110,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
 	}
 	defer tx.Rollback()
 	rec := &Record{Version: RecordVersion, Graph: kernel.Graph{Tasks: []kernel.GraphTask{}, Caps: []kernel.GraphCap{}},
-		Denials: []Denial{}, Flows: []Flow{}}
+		Denials: []Denial{}, Flows: []Flow{}, Approvals: []Approval{}}
 	row := &runRow{r: &rec.Run, dd: &rec.DenialsDropped, fd: &rec.FlowsDropped}
 	err = tx.QueryRowContext(ctx, "SELECT "+runColumns+" FROM runs WHERE id = ?", id).Scan(row.dest()...)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -134,6 +135,9 @@ func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
 	if err := readFlows(ctx, tx, rec); err != nil {
 		return nil, s.errorf("run %s is corrupted: %v", id, err)
 	}
+	if err := readApprovals(ctx, tx, rec); err != nil {
+		return nil, s.errorf("run %s is corrupted: %v", id, err)
+	}
 	return rec, nil
 }
 
@@ -156,7 +160,7 @@ func readTasks(ctx context.Context, tx *sql.Tx, rec *Record) error {
 			return fmt.Errorf("task %s: label: %v", t.ID, err)
 		}
 		if clearance.Valid {
-			t.Clearance = new(kernel.Label)
+			t.Clearance = new(kindapi.Label)
 			if err := json.Unmarshal([]byte(clearance.String), t.Clearance); err != nil {
 				return fmt.Errorf("task %s: clearance: %v", t.ID, err)
 			}
@@ -257,6 +261,27 @@ func readFlows(ctx context.Context, tx *sql.Tx, rec *Record) error {
 	return rows.Err()
 }
 
+func readApprovals(ctx context.Context, tx *sql.Tx, rec *Record) error {
+	rows, err := tx.QueryContext(ctx, `SELECT time, task, cap, kind, op, summary, digest, answer, channel, by
+		FROM approvals WHERE run = ? ORDER BY seq`, rec.Run.ID)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var a Approval
+		var tm string
+		if err := rows.Scan(&tm, &a.Task, &a.Cap, &a.Kind, &a.Op, &a.Summary, &a.Digest, &a.Answer, &a.Channel, &a.By); err != nil {
+			return err
+		}
+		if a.Time, err = parseTime(tm); err != nil {
+			return fmt.Errorf("approval time: %v", err)
+		}
+		rec.Approvals = append(rec.Approvals, a)
+	}
+	return rows.Err()
+}
+
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -309,6 +334,7 @@ func (s *Store) Outputs(ctx context.Context, id, task string) ([]Output, error) 
 		if o.Data == nil {
 			o.Data = []byte{}
 		}
+		o.Size = int64(len(o.Data)) + o.Dropped
 		out = append(out, o)
 	}
 	if err := rows.Err(); err != nil {

@@ -20,6 +20,12 @@
 //	_ = s.Finish(ctx, runstore.Record{Run: run, Graph: k.Graph()}, events)
 //	rec, err := s.Get(ctx, "") // the last run
 //
+// What each task left (Outputs: its result, its kept stdout and stderr) is
+// stored as it is given: the host (package host) cuts each to the task's
+// limits.stored_output (1 MiB by default) first, and an Output cut says so
+// (Truncated, Dropped, and Size, the whole), so a large result does not
+// grow the file by its size.
+//
 // The schema is versioned (PRAGMA user_version) and upgraded in place by
 // migrations; a corrupted file, another program's database or a newer
 // schema is an error naming the file, never a silent reset. Run records of
@@ -41,6 +47,7 @@ import (
 
 	"github.com/mandatevm/mandate/internal/sqlitedb"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // FileName is the store's file in the state directory.
@@ -52,13 +59,14 @@ const RecordVersion = 1
 
 // Bounds on what one run stores; the audit log keeps everything.
 const (
-	MaxDenials = 10000
-	MaxFlows   = 10000
+	MaxDenials   = 10000
+	MaxFlows     = 10000
+	MaxApprovals = 10000
 )
 
 // schemaVersion is the schema this code writes; migrations upgrade older
 // files.
-const schemaVersion = 3
+const schemaVersion = 4
 
 const schema = `
 CREATE TABLE runs (
@@ -158,6 +166,25 @@ CREATE TABLE outputs (
 	dropped   INTEGER NOT NULL,       -- bytes past the limit, not kept
 	PRIMARY KEY (run, task, stream)
 );
+` + approvalsTable
+
+// approvalsTable holds every question a person was asked about a call,
+// and the answer (schema 4).
+const approvalsTable = `CREATE TABLE approvals (
+	run       TEXT NOT NULL REFERENCES runs(id),
+	seq       INTEGER NOT NULL,
+	time      TEXT NOT NULL,
+	task      TEXT NOT NULL,
+	cap       TEXT NOT NULL,
+	kind      TEXT NOT NULL,
+	op        TEXT NOT NULL,
+	summary   TEXT NOT NULL,
+	digest    TEXT NOT NULL,          -- the whole effect's
+	answer    TEXT NOT NULL,          -- yes, no, remembered, failed
+	channel   TEXT NOT NULL,
+	by        TEXT NOT NULL,
+	PRIMARY KEY (run, seq)
+);
 `
 
 var config = sqlitedb.Config{
@@ -190,6 +217,8 @@ CREATE INDEX edges_run ON edges (run, kind, src);`,
 	dropped   INTEGER NOT NULL,       -- bytes past the limit, not kept
 	PRIMARY KEY (run, task, stream)
 );`,
+		// 3 -> 4: the approvals asked and their answers (issue 25).
+		3: approvalsTable,
 	},
 	Pragmas: []string{"synchronous(NORMAL)", "foreign_keys(1)"},
 }
@@ -318,6 +347,10 @@ type Record struct {
 	// Flows are the decisions where a task's label met a sink.
 	Flows        []Flow `json:"flows"`
 	FlowsDropped int    `json:"flows_dropped,omitempty"`
+	// Approvals are the questions a person was asked about the run's
+	// calls, with the answers (at most MaxApprovals; the audit log has
+	// every one).
+	Approvals []Approval `json:"approvals"`
 	// Outputs are what the tasks left (results, kept stdout and stderr).
 	// Finish stores them; Get does not read them (they are not part of
 	// the graph): Outputs does.
@@ -326,13 +359,20 @@ type Record struct {
 
 // Output is what one task left on one stream: "result" (what it set with
 // mandate.SetResult), "stdout" or "stderr" (what was kept of them, at
-// most the task's limits.output).
+// most the task's limits.output). The store keeps at most the task's
+// limits.stored_output of each (kernel.DefaultMaxStoredOutput, 1 MiB, by
+// default): a longer one is cut by the host before it is written, and
+// says so: Truncated, and Dropped the bytes not kept (past limits.output
+// or past limits.stored_output), so Size, the stream's whole size, is
+// len(Data) + Dropped.
 type Output struct {
 	Task      string `json:"task"`
 	Stream    string `json:"stream"`
 	Data      []byte `json:"data"`
 	Truncated bool   `json:"truncated,omitempty"`
 	Dropped   int64  `json:"dropped,omitempty"`
+	// Size is len(Data) + Dropped (not stored: Outputs computes it).
+	Size int64 `json:"size"`
 }
 
 // The streams of an Output.
@@ -342,31 +382,49 @@ const (
 	StreamStderr = "stderr"
 )
 
+// Approval is one question a person was asked about a call, and its
+// answer: Answer is "yes", "no", "remembered" (approve_mints: the same
+// effect approved before in the task, not asked again) or "failed" (the
+// approver gave no answer: refused); Channel is how it came (terminal,
+// web, cli, flag, client, timeout, none) and By who gave it.
+type Approval struct {
+	Time    time.Time `json:"time"`
+	Task    string    `json:"task"`
+	Cap     string    `json:"cap"`
+	Kind    string    `json:"kind"`
+	Op      string    `json:"op"`
+	Summary string    `json:"summary"`
+	Digest  string    `json:"digest"`
+	Answer  string    `json:"answer"`
+	Channel string    `json:"channel,omitempty"`
+	By      string    `json:"by,omitempty"`
+}
+
 // Denial is one refused call.
 type Denial struct {
-	Time      time.Time    `json:"time"`
-	Task      string       `json:"task"`
-	Principal string       `json:"principal"`
-	Cap       string       `json:"cap"`
-	Kind      string       `json:"kind"`
-	Op        string       `json:"op"`
-	Errno     string       `json:"errno"`
-	Reason    string       `json:"reason"`
-	Label     kernel.Label `json:"label"`
+	Time      time.Time     `json:"time"`
+	Task      string        `json:"task"`
+	Principal string        `json:"principal"`
+	Cap       string        `json:"cap"`
+	Kind      string        `json:"kind"`
+	Op        string        `json:"op"`
+	Errno     string        `json:"errno"`
+	Reason    string        `json:"reason"`
+	Label     kindapi.Label `json:"label"`
 }
 
 // Flow is a decision where labelled data met a sink: a refusal for the
 // data's label (EFLOW), a declassification, or an audited call made by a
 // task holding labelled data.
 type Flow struct {
-	Time     time.Time    `json:"time"`
-	Task     string       `json:"task"`
-	Cap      string       `json:"cap"`
-	Kind     string       `json:"kind"`
-	Op       string       `json:"op"`
-	Decision string       `json:"decision"`
-	Errno    string       `json:"errno"`
-	Label    kernel.Label `json:"label"`
+	Time     time.Time     `json:"time"`
+	Task     string        `json:"task"`
+	Cap      string        `json:"cap"`
+	Kind     string        `json:"kind"`
+	Op       string        `json:"op"`
+	Decision string        `json:"decision"`
+	Errno    string        `json:"errno"`
+	Label    kindapi.Label `json:"label"`
 }
 
 var runIDRE = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z._-]{0,127}$`)
@@ -527,7 +585,7 @@ func writeRecord(ctx context.Context, tx *sql.Tx, rec Record, next *nextOrd, kno
 	// place (ord) and its edges, which follow from what never changes (a
 	// task's parent, a capability's parent and holder); a new one goes
 	// after every row of the run.
-	for _, table := range []string{"denials", "flows"} {
+	for _, table := range []string{"denials", "flows", "approvals"} {
 		if _, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE run = ?", r.ID); err != nil {
 			return err
 		}
@@ -633,6 +691,16 @@ func writeRecord(ctx context.Context, tx *sql.Tx, rec Record, next *nextOrd, kno
 		if _, err := tx.ExecContext(ctx, `INSERT INTO flows (run, seq, time, task, cap, kind, op, decision, errno, label)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, i, fmtTime(f.Time), f.Task, f.Cap, f.Kind, f.Op, f.Decision, f.Errno, string(label)); err != nil {
+			return err
+		}
+	}
+	for i, a := range rec.Approvals {
+		if i == MaxApprovals {
+			break
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO approvals (run, seq, time, task, cap, kind, op, summary, digest, answer, channel, by)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, i, fmtTime(a.Time), a.Task, a.Cap, a.Kind, a.Op, a.Summary, a.Digest, a.Answer, a.Channel, a.By); err != nil {
 			return err
 		}
 	}

@@ -18,10 +18,11 @@ import (
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 func sampleRecord(id string, started time.Time) Record {
-	pii := kernel.Label{}
+	pii := kindapi.Label{}
 	_ = json.Unmarshal([]byte(`{"conf":["pii:alice"]}`), &pii)
 	return Record{
 		Version: RecordVersion,
@@ -39,7 +40,7 @@ func sampleRecord(id string, started time.Time) Record {
 				{ID: "c2", Kind: "net", Holder: "t2", Parent: "c1", Scope: json.RawMessage(`{"origin":"https://a.example","paths":["/x"]}`),
 					Revoked: true, ApproveWhen: []string{"true"}, View: kernel.CapView{Passed: true}},
 				{ID: "c3", Kind: "pay", Holder: "t1", Scope: json.RawMessage(`null`), Dropped: true,
-					View: kernel.CapView{Fields: []kernel.Detail{{Name: "payees", Value: "airline.example"}}, MaxUses: 3, Uses: 1,
+					View: kernel.CapView{Fields: []kindapi.Detail{{Name: "payees", Value: "airline.example"}}, MaxUses: 3, Uses: 1,
 						Budget: "100.00 USD", Spent: "12.00 USD", Passed: true}},
 			},
 		},
@@ -47,6 +48,8 @@ func sampleRecord(id string, started time.Time) Record {
 			Errno: abi.EFLOW.String(), Reason: "label pii:alice may not flow to net web", Label: pii}},
 		Flows: []Flow{{Time: started.UTC(), Task: "t1", Cap: "c1", Kind: "net", Op: "call:fetch", Decision: "deny",
 			Errno: abi.EFLOW.String(), Label: pii}},
+		Approvals: []Approval{{Time: started.UTC(), Task: "t1", Cap: "c3", Kind: "pay", Op: "approve:charge",
+			Summary: "charge 612.00 USD to airline.example", Digest: "sha256:ab", Answer: "yes", Channel: "web", By: "web page, client 127.0.0.1:5"}},
 	}
 }
 
@@ -392,8 +395,9 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	if err := s.Finish(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	// Make it a version 1 file: no view column, no pass edges, no outputs.
-	if _, err := s.db.ExecContext(ctx, `ALTER TABLE caps DROP COLUMN view; DROP TABLE outputs`); err != nil {
+	// Make it a version 1 file: no view column, no pass edges, no
+	// outputs, no approvals.
+	if _, err := s.db.ExecContext(ctx, `ALTER TABLE caps DROP COLUMN view; DROP TABLE outputs; DROP TABLE approvals`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM edges WHERE kind = 'pass'; CREATE TABLE e1 (run TEXT NOT NULL REFERENCES runs(id),
@@ -431,6 +435,9 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got.Caps[2].View, rec.Caps[2].View) {
 		t.Fatalf("view %+v, want %+v", got.Caps[2].View, rec.Caps[2].View)
+	}
+	if !reflect.DeepEqual(got.Approvals, rec.Approvals) {
+		t.Fatalf("approvals %+v, want %+v", got.Approvals, rec.Approvals)
 	}
 }
 

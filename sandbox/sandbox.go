@@ -37,34 +37,86 @@ type Memory interface {
 	Size() uint32
 }
 
-// CopyingMemory is a Memory whose Read returns a copy rather than a view:
-// a proxy of the memory of a guest running elsewhere (package
-// sandbox/forward), where only Write and WriteUint32Le reach the guest. A
-// host function that would fill a view returned by Read writes through
-// Write instead when mem is one.
-type CopyingMemory interface {
-	Memory
-	ReadCopies()
-}
-
 // HostFunc is one host function of an import module. Every parameter is an
 // i32 and the function returns one i32.
 type HostFunc struct {
-	Name   string
-	Params int
-	// Fn reads its parameters from stack[:Params] and writes its result to
-	// stack[0]. ctx is the context the kernel passed to Module.Run, so the
-	// kernel finds the calling task in it. Fn must not panic; an engine
-	// still recovers and reports a panic as a trap of the calling task.
+	Name string
+	// Params describes each parameter, in order: their number is the
+	// function's arity, and what each is tells a caller that carries the
+	// call elsewhere (package sandbox/forward) which guest memory the
+	// function reads and fills. A generic module may leave them zero
+	// (unnamed Values).
+	Params []Param
+	// Fn reads its parameters from stack[:len(Params)] and writes its
+	// result to stack[0]. ctx is the context the kernel passed to
+	// Module.Run, so the kernel finds the calling task in it. Fn must not
+	// panic; an engine still recovers and reports a panic as a trap of the
+	// calling task.
 	Fn func(ctx context.Context, mem Memory, stack []uint64)
 }
+
+// Param is one parameter of a host function: its name and what the
+// function does with it.
+type Param struct {
+	Name string
+	Kind ParamKind
+	// Limit is, for In, the most bytes the function reads (a longer
+	// length is refused without reading), and for Buf the most it fills.
+	Limit int
+	// Size is, for Out, how many bytes the function writes there.
+	Size int
+}
+
+// ParamKind says what a host function does with a parameter.
+type ParamKind uint8
+
+const (
+	// Value is a plain number: an offset, a count.
+	Value ParamKind = iota
+	// Handle names an entry of the calling task's table.
+	Handle
+	// In points at bytes the function reads; the next parameter (a Len)
+	// is their length.
+	In
+	// Buf points at a buffer the function fills and never reads; the next
+	// parameter (a Len) is its length. It takes a view of the buffer with
+	// Memory.Read only once it knows what it puts there, and fills it all.
+	Buf
+	// Len is the length of the In or Buf just before it.
+	Len
+	// Out points at Size bytes the function writes (a handle, a count).
+	Out
+)
+
+func (k ParamKind) String() string {
+	switch k {
+	case Value:
+		return "value"
+	case Handle:
+		return "handle"
+	case In:
+		return "in"
+	case Buf:
+		return "buf"
+	case Len:
+		return "len"
+	case Out:
+		return "out"
+	}
+	return fmt.Sprintf("ParamKind(%d)", k)
+}
+
+// Values returns n unnamed Value parameters, for a generic host module.
+func Values(n int) []Param { return make([]Param, n) }
 
 // MaxHostParams bounds the parameters of one host function.
 const MaxHostParams = 16
 
 // CheckHost validates a host module's functions as every engine's Host
-// must before defining any of them: names present and unique, Fn set,
-// Params within 0..MaxHostParams. Errors name the module and function.
+// must before defining any of them: names present and unique, Fn set, at
+// most MaxHostParams parameters, each In and Buf followed by its Len (and
+// a Len by nothing else) with a positive Limit, each Out with a positive
+// Size. Errors name the module and function.
 func CheckHost(module string, funcs []HostFunc) error {
 	if module == "" {
 		return errors.New("empty host module name")
@@ -76,12 +128,34 @@ func CheckHost(module string, funcs []HostFunc) error {
 			return fmt.Errorf("host module %q: function with empty name", module)
 		case f.Fn == nil:
 			return fmt.Errorf("host function %s.%s: nil Fn", module, f.Name)
-		case f.Params < 0 || f.Params > MaxHostParams:
-			return fmt.Errorf("host function %s.%s: %d params, want 0..%d", module, f.Name, f.Params, MaxHostParams)
+		case len(f.Params) > MaxHostParams:
+			return fmt.Errorf("host function %s.%s: %d params, want 0..%d", module, f.Name, len(f.Params), MaxHostParams)
 		case seen[f.Name]:
 			return fmt.Errorf("host function %s.%s registered twice", module, f.Name)
 		}
+		if err := checkParams(f.Params); err != nil {
+			return fmt.Errorf("host function %s.%s: %w", module, f.Name, err)
+		}
 		seen[f.Name] = true
+	}
+	return nil
+}
+
+func checkParams(ps []Param) error {
+	for i, p := range ps {
+		pointer := p.Kind == In || p.Kind == Buf
+		switch {
+		case p.Kind > Out:
+			return fmt.Errorf("parameter %d (%s): %v", i, p.Name, p.Kind)
+		case pointer && (i+1 == len(ps) || ps[i+1].Kind != Len):
+			return fmt.Errorf("parameter %d (%s): %v is not followed by its len", i, p.Name, p.Kind)
+		case p.Kind == Len && (i == 0 || ps[i-1].Kind != In && ps[i-1].Kind != Buf):
+			return fmt.Errorf("parameter %d (%s): a len after no in or buf", i, p.Name)
+		case pointer && p.Limit <= 0:
+			return fmt.Errorf("parameter %d (%s): %v with limit %d", i, p.Name, p.Kind, p.Limit)
+		case p.Kind == Out && p.Size <= 0:
+			return fmt.Errorf("parameter %d (%s): out of size %d", i, p.Name, p.Size)
+		}
 	}
 	return nil
 }
@@ -135,13 +209,115 @@ type Engine interface {
 	// Host registers an import module of host functions. It must be called
 	// before the first Compile and at most once per module name.
 	Host(module string, funcs []HostFunc) error
-	// Compile validates and compiles wasm, consulting the on-disk cache.
-	// Modules that import anything other than the registered host modules
-	// and wasi_snapshot_preview1 are refused.
+	// Compile is CompileWith with the zero CompileConfig: the default
+	// static limits, no bound on time beyond ctx, the default compile
+	// memory.
 	Compile(ctx context.Context, wasm []byte) (Module, error)
+	// CompileWith validates and compiles wasm, consulting the on-disk
+	// cache. Modules that import anything other than the registered host
+	// modules and wasi_snapshot_preview1 are refused, as are modules past
+	// cfg.Limits (an error wrapping ErrStaticLimit that names the limit).
+	// A compile that runs past cfg.Timeout or cfg.MemoryLimit is ended
+	// and reported as ErrTimeout or ErrMemoryLimit (wrapped). Bytes
+	// already compiled return the same module, whose static limits are
+	// checked against cfg all the same.
+	CompileWith(ctx context.Context, wasm []byte, cfg CompileConfig) (Module, error)
 	// Close releases everything the engine holds.
 	Close(ctx context.Context) error
 }
+
+// CompileConfig bounds one compilation: what a module may contain before
+// anything compiles it, and what compiling it may cost. A task's module is
+// compiled under that task's limits (kernel.Limits), so a compile bomb
+// ends as the task's timeout or memory limit, never as the host's.
+type CompileConfig struct {
+	// Limits are checked on the module's bytes before it is compiled;
+	// zero fields take the defaults (DefaultStaticLimits).
+	Limits StaticLimits
+	// Timeout bounds the compile's wall-clock and CPU time; zero means
+	// none beyond ctx.
+	Timeout time.Duration
+	// MemoryLimit bounds the memory the compile may use; zero means
+	// DefaultCompileMemory.
+	MemoryLimit uint64
+}
+
+// DefaultCompileMemory is what CompileConfig.MemoryLimit zero means.
+const DefaultCompileMemory = 1 << 30
+
+// StaticLimits bound what a module may contain. Each is checked on the
+// module's bytes, in time linear in their size, before any compiler sees
+// them. Zero fields take DefaultStaticLimits' values.
+type StaticLimits struct {
+	// Functions is the most functions a module defines.
+	Functions int
+	// Locals is the most locals (parameters included) of one function.
+	Locals int
+	// Nesting is the deepest nesting of blocks, loops and ifs in one
+	// function body.
+	Nesting int
+	// BrTableTargets is the most targets of one br_table, its default
+	// included.
+	BrTableTargets int
+	// BodySize is the most bytes of one function body (its locals
+	// declarations and code, not its size prefix).
+	BodySize int
+}
+
+// DefaultStaticLimits holds every module of the repository's guests with
+// room to spare and refuses the shapes that make compilers slow or large
+// (issue 24: 50,000 nested loops, 500,000 nested blocks, a br_table of
+// 10^6 targets, 10^6 or 2x10^5 functions, 2,000 functions of 50,000
+// locals, a straight-line body of megabytes).
+//
+// Measured on the repository's 102 guests (Go guests of testdata/guests,
+// testdata/attacks, examples and the CLI's tests, the Rust and C guests;
+// BENCHMARKS.md), the largest of each:
+//
+//	functions         6,206  (examples/bank/bankd, Go)
+//	locals               37  (examples/quickstart/guest-rust; Go: 21)
+//	nesting             549  (every Go guest: the runtime's; Rust 29, C 16)
+//	br_table targets  1,145  (examples/staybooker/planner, Go)
+//	function size    50,636 bytes (examples/staybooker/planner, Go)
+//
+// Each limit is about 4x that, rounded, but locals (LLVM's register
+// allocation gives a large Rust or C function hundreds, where Go uses a
+// fixed set) and the function size (generated code), which have more. At
+// the limits, one function costs wazero's compiler at most about 0.3 s and
+// 60 MB (BENCHMARKS.md); what many such functions cost together is
+// bounded by CompileConfig's Timeout and MemoryLimit, not here.
+var DefaultStaticLimits = StaticLimits{
+	Functions:      25_000,
+	Locals:         1_000,
+	Nesting:        2_500,
+	BrTableTargets: 5_000,
+	BodySize:       1 << 20,
+}
+
+// WithDefaults returns l with its zero fields set from DefaultStaticLimits.
+func (l StaticLimits) WithDefaults() StaticLimits {
+	d := DefaultStaticLimits
+	if l.Functions == 0 {
+		l.Functions = d.Functions
+	}
+	if l.Locals == 0 {
+		l.Locals = d.Locals
+	}
+	if l.Nesting == 0 {
+		l.Nesting = d.Nesting
+	}
+	if l.BrTableTargets == 0 {
+		l.BrTableTargets = d.BrTableTargets
+	}
+	if l.BodySize == 0 {
+		l.BodySize = d.BodySize
+	}
+	return l
+}
+
+// ErrStaticLimit is wrapped by the error of a module refused for passing a
+// StaticLimits bound.
+var ErrStaticLimit = errors.New("sandbox: module past a static limit")
 
 // Module is a compiled module, ready to be run any number of times.
 type Module interface {

@@ -20,7 +20,10 @@ func TestIsDigest(t *testing.T) {
 
 func TestCheckHost(t *testing.T) {
 	fn := func(context.Context, Memory, []uint64) {}
-	ok := []HostFunc{{Name: "a", Params: 0, Fn: fn}, {Name: "b", Params: MaxHostParams, Fn: fn}}
+	ok := []HostFunc{{Name: "a", Fn: fn}, {Name: "b", Params: Values(MaxHostParams), Fn: fn}, {Name: "c", Fn: fn, Params: []Param{
+		{Name: "h", Kind: Handle}, {Name: "p", Kind: In, Limit: 8}, {Name: "n", Kind: Len},
+		{Name: "b", Kind: Buf, Limit: 8}, {Name: "bn", Kind: Len}, {Name: "o", Kind: Out, Size: 4},
+	}}}
 	if err := CheckHost("m", ok); err != nil {
 		t.Fatalf("valid module: %v", err)
 	}
@@ -32,8 +35,14 @@ func TestCheckHost(t *testing.T) {
 		{"", ok, "empty host module name"},
 		{"m", []HostFunc{{Name: "", Fn: fn}}, "function with empty name"},
 		{"m", []HostFunc{{Name: "a"}}, "m.a: nil Fn"},
-		{"m", []HostFunc{{Name: "a", Params: -1, Fn: fn}}, "-1 params"},
-		{"m", []HostFunc{{Name: "a", Params: MaxHostParams + 1, Fn: fn}}, "17 params"},
+		{"m", []HostFunc{{Name: "a", Params: Values(MaxHostParams + 1), Fn: fn}}, "17 params"},
+		{"m", []HostFunc{{Name: "a", Params: []Param{{Name: "p", Kind: In, Limit: 8}}, Fn: fn}}, "m.a: parameter 0 (p): in is not followed by its len"},
+		{"m", []HostFunc{{Name: "a", Params: []Param{{Name: "p", Kind: Buf, Limit: 8}, {Kind: Value}}, Fn: fn}}, "buf is not followed by its len"},
+		{"m", []HostFunc{{Name: "a", Params: []Param{{Kind: Value}, {Name: "n", Kind: Len}}, Fn: fn}}, "parameter 1 (n): a len after no in or buf"},
+		{"m", []HostFunc{{Name: "a", Params: []Param{{Name: "n", Kind: Len}}, Fn: fn}}, "a len after no in or buf"},
+		{"m", []HostFunc{{Name: "a", Params: []Param{{Name: "p", Kind: In}, {Kind: Len}}, Fn: fn}}, "in with limit 0"},
+		{"m", []HostFunc{{Name: "a", Params: []Param{{Name: "o", Kind: Out}}, Fn: fn}}, "out of size 0"},
+		{"m", []HostFunc{{Name: "a", Params: []Param{{Name: "x", Kind: Out + 1}}, Fn: fn}}, "ParamKind(6)"},
 		{"m", []HostFunc{{Name: "a", Fn: fn}, {Name: "a", Fn: fn}}, "m.a registered twice"},
 	} {
 		if err := CheckHost(tc.module, tc.funcs); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -77,7 +77,7 @@
 //	{"ids":["b1","b2"]}      its id is listed
 //
 // Rules are resolved at use against the calling task's principal
-// (kernel.Call.Task.Principal): the same manifest and module run for Alice
+// (kindapi.Call.Task.Principal): the same manifest and module run for Alice
 // reads Alice's record and run for Bob reads Bob's. A task with no
 // principal matches no "own" or relation rule. Every field is granted
 // only by writing ["*"]: there is no implicit "all".

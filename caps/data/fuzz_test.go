@@ -11,7 +11,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/kerneltest"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
+	"github.com/mandatevm/mandate/kernel/kindapi/kindtest"
 )
 
 var fuzzGrants = []string{
@@ -26,7 +27,7 @@ var fuzzGrants = []string{
 }
 
 // FuzzGrant: a grant spec never panics the kind; a failure is a
-// *kernel.FieldError or a decoding error; a granted scope has a rule and
+// *kindapi.FieldError or a decoding error; a granted scope has a rule and
 // an op, contains itself, and its JSON names its collection.
 func FuzzGrant(f *testing.F) {
 	for _, s := range fuzzGrants {
@@ -34,7 +35,7 @@ func FuzzGrant(f *testing.F) {
 	}
 	k := New(nil)
 	f.Fuzz(func(t *testing.T, spec []byte) {
-		ks, err := k.Grant(kernel.GrantContext{}, spec)
+		ks, err := k.Grant(kindapi.GrantContext{}, spec)
 		if err != nil {
 			return
 		}
@@ -72,14 +73,14 @@ func FuzzNarrow(f *testing.F) {
 		`{"collection":"benefits","records":{"ids":["r1","r2"]},"fields":["plan"],"ops":["read"]}`,
 		`{"collection":"benefits","records":{"owners":["alice","bob","carol"]},"fields":["*"],"ops":["write"]}`,
 	} {
-		s, err := k.Grant(kernel.GrantContext{}, []byte(spec))
+		s, err := k.Grant(kindapi.GrantContext{}, []byte(spec))
 		if err != nil {
 			f.Fatal(err)
 		}
 		parents = append(parents, s.(*Scope))
 	}
 	f.Fuzz(func(t *testing.T, which uint8, req []byte) {
-		chain := []kernel.Scope{parents[int(which)%len(parents)]}
+		chain := []kindapi.Scope{parents[int(which)%len(parents)]}
 		// Narrow a chain a few times, so rule lists accumulate.
 		for range 3 {
 			cs, ok := kerneltest.CheckNarrow(t, k, chain, req, abi.EINVAL, abi.ELIMIT, abi.EDENIED)
@@ -211,7 +212,7 @@ func FuzzInvoke(f *testing.F) {
 		`{"collection":"benefits","records":{"owners":["alice","bob"]},"fields":["plan"],"ops":["read","query","write"]}`,
 		`{"collection":"benefits","records":{"ids":["b-alice","b-dave"]},"fields":["plan","salary"],"ops":["read","query"]}`,
 	} {
-		s, err := k.Grant(kernel.GrantContext{}, []byte(spec))
+		s, err := k.Grant(kindapi.GrantContext{}, []byte(spec))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -219,13 +220,13 @@ func FuzzInvoke(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, which uint8, op, principal string, args []byte) {
 		s := scopes[int(which)%len(scopes)]
-		c := kernel.NewCall(op, args, s, kernel.TaskInfo{ID: "t1", Principal: principal}, hclog.NewNullLogger(), nil)
+		c := kindtest.NewCall(op, args, s, kindapi.TaskInfo{ID: "t1", Principal: principal}, hclog.NewNullLogger(), nil)
 		res, err := kerneltest.Invoke(context.Background(), k, c)
 		if err != nil {
-			switch kernel.ErrnoOf(err) {
+			switch kindapi.ErrnoOf(err) {
 			case abi.EINVAL, abi.ELIMIT, abi.EDENIED, abi.ENOTSUP:
 			default:
-				t.Fatalf("Invoke(%s, %q, %q) as %q: errno %s (%v)", s, op, args, principal, kernel.ErrnoOf(err), err)
+				t.Fatalf("Invoke(%s, %q, %q) as %q: errno %s (%v)", s, op, args, principal, kindapi.ErrnoOf(err), err)
 			}
 			return
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // This file attacks the data capability end to end: the hostile guest
@@ -79,11 +80,11 @@ func TestGuestHostile(t *testing.T) {
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Debug})
 	eng := testengine.New(t)
 	kind := New(st)
-	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{kind}, Logger: logger})
+	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kindapi.Kind{kind}, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	scope, err := k.Grant("data", kernel.GrantContext{}, []byte(`{"collection":"benefits","records":"own","fields":["plan","dental"],"ops":["read","query","write"]}`))
+	scope, err := k.Grant("data", kindapi.GrantContext{}, []byte(`{"collection":"benefits","records":"own","fields":["plan","dental"],"ops":["read","query","write"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -200,9 +200,9 @@ func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 		return kindapi.Op{}, kindapi.Errorf(abi.EDENIED, "data: operation %s not allowed (ops %v)", call.Op, s.ops)
 	}
 	principal, args := call.Task.Principal, call.Args
-	show := func(what string) func() kindapi.Effect {
-		return func() kindapi.Effect {
-			return kindapi.Effect{Summary: what + " in " + s.collection,
+	show := func(what string) func() kindapi.Preview {
+		return func() kindapi.Preview {
+			return kindapi.Preview{Summary: what + " in " + s.collection,
 				Details: []kindapi.Detail{{Name: "collection", Value: s.collection}, {Name: "arguments", Value: string(args)}}}
 		}
 	}

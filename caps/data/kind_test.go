@@ -14,24 +14,25 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/kerneltest"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
+	"github.com/mandatevm/mandate/kernel/kindapi/kindtest"
 )
 
 func mustGrant(t *testing.T, k *Kind, spec string) *Scope {
 	t.Helper()
-	s, err := k.Grant(kernel.GrantContext{}, []byte(spec))
+	s, err := k.Grant(kindapi.GrantContext{}, []byte(spec))
 	if err != nil {
 		t.Fatalf("grant %s: %v", spec, err)
 	}
 	return s.(*Scope)
 }
 
-func call(k *Kind, s kernel.Scope, principal, op, args string) (*kernel.Result, error) {
-	c := kernel.NewCall(op, []byte(args), s, kernel.TaskInfo{ID: "t1", Principal: principal}, hclog.NewNullLogger(), nil)
+func call(k *Kind, s kindapi.Scope, principal, op, args string) (*kindapi.Result, error) {
+	c := kindtest.NewCall(op, []byte(args), s, kindapi.TaskInfo{ID: "t1", Principal: principal}, hclog.NewNullLogger(), nil)
 	return kerneltest.Invoke(context.Background(), k, c)
 }
 
-func errnoOf(err error) abi.Errno { return kernel.ErrnoOf(err) }
+func errnoOf(err error) abi.Errno { return kindapi.ErrnoOf(err) }
 
 func TestGrantSpec(t *testing.T) {
 	k := New(nil)
@@ -58,9 +59,9 @@ func TestGrantSpec(t *testing.T) {
 		{`{"collection":"b","records":"own","fields":["x"],"when":"true"}`, "when", ""},
 		{`{"collection":1,"records":"own","fields":["x"]}`, "collection", ""},
 	} {
-		s, err := k.Grant(kernel.GrantContext{}, []byte(c.spec))
+		s, err := k.Grant(kindapi.GrantContext{}, []byte(c.spec))
 		if c.field != "" {
-			var fe *kernel.FieldError
+			var fe *kindapi.FieldError
 			if !errors.As(err, &fe) || fe.Field != c.field {
 				t.Errorf("%s: got %v, want a FieldError on %s", c.spec, err, c.field)
 			}
@@ -138,7 +139,7 @@ func TestNarrowTable(t *testing.T) {
 		t.Errorf("root changed: %s", b)
 	}
 	// The chain is bounded.
-	s := kernel.Scope(owners)
+	s := kindapi.Scope(owners)
 	var err error
 	for i := 0; i < MaxRules+2 && err == nil; i++ {
 		s, err = k.Narrow(s, []byte(fmt.Sprintf(`{"records":{"ids":["r%d","x"]}}`, i%2)))
@@ -307,7 +308,7 @@ func newKindSeeded(t *testing.T) (*Kind, *Store) {
 	return New(s), s
 }
 
-func readRec(t *testing.T, r *kernel.Result) resultRecord {
+func readRec(t *testing.T, r *kindapi.Result) resultRecord {
 	t.Helper()
 	var rr resultRecord
 	if err := json.Unmarshal(r.Data, &rr); err != nil {
@@ -542,8 +543,8 @@ func TestPrepareHasNoEffect(t *testing.T) {
 	k, s := newKindSeeded(t)
 	all := mustGrant(t, k, `{"collection":"benefits","records":{"owners":["bob"]},"fields":["plan"],"ops":["read","write"]}`)
 	before := dump(t, s)
-	op, err := k.Prepare(kernel.NewCall(OpWrite, []byte(`{"id":"b-bob","fields":{"plan":"platinum"}}`), all,
-		kernel.TaskInfo{ID: "t1", Principal: "x"}, hclog.NewNullLogger(), nil))
+	op, err := k.Prepare(kindtest.NewCall(OpWrite, []byte(`{"id":"b-bob","fields":{"plan":"platinum"}}`), all,
+		kindapi.TaskInfo{ID: "t1", Principal: "x"}, hclog.NewNullLogger(), nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -563,7 +564,7 @@ func TestPrepareHasNoEffect(t *testing.T) {
 		t.Fatal("the effect did not write")
 	}
 	// An op outside the scope is refused by Prepare itself.
-	if _, err := k.Prepare(kernel.NewCall(OpQuery, []byte(`{}`), all, kernel.TaskInfo{Principal: "x"}, nil, nil)); errnoOf(err) != abi.EDENIED {
+	if _, err := k.Prepare(kindtest.NewCall(OpQuery, []byte(`{}`), all, kindapi.TaskInfo{Principal: "x"}, nil, nil)); errnoOf(err) != abi.EDENIED {
 		t.Errorf("query without the op: %v", err)
 	}
 }

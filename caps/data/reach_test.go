@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 const reachRecords = `[
@@ -28,13 +28,13 @@ const reachPeople = `[
 ]`
 
 var (
-	reachSeedRecords = kernel.Seed{Collection: "records", Records: []byte(reachRecords)}
-	reachSeedPeople  = kernel.Seed{Collection: "people", Records: []byte(reachPeople), Relations: map[string]string{"manager": "manager_of"}}
+	reachSeedRecords = kindapi.Seed{Collection: "records", Records: []byte(reachRecords)}
+	reachSeedPeople  = kindapi.Seed{Collection: "people", Records: []byte(reachPeople), Relations: map[string]string{"manager": "manager_of"}}
 )
 
 // reachOf is what a grant of spec could read for principal from seeds,
 // as its description says.
-func reachOf(t *testing.T, spec, principal string, seeds ...kernel.Seed) kernel.Reach {
+func reachOf(t *testing.T, spec, principal string, seeds ...kindapi.Seed) kindapi.Reach {
 	t.Helper()
 	k := New(nil)
 	d := k.Describe(mustGrant(t, k, spec))
@@ -114,7 +114,7 @@ func TestReachRelation(t *testing.T) {
 	}
 
 	// A re-seeded record replaces the edges it derived.
-	moved := kernel.Seed{Collection: "people", Records: []byte(`[{"id": "p-dave", "owner": "dave", "fields": {"manager": "erin"}}]`),
+	moved := kindapi.Seed{Collection: "people", Records: []byte(`[{"id": "p-dave", "owner": "dave", "fields": {"manager": "erin"}}]`),
 		Relations: map[string]string{"manager": "manager_of"}}
 	r = reachOf(t, spec, "carol", reachSeedRecords, reachSeedPeople, moved)
 	wantReach(t, "carol after dave moved", r.Tags, "pii:alice")
@@ -140,7 +140,7 @@ func TestReachChain(t *testing.T) {
 		principal string
 		want      []string
 	}{{"alice", []string{"ssn:alice"}}, {"bob", []string{"ssn:bob"}}, {"dave", nil}} {
-		r := d.Reach(c.principal, []kernel.Seed{reachSeedRecords})
+		r := d.Reach(c.principal, []kindapi.Seed{reachSeedRecords})
 		wantReach(t, c.principal, r.Tags, c.want...)
 	}
 	if r := d.Reach("alice", nil); r.Summary != "collection records, records own and ids a1, b1, fields ssn" {
@@ -154,7 +154,7 @@ func TestReachUnknown(t *testing.T) {
 		t.Errorf("no seed: %+v", r)
 	}
 	r = reachOf(t, `{"collection":"records","records":"own","fields":["*"]}`, "alice",
-		kernel.Seed{Collection: "records", Records: []byte(`[{"id": "x"}]`)})
+		kindapi.Seed{Collection: "records", Records: []byte(`[{"id": "x"}]`)})
 	if r.Known || !strings.Contains(r.Note, "owner") {
 		t.Errorf("a bad seed: %+v", r)
 	}
@@ -165,7 +165,7 @@ func TestReachUnknown(t *testing.T) {
 // store the seeds were imported into carries exactly the tags Reach
 // finds (the relation is declared, so nothing is over-approximated).
 func TestReachAgreesWithTheStore(t *testing.T) {
-	seeds := []kernel.Seed{reachSeedRecords, reachSeedPeople}
+	seeds := []kindapi.Seed{reachSeedRecords, reachSeedPeople}
 	st := openTemp(t)
 	for _, sd := range seeds {
 		recs, err := ParseJSON(strings.NewReader(string(sd.Records)))

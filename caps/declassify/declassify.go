@@ -23,6 +23,7 @@ package declassify
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -223,9 +224,10 @@ func (*Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 	}
 	res := &kindapi.Result{Data: data, Label: kindapi.NewLabel(keep, integ)}
 	return kindapi.Op{
-		Show: func() kindapi.Effect {
-			return kindapi.Effect{Summary: fmt.Sprintf("declassify a %d-byte blob labelled %s", b.Len(), b.Label()),
-				Details: []kindapi.Detail{{Name: "drop", Value: strings.Join(dropped, ", ")}}}
+		Show: func() kindapi.Preview {
+			return kindapi.Preview{Summary: fmt.Sprintf("declassify a %d-byte blob labelled %s", b.Len(), b.Label()),
+				Details: []kindapi.Detail{{Name: "drop", Value: strings.Join(dropped, ", ")},
+					{Name: "blob", Value: fmt.Sprintf("%d bytes, sha256:%x", len(data), sha256.Sum256(data))}}}
 		},
 		Effect: func(context.Context) (*kindapi.Result, error) { return res, nil },
 	}, nil

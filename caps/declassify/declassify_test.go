@@ -8,32 +8,33 @@ import (
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/kerneltest"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
+	"github.com/mandatevm/mandate/kernel/kindapi/kindtest"
 )
 
 func TestGrantNarrow(t *testing.T) {
 	k := New()
-	if _, err := k.Grant(kernel.GrantContext{}, []byte(`{}`)); err == nil {
+	if _, err := k.Grant(kindapi.GrantContext{}, []byte(`{}`)); err == nil {
 		t.Fatal("a declassifier that drops nothing was granted")
 	}
-	p, err := k.Grant(kernel.GrantContext{}, []byte(`{"drop":["pii:alice","financial:alice"],"project":["fields.a","fields.b"]}`))
+	p, err := k.Grant(kindapi.GrantContext{}, []byte(`{"drop":["pii:alice","financial:alice"],"project":["fields.a","fields.b"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for req, want := range map[string]error{
 		`{"drop":["pii:alice"]}`:   nil,
 		`{"project":["fields.a"]}`: nil,
-		`{"drop":["pii:bob"]}`:     kernel.ErrDenied,
-		`{"project":["fields.c"]}`: kernel.ErrDenied,
-		`{"drop":[""]}`:            kernel.ErrInvalid,
-		`{"nonsense":1}`:           kernel.ErrInvalid,
+		`{"drop":["pii:bob"]}`:     kindapi.ErrDenied,
+		`{"project":["fields.c"]}`: kindapi.ErrDenied,
+		`{"drop":[""]}`:            kindapi.ErrInvalid,
+		`{"nonsense":1}`:           kindapi.ErrInvalid,
 	} {
 		_, err := k.Narrow(p, []byte(req))
 		if (want == nil) != (err == nil) || (want != nil && !errors.Is(err, want)) {
 			t.Errorf("Narrow(%s) = %v, want %v", req, err, want)
 		}
 	}
-	whole, _ := k.Grant(kernel.GrantContext{}, []byte(`{"drop":["pii:alice"]}`))
+	whole, _ := k.Grant(kindapi.GrantContext{}, []byte(`{"drop":["pii:alice"]}`))
 	if _, err := k.Narrow(whole, []byte(`{"project":["x"]}`)); err != nil {
 		t.Errorf("adding a projection is narrower: %v", err)
 	}
@@ -41,9 +42,9 @@ func TestGrantNarrow(t *testing.T) {
 
 func TestInvoke(t *testing.T) {
 	k := New()
-	s, _ := k.Grant(kernel.GrantContext{}, []byte(`{"drop":["pii:alice"],"project":["fields.nationality","missing.path"]}`))
-	in := kernel.NewBlob([]byte(`{"id":"p","fields":{"passport":"X1","nationality":"PT"}}`), kernel.NewLabel([]string{"pii:alice", "hr"}, []string{"data:people"}))
-	call := kernel.NewCall(Op, []byte(`{"blob":7}`), s, kernel.TaskInfo{}, nil, func(abi.Handle) (*kernel.Blob, error) { return in, nil })
+	s, _ := k.Grant(kindapi.GrantContext{}, []byte(`{"drop":["pii:alice"],"project":["fields.nationality","missing.path"]}`))
+	in := kindapi.NewBlob([]byte(`{"id":"p","fields":{"passport":"X1","nationality":"PT"}}`), kindapi.NewLabel([]string{"pii:alice", "hr"}, []string{"data:people"}))
+	call := kindtest.NewCall(Op, []byte(`{"blob":7}`), s, kindapi.TaskInfo{}, nil, func(abi.Handle) (*kindapi.Blob, error) { return in, nil })
 	op, err := k.Prepare(call)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +53,8 @@ func TestInvoke(t *testing.T) {
 		t.Fatal("a declassification shows nothing")
 	}
 	if shown := op.Show(); op.Sink != nil || !strings.Contains(shown.Summary, in.Label().String()) ||
-		len(shown.Details) != 1 || shown.Details[0].Value != "pii:alice" {
+		len(shown.Details) != 2 || shown.Details[0].Value != "pii:alice" ||
+		!strings.HasPrefix(shown.Details[1].Value, "31 bytes, sha256:") {
 		t.Errorf("prepared declassification: sink %v, shown %+v", op.Sink, shown)
 	}
 	if sp := call.Spliced(); len(sp) != 1 || sp[0] != in {
@@ -68,10 +70,10 @@ func TestInvoke(t *testing.T) {
 	if got := res.Label.String(); got != "{hr}/{data:people,declassified:pii:alice}" {
 		t.Errorf("label %s: only pii:alice may be dropped, and the drop is recorded", got)
 	}
-	bad := kernel.NewCall(Op, []byte(`{"blob":7}`), s, kernel.TaskInfo{}, nil, func(abi.Handle) (*kernel.Blob, error) {
-		return kernel.NewBlob([]byte("not json"), kernel.Label{}), nil
+	bad := kindtest.NewCall(Op, []byte(`{"blob":7}`), s, kindapi.TaskInfo{}, nil, func(abi.Handle) (*kindapi.Blob, error) {
+		return kindapi.NewBlob([]byte("not json"), kindapi.Label{}), nil
 	})
-	if _, err := kerneltest.Invoke(context.Background(), k, bad); !errors.Is(err, kernel.ErrInvalid) {
+	if _, err := kerneltest.Invoke(context.Background(), k, bad); !errors.Is(err, kindapi.ErrInvalid) {
 		t.Errorf("projecting a non-object: %v, want EINVAL", err)
 	}
 }

@@ -9,7 +9,8 @@ import (
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/kerneltest"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
+	"github.com/mandatevm/mandate/kernel/kindapi/kindtest"
 )
 
 // FuzzGrant: a grant spec never panics the kind; a granted scope drops
@@ -23,7 +24,7 @@ func FuzzGrant(f *testing.F) {
 	}
 	k := New()
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s, err := k.Grant(kernel.GrantContext{}, b)
+		s, err := k.Grant(kindapi.GrantContext{}, b)
 		if err != nil {
 			return
 		}
@@ -47,18 +48,18 @@ func FuzzNarrow(f *testing.F) {
 		f.Add(uint8(0), []byte(s))
 	}
 	k := New()
-	var parents []kernel.Scope
+	var parents []kindapi.Scope
 	for _, spec := range []string{
 		`{"drop":["pii:alice","financial:alice"],"project":["fields.a","fields.b"]}`, `{"drop":["pii:alice"]}`,
 	} {
-		s, err := k.Grant(kernel.GrantContext{}, []byte(spec))
+		s, err := k.Grant(kindapi.GrantContext{}, []byte(spec))
 		if err != nil {
 			f.Fatal(err)
 		}
 		parents = append(parents, s)
 	}
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
-		kerneltest.CheckNarrow(t, k, []kernel.Scope{parents[int(which)%len(parents)]}, b, abi.EINVAL, abi.EDENIED)
+		kerneltest.CheckNarrow(t, k, []kindapi.Scope{parents[int(which)%len(parents)]}, b, abi.EINVAL, abi.EDENIED)
 	})
 }
 
@@ -79,7 +80,7 @@ func FuzzInvoke(f *testing.F) {
 		`{"drop":["pii:alice"],"project":["fields.nationality","missing.path","a","a.b.c"]}`,
 		`{"drop":["pii:alice","hr"]}`,
 	} {
-		s, err := k.Grant(kernel.GrantContext{}, []byte(spec))
+		s, err := k.Grant(kindapi.GrantContext{}, []byte(spec))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -87,19 +88,19 @@ func FuzzInvoke(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, which uint8, args, blob []byte, tags string) {
 		s := scopes[int(which)%len(scopes)]
-		in := kernel.NewBlob(blob, kernel.NewLabel(strings.Split(tags, ","), []string{"data:people"}))
-		call := kernel.NewCall(Op, args, s, kernel.TaskInfo{}, nil, func(h abi.Handle) (*kernel.Blob, error) {
+		in := kindapi.NewBlob(blob, kindapi.NewLabel(strings.Split(tags, ","), []string{"data:people"}))
+		call := kindtest.NewCall(Op, args, s, kindapi.TaskInfo{}, nil, func(h abi.Handle) (*kindapi.Blob, error) {
 			if h != 7 {
-				return nil, kernel.Errorf(abi.EBADHANDLE, "no blob %d", h)
+				return nil, kindapi.Errorf(abi.EBADHANDLE, "no blob %d", h)
 			}
 			return in, nil
 		})
 		res, err := kerneltest.Invoke(context.Background(), k, call)
 		if err != nil {
-			switch kernel.ErrnoOf(err) {
+			switch kindapi.ErrnoOf(err) {
 			case abi.EINVAL, abi.EBADHANDLE:
 			default:
-				t.Fatalf("Invoke(%q, %q): errno %s (%v)", args, blob, kernel.ErrnoOf(err), err)
+				t.Fatalf("Invoke(%q, %q): errno %s (%v)", args, blob, kindapi.ErrnoOf(err), err)
 			}
 			return
 		}

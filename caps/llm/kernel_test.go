@@ -17,6 +17,7 @@ import (
 	"github.com/mandatevm/mandate/internal/fakellm"
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // The tests in this file run llm calls through a kernel: a task on
@@ -70,13 +71,13 @@ type grant struct {
 	budget           string
 }
 
-var testGC = kernel.GrantContext{LookupEnv: func(n string) (string, bool) { return testKey, n == "LLM_KEY" }}
+var testGC = kindapi.GrantContext{LookupEnv: func(n string) (string, bool) { return testKey, n == "LLM_KEY" }}
 
 func newKenv(t testing.TB, grants ...grant) *kenv {
 	t.Helper()
 	e := &kenv{t: t, logs: &kerneltest.Buffer{}, audit: &memAudit{}}
 	logger := hclog.New(&hclog.LoggerOptions{Output: e.logs, Level: hclog.Trace})
-	k, err := kernel.New(kernel.Config{Engine: kerneltest.WaitEngine{}, Kinds: []kernel.Kind{llm.New(), net.New()},
+	k, err := kernel.New(kernel.Config{Engine: kerneltest.WaitEngine{}, Kinds: []kindapi.Kind{llm.New(), net.New()},
 		Logger: logger, Auditor: e.audit, Declassifiers: []string{llm.KindName}})
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +125,7 @@ func (e *kenv) lookup(name string) abi.Handle {
 
 // call invokes op on the capability named name and returns the result
 // blob's bytes and label.
-func (e *kenv) call(name, op string, args any) ([]byte, kernel.Label, error) {
+func (e *kenv) call(name, op string, args any) ([]byte, kindapi.Label, error) {
 	b, ok := args.([]byte)
 	if !ok {
 		var err error
@@ -135,24 +136,24 @@ func (e *kenv) call(name, op string, args any) ([]byte, kernel.Label, error) {
 	ctx := context.Background()
 	h, err := e.task.Invoke(ctx, e.lookup(name), op, b)
 	if err != nil {
-		return nil, kernel.Label{}, err
+		return nil, kindapi.Label{}, err
 	}
 	return e.read(h)
 }
 
-func (e *kenv) read(h abi.Handle) ([]byte, kernel.Label, error) {
+func (e *kenv) read(h abi.Handle) ([]byte, kindapi.Label, error) {
 	ctx := context.Background()
 	label, err := e.task.BlobLabel(h)
 	if err != nil {
-		return nil, kernel.Label{}, err
+		return nil, kindapi.Label{}, err
 	}
 	n, err := e.task.BlobLen(ctx, h)
 	if err != nil {
-		return nil, kernel.Label{}, err
+		return nil, kindapi.Label{}, err
 	}
 	p := make([]byte, n)
 	if _, err := e.task.ReadBlob(ctx, h, 0, p); err != nil {
-		return nil, kernel.Label{}, err
+		return nil, kindapi.Label{}, err
 	}
 	return p, label, nil
 }
@@ -177,7 +178,7 @@ func ask(content string, splice ...abi.Handle) abi.ChatRequest {
 	return abi.ChatRequest{Model: "m1", Messages: []abi.ChatMessage{{Role: "user", Content: content}}, Splice: splice, MaxTokens: 64}
 }
 
-func errnoOf(err error) abi.Errno { return kernel.ErrnoOf(err) }
+func errnoOf(err error) abi.Errno { return kindapi.ErrnoOf(err) }
 
 // TestPromptIsASink: a blob labelled pii:alice spliced into a prompt for a
 // provider cleared for public data only is EFLOW and audited, and the
@@ -267,9 +268,9 @@ func FuzzPrepare(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, args string) {
 		for _, op := range []string{"chat", "extract"} {
-			var call kernel.Call
-			call.Init(op, []byte(args), sc, kernel.TaskInfo{ID: "t1"}, nil,
-				func(abi.Handle) (*kernel.Blob, error) { return nil, kernel.ErrBadHandle }, nil)
+			var call kindapi.Call
+			call.Init(op, []byte(args), sc, kindapi.TaskInfo{ID: "t1"}, nil,
+				func(abi.Handle) (*kindapi.Blob, error) { return nil, kindapi.ErrBadHandle }, nil)
 			p, err := k.Prepare(&call)
 			if err != nil {
 				continue

@@ -3,12 +3,11 @@ package llm
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/mandatevm/mandate/internal/egress"
+	"github.com/mandatevm/mandate/caps/internal/httpservice"
 	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
@@ -22,8 +21,7 @@ const KindName = "llm"
 // capabilities is audited.
 type Kind struct {
 	defTimeout time.Duration
-	public     *http.Client // dials public addresses only
-	private    *http.Client // for grants with allow_private
+	clients    *httpservice.Clients
 }
 
 var _ kindapi.Kind = (*Kind)(nil)
@@ -50,8 +48,7 @@ func New(opts ...Option) *Kind {
 		o(k)
 	}
 	redirect := errors.New("llm: the endpoint redirected; prompts are never re-sent elsewhere")
-	client := func(allowPrivate bool) *http.Client { return egress.Client(allowPrivate, "llm: endpoint", redirect) }
-	k.public, k.private = client(false), client(true)
+	k.clients = httpservice.NewClients("llm: endpoint", redirect)
 	return k
 }
 
@@ -152,14 +149,4 @@ func (k *Kind) Describe(sc kindapi.Scope) kindapi.Description {
 }
 
 // CloseIdleConnections closes pooled connections.
-func (k *Kind) CloseIdleConnections() {
-	k.public.CloseIdleConnections()
-	k.private.CloseIdleConnections()
-}
-
-func (k *Kind) client(s *Scope) *http.Client {
-	if s.allowPrivate {
-		return k.private
-	}
-	return k.public
-}
+func (k *Kind) CloseIdleConnections() { k.clients.CloseIdleConnections() }

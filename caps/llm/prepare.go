@@ -15,8 +15,8 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/hashicorp/go-hclog"
+	"github.com/mandatevm/mandate/caps/internal/httpservice"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
-	"github.com/mandatevm/mandate/internal/egress"
 	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
@@ -277,12 +277,15 @@ func (c *chat) vars() (map[string]any, error) {
 // show is what an approver sees: the model, the prompt's size and the
 // labels of the blobs spliced into it (never the prompt: it may hold
 // what the approver must not be shown either).
-func (c *chat) show() kindapi.Effect {
+func (c *chat) show() kindapi.Preview {
 	d := []kindapi.Detail{
 		{Name: "model", Value: c.model}, {Name: "endpoint", Value: c.s.endpoint},
 		{Name: "messages", Value: strconv.Itoa(c.messages)},
 		{Name: "prompt", Value: kindapi.FormatBytes(int64(len(c.body)))},
 		{Name: "max_tokens", Value: strconv.FormatInt(c.maxTok, 10)},
+		// The whole request the model server is sent: the approval is
+		// bound to it, not to its size.
+		{Name: "request", Value: string(c.body)},
 	}
 	if len(c.tools) > 0 {
 		d = append(d, kindapi.Detail{Name: "tools", Value: strings.Join(c.tools, ", ")})
@@ -290,7 +293,7 @@ func (c *chat) show() kindapi.Effect {
 	for i, l := range c.spliced {
 		d = append(d, kindapi.Detail{Name: fmt.Sprintf("spliced %d", i), Value: l.String()})
 	}
-	return kindapi.Effect{
+	return kindapi.Preview{
 		Summary: fmt.Sprintf("ask %s at %s (%d messages, %s prompt)", c.model, c.s.endpoint, c.messages, kindapi.FormatBytes(int64(len(c.body)))),
 		Details: d,
 	}
@@ -302,27 +305,17 @@ func (c *chat) run(ctx context.Context) (*kindapi.Result, error) {
 	what := "llm: " + c.op
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.endpoint+ChatPath, bytes.NewReader(c.body))
+	req, err := httpservice.NewJSONRequest(ctx, s.endpoint+ChatPath, c.body)
 	if err != nil {
 		return nil, kindapi.NotPerformed(kindapi.Errorf(abi.EIO, "%s: %v", what, err))
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
 	if v := s.key.Value(); v != "" {
 		req.Header.Set("Authorization", "Bearer "+v)
 	}
-	resp, err := c.k.client(s).Do(req)
+	resp, err := c.k.clients.For(s.allowPrivate).Do(req)
 	if err != nil {
-		var denied *egress.Denied
-		switch {
-		case errors.As(err, &denied):
-			return nil, kindapi.NotPerformed(kindapi.Errorf(abi.EDENIED, "%s: %s", what, redact(denied.Error(), s)))
-		case egress.NotSent(err):
-			return nil, kindapi.NotPerformed(kindapi.Errorf(abi.EIO, "%s: endpoint unreachable, nothing was sent: %s", what, redact(err.Error(), s)))
-		case ctx.Err() != nil:
-			return nil, kindapi.Errorf(abi.ETIMEDOUT, "%s: the endpoint did not answer within %s", what, s.timeout)
-		}
-		return nil, kindapi.Errorf(abi.EIO, "%s: %s", what, redact(err.Error(), s))
+		f := httpservice.Failure{What: what, Peer: "endpoint", Secret: s.key, Timeout: s.timeout}
+		return nil, f.Of(ctx, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -336,14 +329,14 @@ func (c *chat) run(ctx context.Context) (*kindapi.Result, error) {
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "application/json") {
 		return nil, kindapi.Errorf(abi.EIO, "%s: the endpoint's answer is not JSON (content type %s)", what, quoteTrunc(ct))
 	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, s.maxResponse+1))
+	raw, over, err := httpservice.ReadAtMost(resp.Body, s.maxResponse)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, kindapi.Errorf(abi.ETIMEDOUT, "%s: the endpoint did not finish its answer within %s", what, s.timeout)
 		}
-		return nil, kindapi.Errorf(abi.EIO, "%s: reading the answer: %s", what, redact(err.Error(), s))
+		return nil, kindapi.Errorf(abi.EIO, "%s: reading the answer: %s", what, httpservice.Redact(err.Error(), s.key))
 	}
-	if int64(len(raw)) > s.maxResponse {
+	if over {
 		return nil, kindapi.Errorf(abi.ELIMIT, "%s: the answer exceeds max_response_bytes %d", what, s.maxResponse)
 	}
 	if v := s.key.Value(); v != "" && bytes.Contains(raw, []byte(v)) {
@@ -427,14 +420,7 @@ func errorMessage(r io.Reader, s *Scope) string {
 	if json.Unmarshal(raw, &e) != nil || e.Error.Message == "" {
 		return ""
 	}
-	return ": " + truncate(kindapi.Printable(redact(e.Error.Message, s)))
-}
-
-func redact(msg string, s *Scope) string {
-	if v := s.key.Value(); v != "" {
-		msg = strings.ReplaceAll(msg, v, "[redacted]")
-	}
-	return msg
+	return ": " + truncate(kindapi.Printable(httpservice.Redact(e.Error.Message, s.key)))
 }
 
 func truncate(s string) string {

@@ -7,7 +7,8 @@ import (
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/kerneltest"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
+	"github.com/mandatevm/mandate/kernel/kindapi/kindtest"
 )
 
 // FuzzActivation: whatever a guest's fetch arguments, the activation a
@@ -25,17 +26,17 @@ func FuzzActivation(f *testing.F) {
 		f.Add([]byte(s), []byte(`{"amount":40}`))
 	}
 	k := New()
-	gs, err := k.Grant(kernel.GrantContext{}, []byte(`{"origin":"https://bank.example","methods":["GET","POST"],"paths":["/v1"],"max_request_bytes":1000}`))
+	gs, err := k.Grant(kindapi.GrantContext{}, []byte(`{"origin":"https://bank.example","methods":["GET","POST"],"paths":["/v1"],"max_request_bytes":1000}`))
 	if err != nil {
 		f.Fatal(err)
 	}
 	s := gs.(*Scope)
 	f.Fuzz(func(t *testing.T, args, blob []byte) {
-		call := kernel.NewCall("fetch", args, s, kernel.TaskInfo{}, nil, func(h abi.Handle) (*kernel.Blob, error) {
+		call := kindtest.NewCall("fetch", args, s, kindapi.TaskInfo{}, nil, func(h abi.Handle) (*kindapi.Blob, error) {
 			if h != 7 {
-				return nil, kernel.Errorf(abi.EBADHANDLE, "no blob %d", h)
+				return nil, kindapi.Errorf(abi.EBADHANDLE, "no blob %d", h)
 			}
-			return kernel.NewBlob(blob, kernel.Label{}), nil
+			return kindapi.NewBlob(blob, kindapi.Label{}), nil
 		})
 		act, err := kerneltest.Vars(k, call)
 		if err != nil {

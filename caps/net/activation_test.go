@@ -7,7 +7,8 @@ import (
 	"github.com/mandatevm/mandate/constraint"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/kerneltest"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
+	"github.com/mandatevm/mandate/kernel/kindapi/kindtest"
 )
 
 // A net capability bound to values: "pay this one bill" through someone's
@@ -31,7 +32,7 @@ func TestActivationConstraints(t *testing.T) {
 		{`{"method":"POST","url":"/v1/./x/../transfers?dry=no","body":"eyJyZWNpcGllbnQiOiJHQjI5TldCSzYwMTYxMzMxOTI2ODE5IiwiYW1vdW50Ijo5MDB9"}`, false, false}, // amount 900, path canonicalised
 		{`{"method":"POST","url":"/v1/transfers?dry=no","body":"bm90IGpzb24="}`, false, true},                                                                 // body "not json": no field
 	} {
-		act, err := kerneltest.Vars(k, kernel.NewCall("fetch", []byte(tc.args), s, kernel.TaskInfo{}, nil, nil))
+		act, err := kerneltest.Vars(k, kindtest.NewCall("fetch", []byte(tc.args), s, kindapi.TaskInfo{}, nil, nil))
 		if err != nil {
 			t.Fatalf("Activation(%s): %v", tc.args, err)
 		}
@@ -53,12 +54,12 @@ func TestActivationCannotBeFooled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pyy := kernel.NewBlob([]byte("PYY"), kernel.Label{})
-	blobs := func(h abi.Handle) (*kernel.Blob, error) {
+	pyy := kindapi.NewBlob([]byte("PYY"), kindapi.Label{})
+	blobs := func(h abi.Handle) (*kindapi.Blob, error) {
 		if h == 7 {
 			return pyy, nil
 		}
-		return nil, kernel.Errorf(abi.EBADHANDLE, "no blob %d", h)
+		return nil, kindapi.Errorf(abi.EBADHANDLE, "no blob %d", h)
 	}
 	for _, tc := range []struct {
 		name, args string
@@ -74,7 +75,7 @@ func TestActivationCannotBeFooled(t *testing.T) {
 		{"header in two cases", `{"method":"GET","url":"/search?to=LIS","header":{"X-Mode":["safe"],"x-mode":["debug"]}}`, false},
 		{"spliced header", `{"method":"GET","url":"/search?to=LIS","header":{"X-Mode":["{{mandate:splice:0}}"]},"splice":[7]}`, true},
 	} {
-		act, err := kerneltest.Vars(k, kernel.NewCall("fetch", []byte(tc.args), s, kernel.TaskInfo{}, nil, blobs))
+		act, err := kerneltest.Vars(k, kindtest.NewCall("fetch", []byte(tc.args), s, kindapi.TaskInfo{}, nil, blobs))
 		var got bool
 		if err == nil {
 			got, err = c.Eval(context.Background(), act)

@@ -13,6 +13,7 @@ import (
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // The bank scenario of issue 16: the bank's record of who sent a
@@ -53,14 +54,14 @@ func newBankEnv(t *testing.T) *bankEnv {
 
 	ctx := context.Background()
 	audit := &auditLog{}
-	k, err := kernel.New(kernel.Config{Engine: kerneltest.WaitEngine{}, Kinds: []kernel.Kind{net.New()},
+	k, err := kernel.New(kernel.Config{Engine: kerneltest.WaitEngine{}, Kinds: []kindapi.Kind{net.New()},
 		Constraints: constraint.New(), Auditor: audit})
 	if err != nil {
 		t.Fatal(err)
 	}
 	grant := func(spec string, when ...string) kernel.GrantSpec {
 		t.Helper()
-		s, err := k.Grant("net", kernel.GrantContext{}, []byte(spec))
+		s, err := k.Grant("net", kindapi.GrantContext{}, []byte(spec))
 		if err != nil {
 			t.Fatalf("grant %s: %v", spec, err)
 		}
@@ -163,7 +164,7 @@ func TestBankPartsFlow(t *testing.T) {
 		{"a dotted member passing as the nested one", e.nested, payment(tx, `{"payee":{"iban":"`+attackerIBAN+`"},"payee.iban":"`+ph+`"}`, "$.transactions[0].sender"), abi.EINVAL, "member name"},
 	} {
 		_, err := e.fetch(t, c.cap, c.req)
-		if got := kernel.ErrnoOf(err); got != c.errno || (c.why != "" && !strings.Contains(err.Error(), c.why)) {
+		if got := kindapi.ErrnoOf(err); got != c.errno || (c.why != "" && !strings.Contains(err.Error(), c.why)) {
 			t.Errorf("%s: %v (%s), want %s mentioning %q", c.name, err, got, c.errno, c.why)
 		}
 	}
@@ -190,7 +191,7 @@ func TestBankPartsFlow(t *testing.T) {
 		t.Fatalf("after reading, the task carries %v", e.task.Label())
 	}
 	_, err := e.fetch(t, e.pp, payment(tx, `{"recipient":"`+ph+`","amount":"10.00"}`, "$.transactions[0].sender"))
-	if kernel.ErrnoOf(err) != abi.EFLOW || !strings.Contains(err.Error(), "task ") || !strings.Contains(err.Error(), "bank:tx") {
+	if kindapi.ErrnoOf(err) != abi.EFLOW || !strings.Contains(err.Error(), "task ") || !strings.Contains(err.Error(), "bank:tx") {
 		t.Errorf("posting after reading: %v, want EFLOW naming the task and bank:tx", err)
 	}
 	if n := len(e.pay.Requests()); n != 2 {
@@ -229,7 +230,7 @@ func TestBankRefusedTaintNarrowing(t *testing.T) {
 		{e.bank, `{"responses":{}}`, abi.EDENIED},
 	} {
 		h, err := e.task.DeriveHandle(ctx, c.cap, []byte(c.req))
-		if got := kernel.ErrnoOf(err); got != c.errno {
+		if got := kindapi.ErrnoOf(err); got != c.errno {
 			t.Errorf("derive %s: %v, want %s", c.req, err, c.errno)
 		}
 		if err != nil || c.cap != e.pp {
@@ -238,7 +239,7 @@ func TestBankRefusedTaintNarrowing(t *testing.T) {
 		// The derived payment capability still refuses the subject.
 		tx := e.transactions(t)
 		_, err = e.fetch(t, h, payment(tx, `{"recipient":"`+abi.PartPlaceholder(0)+`"}`, "$.transactions[0].subject"))
-		if kernel.ErrnoOf(err) != abi.EFLOW {
+		if kindapi.ErrnoOf(err) != abi.EFLOW {
 			t.Errorf("derived with %s, the subject: %v, want EFLOW", c.req, err)
 		}
 	}

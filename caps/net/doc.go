@@ -25,7 +25,7 @@
 // In Go:
 //
 //	k := net.New()
-//	root, err := k.Grant(kernel.GrantContext{Dir: manifestDir}, spec)
+//	root, err := k.Grant(kindapi.GrantContext{Dir: manifestDir}, spec)
 //	child, err := k.Narrow(root, []byte(`{"paths":["/search/economy"]}`))
 //	_, err = k.Narrow(child, []byte(`{"methods":["POST"]}`)) // EDENIED: methods [POST] not in [GET]
 //
@@ -58,7 +58,7 @@
 // capability is granted: from the host environment variable V, or from file
 // F (relative to the manifest; one trailing newline is removed). A missing
 // variable or file, or an empty value, is a grant error naming the field.
-// Unknown fields are errors; errors are *kernel.FieldError.
+// Unknown fields are errors; errors are *kindapi.FieldError.
 //
 // The origin is canonicalised: scheme and host lower-cased, the default
 // port elided (HTTP://FLIGHTS.EXAMPLE:80 is http://flights.example),

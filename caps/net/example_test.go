@@ -5,13 +5,13 @@ import (
 	"fmt"
 
 	"github.com/mandatevm/mandate/caps/net"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 func Example() {
 	k := net.New()
-	gc := kernel.GrantContext{LookupEnv: func(name string) (string, bool) {
-		return "tok-123456789", name == "FLIGHTS_TOKEN" // the host's kernel.Secret
+	gc := kindapi.GrantContext{LookupEnv: func(name string) (string, bool) {
+		return "tok-123456789", name == "FLIGHTS_TOKEN" // the host's kindapi.Secret
 	}}
 	root, err := k.Grant(gc, []byte(`{
 		"origin": "HTTPS://Flights.Example:443",
@@ -33,7 +33,7 @@ func Example() {
 	fmt.Println(string(b))
 
 	_, err = k.Narrow(child, []byte(`{"methods":["POST"]}`))
-	fmt.Println(errors.Is(err, kernel.ErrDenied), err)
+	fmt.Println(errors.Is(err, kindapi.ErrDenied), err)
 	// Output:
 	// {"origin":"https://flights.example","methods":["GET"],"paths":["/search"],"max_request_bytes":1048576,"max_response_bytes":10485760,"timeout":"30s","max_redirects":5,"allow_private":false,"headers":["Authorization"],"reserved_headers":["Authorization"],"clearance":[],"accepts_untrusted":true,"labels":[]}
 	// {"origin":"https://flights.example","methods":["GET"],"paths":["/search/economy"],"max_request_bytes":1048576,"max_response_bytes":10485760,"timeout":"5s","max_redirects":5,"allow_private":false,"headers":[],"reserved_headers":["Authorization"],"clearance":[],"accepts_untrusted":true,"labels":[]}

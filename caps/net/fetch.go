@@ -76,10 +76,12 @@ func (f *fetch) run(ctx context.Context) (*kindapi.Result, error) {
 	return &kindapi.Result{Data: abi.EncodeHTTPResponse(resp), Label: label, Parts: parts}, nil
 }
 
-// show is what an approver sees: the request as it will be sent (the
-// kernel's injected headers named, never their values).
-func (f *fetch) show() kindapi.Effect {
-	raw, _ := io.ReadAll(io.LimitReader(f.body.open(), kindapi.MaxShown+1))
+// show is what an approver sees: the request as it will be sent, whole
+// (the kernel's injected headers named, never their values).
+func (f *fetch) show() kindapi.Preview {
+	// The whole body (bounded by max_request_bytes): the kernel binds
+	// the approval to all of it and cuts only what it shows.
+	raw, _ := io.ReadAll(f.body.open())
 	d := []kindapi.Detail{{Name: "method", Value: f.method}, {Name: "url", Value: f.u.String()}}
 	names := make([]string, 0, len(f.hdr))
 	for n := range f.hdr {
@@ -93,9 +95,9 @@ func (f *fetch) show() kindapi.Effect {
 		d = append(d, kindapi.Detail{Name: "header " + h.name, Value: "(set by the kernel)"})
 	}
 	if f.body.n > 0 {
-		d = append(d, kindapi.Detail{Name: "body", Value: fmt.Sprintf("(%d bytes) %s", f.body.n, raw)})
+		d = append(d, kindapi.Detail{Name: "body", Value: string(raw)})
 	}
-	return kindapi.Effect{Summary: f.method + " " + f.u.String(), Details: d}
+	return kindapi.Preview{Summary: f.method + " " + f.u.String(), Details: d}
 }
 
 // prepare decodes a fetch's request, splices its blobs in and checks the

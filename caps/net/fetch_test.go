@@ -20,7 +20,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/kerneltest"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
+	"github.com/mandatevm/mandate/kernel/kindapi/kindtest"
 )
 
 // fixture is a Kind whose resolver maps the test names to loopback, and a
@@ -29,7 +30,7 @@ type fixture struct {
 	t    *testing.T
 	k    *Kind
 	logs *syncBuffer
-	gc   kernel.GrantContext
+	gc   kindapi.GrantContext
 }
 
 type syncBuffer struct {
@@ -88,7 +89,7 @@ func (f *fixture) grant(name string, srv *httptest.Server, extra string) *Scope 
 }
 
 // fetch invokes "fetch" with req; blobs are the blobs the guest holds.
-func (f *fixture) fetch(s *Scope, req abi.HTTPRequest, blobs map[abi.Handle]*kernel.Blob) (abi.HTTPResponse, *kernel.Result, error) {
+func (f *fixture) fetch(s *Scope, req abi.HTTPRequest, blobs map[abi.Handle]*kindapi.Blob) (abi.HTTPResponse, *kindapi.Result, error) {
 	f.t.Helper()
 	args, err := abi.EncodeHTTPRequest(req)
 	if err != nil {
@@ -97,24 +98,24 @@ func (f *fixture) fetch(s *Scope, req abi.HTTPRequest, blobs map[abi.Handle]*ker
 	return f.call(s, args, blobs)
 }
 
-func (f *fixture) call(s *Scope, args []byte, blobs map[abi.Handle]*kernel.Blob) (abi.HTTPResponse, *kernel.Result, error) {
+func (f *fixture) call(s *Scope, args []byte, blobs map[abi.Handle]*kindapi.Blob) (abi.HTTPResponse, *kindapi.Result, error) {
 	f.t.Helper()
-	resolve := func(h abi.Handle) (*kernel.Blob, error) {
+	resolve := func(h abi.Handle) (*kindapi.Blob, error) {
 		if b, ok := blobs[h]; ok {
 			return b, nil
 		}
-		return nil, kernel.ErrBadHandle
+		return nil, kindapi.ErrBadHandle
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Output: f.logs, Level: hclog.Trace})
-	call := kernel.NewCall(abi.NetFetchOp, args, s, kernel.TaskInfo{ID: "t1"}, logger, resolve)
+	call := kindtest.NewCall(abi.NetFetchOp, args, s, kindapi.TaskInfo{ID: "t1"}, logger, resolve)
 	res, err := f.invoke(call)
 	if err != nil {
 		if strings.Contains(err.Error(), testSecret) {
 			f.t.Errorf("the secret appears in an error: %v", err)
 		}
-		var ke *kernel.Error
+		var ke *kindapi.Error
 		if !errors.As(err, &ke) {
-			f.t.Errorf("Invoke error %v is %T, not *kernel.Error", err, err)
+			f.t.Errorf("Invoke error %v is %T, not *kindapi.Error", err, err)
 		}
 		return abi.HTTPResponse{}, nil, err
 	}
@@ -132,7 +133,7 @@ func (f *fixture) call(s *Scope, args []byte, blobs map[abi.Handle]*kernel.Blob)
 // and checks what the kernel would show of it: what an approver sees and
 // what a constraint judges never hold an injected secret, and a prepared
 // fetch is a sink cleared as its scope is.
-func (f *fixture) invoke(call *kernel.Call) (*kernel.Result, error) {
+func (f *fixture) invoke(call *kindapi.Call) (*kindapi.Result, error) {
 	f.t.Helper()
 	op, err := f.k.Prepare(call)
 	if err != nil {
@@ -161,7 +162,7 @@ func (f *fixture) invoke(call *kernel.Call) (*kernel.Result, error) {
 
 func wantErrno(t *testing.T, err error, want abi.Errno, mention string) {
 	t.Helper()
-	if got := kernel.ErrnoOf(err); got != want {
+	if got := kindapi.ErrnoOf(err); got != want {
 		t.Fatalf("errno = %s (%v), want %s", got, err, want)
 	}
 	if mention != "" && !strings.Contains(err.Error(), mention) {
@@ -295,7 +296,7 @@ func TestFetchDenied(t *testing.T) {
 	}
 	_, _, err = f.call(s, []byte(`{"method":"GET","url":"/search","bogus":1}`), nil)
 	wantErrno(t, err, abi.EINVAL, "")
-	call := kernel.NewCall("delete", nil, s, kernel.TaskInfo{}, nil, nil)
+	call := kindtest.NewCall("delete", nil, s, kindapi.TaskInfo{}, nil, nil)
 	_, err = kerneltest.Invoke(context.Background(), f.k, call)
 	wantErrno(t, err, abi.ENOTSUP, "")
 }
@@ -465,16 +466,16 @@ func TestFetchBodyBlob(t *testing.T) {
 	f := newFixture(t)
 	srv := newFlights(t, nil)
 	s := f.grant("flights.example", srv.Server, `,"methods":["POST"],"allow_private":true,"max_request_bytes":16`)
-	passport := kernel.NewBlob([]byte("P<UTOPIA<<ALICE"), kernel.NewLabel([]string{"pii:alice"}, nil))
-	big := kernel.NewBlob(bytes.Repeat([]byte("x"), 17), kernel.Label{})
-	blobs := map[abi.Handle]*kernel.Blob{7: passport, 8: big}
+	passport := kindapi.NewBlob([]byte("P<UTOPIA<<ALICE"), kindapi.NewLabel([]string{"pii:alice"}, nil))
+	big := kindapi.NewBlob(bytes.Repeat([]byte("x"), 17), kindapi.Label{})
+	blobs := map[abi.Handle]*kindapi.Blob{7: passport, 8: big}
 
 	args, _ := abi.EncodeHTTPRequest(abi.HTTPRequest{Method: "POST", URL: "/book", BodyBlob: 7})
-	call := kernel.NewCall(abi.NetFetchOp, args, s, kernel.TaskInfo{}, nil, func(h abi.Handle) (*kernel.Blob, error) {
+	call := kindtest.NewCall(abi.NetFetchOp, args, s, kindapi.TaskInfo{}, nil, func(h abi.Handle) (*kindapi.Blob, error) {
 		if b, ok := blobs[h]; ok {
 			return b, nil
 		}
-		return nil, kernel.ErrBadHandle
+		return nil, kindapi.ErrBadHandle
 	})
 	if _, err := kerneltest.Invoke(context.Background(), f.k, call); err != nil {
 		t.Fatal(err)
@@ -658,7 +659,7 @@ func TestFetchConcurrent(t *testing.T) {
 			defer wg.Done()
 			for j := 0; j < 10; j++ {
 				args, _ := abi.EncodeHTTPRequest(abi.HTTPRequest{Method: "GET", URL: fmt.Sprintf("/search/%d/%d", i, j)})
-				res, err := kerneltest.Invoke(context.Background(), f.k, kernel.NewCall(abi.NetFetchOp, args, s, kernel.TaskInfo{}, nil, nil))
+				res, err := kerneltest.Invoke(context.Background(), f.k, kindtest.NewCall(abi.NetFetchOp, args, s, kindapi.TaskInfo{}, nil, nil))
 				if err != nil {
 					t.Error(err)
 					return

@@ -7,7 +7,7 @@ import (
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/kerneltest"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // FuzzParseOrigin: parsing never panics; an accepted origin's canonical
@@ -71,15 +71,15 @@ func FuzzPathMatch(f *testing.F) {
 			return
 		}
 		spec, _ := json.Marshal(map[string]any{"origin": "https://flights.example", "paths": []string{prefix}})
-		sc, err := k.Grant(kernel.GrantContext{}, spec)
+		sc, err := k.Grant(kindapi.GrantContext{}, spec)
 		if err != nil {
 			t.Fatalf("Grant with prefix %q (canonical %q): %v", prefix, p, err)
 		}
 		s := sc.(*Scope)
 		u, err := s.target(raw)
 		if err != nil {
-			if kernel.ErrnoOf(err) != abi.EDENIED && kernel.ErrnoOf(err) != abi.EINVAL {
-				t.Fatalf("target(%q): errno %s", raw, kernel.ErrnoOf(err))
+			if kindapi.ErrnoOf(err) != abi.EDENIED && kindapi.ErrnoOf(err) != abi.EINVAL {
+				t.Fatalf("target(%q): errno %s", raw, kindapi.ErrnoOf(err))
 			}
 			return
 		}
@@ -123,7 +123,7 @@ func FuzzNarrow(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	k := New()
-	gc := kernel.GrantContext{LookupEnv: func(string) (string, bool) { return "a-long-secret-value", true }}
+	gc := kindapi.GrantContext{LookupEnv: func(string) (string, bool) { return "a-long-secret-value", true }}
 	ps, err := k.Grant(gc, []byte(`{"origin":"https://flights.example","methods":["GET","HEAD"],"paths":["/search","/book/"],
 	  "max_request_bytes":1000,"max_response_bytes":100000,"timeout":"10s","max_redirects":3,
 	  "headers":[{"name":"Authorization","env":"T"}]}`))
@@ -132,7 +132,7 @@ func FuzzNarrow(f *testing.F) {
 	}
 	parent := ps.(*Scope)
 	f.Fuzz(func(t *testing.T, req []byte) {
-		cs, ok := kerneltest.CheckNarrow(t, k, []kernel.Scope{parent}, req, abi.EINVAL, abi.ELIMIT, abi.EDENIED)
+		cs, ok := kerneltest.CheckNarrow(t, k, []kindapi.Scope{parent}, req, abi.EINVAL, abi.ELIMIT, abi.EDENIED)
 		if !ok {
 			return
 		}
@@ -168,7 +168,7 @@ func FuzzGrant(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	k := New()
-	gc := kernel.GrantContext{Dir: f.TempDir(), LookupEnv: func(string) (string, bool) { return "a-long-secret-value", true }}
+	gc := kindapi.GrantContext{Dir: f.TempDir(), LookupEnv: func(string) (string, bool) { return "a-long-secret-value", true }}
 	f.Fuzz(func(t *testing.T, spec []byte) {
 		s, err := k.Grant(gc, spec)
 		if err != nil {

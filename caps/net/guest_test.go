@@ -22,6 +22,7 @@ import (
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/sandbox"
 )
 
@@ -440,12 +441,12 @@ func newAttackEnv(t *testing.T) *attackEnv {
 	logs := &kerneltest.Buffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace})
 	eng := testengine.New(t)
-	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{kind}, Logger: logger})
+	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kindapi.Kind{kind}, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	gc := kernel.GrantContext{LookupEnv: func(name string) (string, bool) {
+	gc := kindapi.GrantContext{LookupEnv: func(name string) (string, bool) {
 		if name == attackerEnvVar {
 			return attackerSecret, true
 		}
@@ -649,8 +650,8 @@ func TestGuestAttacks(t *testing.T) {
 	t.Logf("%d results, %d requests reached the granted server; guest run %v, test %v", len(got), len(granted.Requests()), runTime, time.Since(start))
 }
 
-// redactSecret replaces every case-insensitive occurrence of the kernel.Secret,
-// so a failure message does not spread it.
+// redactSecret replaces every case-insensitive occurrence of the
+// kindapi.Secret, so a failure message does not spread it.
 func redactSecret(s string) string {
 	low, sec := strings.ToLower(s), strings.ToLower(attackerSecret)
 	var b strings.Builder

@@ -16,6 +16,7 @@ import (
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/sandbox"
 )
 
@@ -70,13 +71,13 @@ func TestReviewInjection(t *testing.T) {
 	}
 	eng := testengine.New(t)
 	audit := &auditLog{}
-	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{net.New(), spawn.New()},
+	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kindapi.Kind{net.New(), spawn.New()},
 		Auditor: audit, Modules: oneModule{eng, wasm}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	grant := func(kind, spec string) kernel.Scope {
-		s, err := k.Grant(kind, kernel.GrantContext{}, []byte(spec))
+	grant := func(kind, spec string) kindapi.Scope {
+		s, err := k.Grant(kind, kindapi.GrantContext{}, []byte(spec))
 		if err != nil {
 			t.Fatalf("grant %s: %v", spec, err)
 		}
@@ -88,7 +89,7 @@ func TestReviewInjection(t *testing.T) {
 	}
 	task, err := k.Run(ctx, kernel.TaskSpec{
 		Module: mod, Principal: "alice", Input: []byte(passport),
-		InputLabel: kernel.NewLabel([]string{"pii:alice"}, nil),
+		InputLabel: kindapi.NewLabel([]string{"pii:alice"}, nil),
 		Limits:     kernel.Limits{Timeout: time.Minute},
 		Grants: []kernel.GrantSpec{
 			{Name: "listings", Kind: "net", Scope: grant("net", `{"origin":"`+listings.URL+`","methods":["GET","POST"],"paths":["/search"],"allow_private":true}`)},

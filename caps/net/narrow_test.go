@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 const testSecret = "s3cr3t-T0KEN-value-4242"
 
-func testGrantContext(t *testing.T) kernel.GrantContext {
+func testGrantContext(t *testing.T) kindapi.GrantContext {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "secrets"), 0o700); err != nil {
@@ -27,7 +27,7 @@ func testGrantContext(t *testing.T) kernel.GrantContext {
 		t.Fatal(err)
 	}
 	env := map[string]string{"FLIGHTS_TOKEN": testSecret, "EMPTY": "", "BAD": "a\r\nX-Evil: 1"}
-	return kernel.GrantContext{Dir: dir, LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
+	return kindapi.GrantContext{Dir: dir, LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
 }
 
 func mustGrant(t *testing.T, k *Kind, spec string) *Scope {
@@ -131,9 +131,9 @@ func TestGrantErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {
 			_, err := k.Grant(testGrantContext(t), []byte(tt.spec))
-			var fe *kernel.FieldError
+			var fe *kindapi.FieldError
 			if !errors.As(err, &fe) {
-				t.Fatalf("Grant error = %v, want a *kernel.FieldError", err)
+				t.Fatalf("Grant error = %v, want a *kindapi.FieldError", err)
 			}
 			if fe.Field != tt.field {
 				t.Errorf("Grant error field = %q (%v), want %q", fe.Field, err, tt.field)
@@ -201,11 +201,11 @@ func TestNarrow(t *testing.T) {
 					b, _ := json.Marshal(child)
 					t.Fatalf("Narrow(%s) = %s, want %s", tt.req, b, tt.want)
 				}
-				if got := kernel.ErrnoOf(err).String(); got != tt.want {
+				if got := kindapi.ErrnoOf(err).String(); got != tt.want {
 					t.Fatalf("Narrow(%s) errno = %s (%v), want %s", tt.req, got, err, tt.want)
 				}
-				if tt.want == "EDENIED" && !errors.Is(err, kernel.ErrDenied) {
-					t.Errorf("Narrow(%s) error does not match kernel.ErrDenied", tt.req)
+				if tt.want == "EDENIED" && !errors.Is(err, kindapi.ErrDenied) {
+					t.Errorf("Narrow(%s) error does not match kindapi.ErrDenied", tt.req)
 				}
 				if strings.Contains(err.Error(), testSecret) {
 					t.Errorf("Narrow error leaks the secret: %v", err)
@@ -277,7 +277,7 @@ func TestContains(t *testing.T) {
 type fakeScope struct{}
 
 func (fakeScope) MarshalJSON() ([]byte, error) { return []byte("{}"), nil }
-func (fakeScope) Contains(kernel.Scope) bool   { return true }
+func (fakeScope) Contains(kindapi.Scope) bool  { return true }
 
 // TestNarrowProperty narrows random scopes with random requests: a request
 // within the parent yields exactly what it asked for, inside the parent;
@@ -406,7 +406,7 @@ func TestNarrowProperty(t *testing.T) {
 		widens := wouldWiden(parent, req)
 		cs, err := k.Narrow(parent, rb)
 		if widens != "" {
-			if err == nil || !errors.Is(err, kernel.ErrDenied) {
+			if err == nil || !errors.Is(err, kindapi.ErrDenied) {
 				t.Fatalf("parent %s\nreq %s widens %s, but Narrow = %v, %v", parent, rb, widens, cs, err)
 			}
 			deniedCount++
@@ -446,7 +446,7 @@ func TestNarrowProperty(t *testing.T) {
 		// yields a scope still within the child.
 		if g, err := k.Narrow(child, mustJSON(parent)); err == nil && !child.Contains(g) {
 			t.Fatalf("narrowing child %s to parent's fields gave %s, outside the child", child, g)
-		} else if err != nil && !errors.Is(err, kernel.ErrDenied) {
+		} else if err != nil && !errors.Is(err, kindapi.ErrDenied) {
 			t.Fatalf("narrowing child to parent's fields: %v", err)
 		}
 	}

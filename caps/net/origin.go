@@ -39,27 +39,9 @@ func (o origin) hostPort() string {
 	return h
 }
 
-// dialAddr is the host:port the transport dials.
-func (o origin) dialAddr() string {
-	return joinHostPort(o.host, o.port)
-}
-
-func joinHostPort(host string, port uint16) string {
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	return host + ":" + strconv.Itoa(int(port))
-}
-
 // String is the canonical form, e.g. "https://flights.example" or
 // "http://[::1]:8080".
 func (o origin) String() string { return o.scheme + "://" + o.hostPort() }
-
-// ip returns the host as an address when it is an IP literal.
-func (o origin) ip() (netip.Addr, bool) {
-	a, err := netip.ParseAddr(o.host)
-	return a, err == nil
-}
 
 // Origin errors. They describe the input's shape, never secrets (an origin
 // holds none).

@@ -15,6 +15,7 @@ import (
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/manifest"
 )
 
@@ -72,7 +73,7 @@ func TestBankGuest(t *testing.T) {
 	}
 	eng := testengine.New(t)
 	audit := &auditLog{}
-	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{net.New()}, Constraints: constraint.New(), Auditor: audit})
+	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kindapi.Kind{net.New()}, Constraints: constraint.New(), Auditor: audit})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
@@ -26,7 +25,7 @@ func FuzzResponses(f *testing.F) {
 		f.Add([]byte(s.responses), s.path, []byte(s.body))
 	}
 	k := New()
-	gc := kernel.GrantContext{Dir: f.TempDir()}
+	gc := kindapi.GrantContext{Dir: f.TempDir()}
 	f.Fuzz(func(t *testing.T, responses []byte, path string, body []byte) {
 		spec := append(append([]byte(`{"origin":"https://bank.example","responses":`), responses...), '}')
 		sc, err := k.Grant(gc, spec)

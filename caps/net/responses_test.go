@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
-	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/kernel/kindapi"
+	"github.com/mandatevm/mandate/kernel/kindapi/kindtest"
 )
 
 // bankSpec labels a bank's transactions by field: the sender is the
@@ -176,7 +176,7 @@ func TestResponsesGrantErrors(t *testing.T) {
 		{`{"/a":{},"/%61":{}}`, `responses["/a"]`, "twice"},
 	} {
 		_, err := New().Grant(testGrantContext(t), []byte(`{"origin":"https://bank.example","responses":`+c.responses+`}`))
-		var fe *kernel.FieldError
+		var fe *kindapi.FieldError
 		if !errors.As(err, &fe) || fe.Field != c.field || !strings.Contains(err.Error(), c.mention) {
 			t.Errorf("responses %s: %v, want a FieldError on %s mentioning %q", c.responses, err, c.field, c.mention)
 		}
@@ -198,7 +198,7 @@ func TestResponsesGrantErrors(t *testing.T) {
 		{`"refuses_taints":"web:*"`, "refuses_taints"},
 	} {
 		_, err := New().Grant(testGrantContext(t), []byte(`{"origin":"https://bank.example",`+c.spec+`}`))
-		var fe *kernel.FieldError
+		var fe *kindapi.FieldError
 		if !errors.As(err, &fe) || fe.Field != c.field {
 			t.Errorf("%s: %v, want a FieldError on %s", c.spec, err, c.field)
 		}
@@ -237,11 +237,11 @@ func TestResponsesNarrow(t *testing.T) {
 			req = `{"responses":` + req + `}`
 		}
 		_, err := k.Narrow(parent, []byte(req))
-		if !errors.Is(err, kernel.ErrDenied) || !strings.Contains(err.Error(), "responses are inherited") {
+		if !errors.Is(err, kindapi.ErrDenied) || !strings.Contains(err.Error(), "responses are inherited") {
 			t.Errorf("Narrow(%s) = %v, want EDENIED: responses are inherited", req, err)
 		}
 	}
-	if _, err := k.Narrow(parent, []byte(`{"responses":{"/a":{"taint":""}}}`)); kernel.ErrnoOf(err) != abi.EINVAL {
+	if _, err := k.Narrow(parent, []byte(`{"responses":{"/a":{"taint":""}}}`)); kindapi.ErrnoOf(err) != abi.EINVAL {
 		t.Errorf("a malformed responses: %v, want EINVAL", err)
 	}
 
@@ -262,14 +262,14 @@ func TestResponsesNarrow(t *testing.T) {
 			t.Errorf("Narrow(%s): %v", req, err)
 		case ok && !refusing.Contains(c):
 			t.Errorf("Narrow(%s) = %s, not contained", req, c)
-		case !ok && (!errors.Is(err, kernel.ErrDenied) || !strings.Contains(err.Error(), "refuses_taints drops")):
+		case !ok && (!errors.Is(err, kindapi.ErrDenied) || !strings.Contains(err.Error(), "refuses_taints drops")):
 			t.Errorf("Narrow(%s) = %v, want EDENIED: refuses_taints drops", req, err)
 		}
 	}
 	if c, err := k.Narrow(refusing, []byte(`{"accepts_untrusted":false}`)); err != nil || !refusing.Contains(c) {
 		t.Errorf("refusing everything is narrower: %v", err)
 	}
-	if _, err := k.Narrow(refusing, []byte(`{"refuses_taints":["a*b"]}`)); kernel.ErrnoOf(err) != abi.EINVAL {
+	if _, err := k.Narrow(refusing, []byte(`{"refuses_taints":["a*b"]}`)); kindapi.ErrnoOf(err) != abi.EINVAL {
 		t.Errorf("a malformed refused taint: %v, want EINVAL", err)
 	}
 
@@ -338,7 +338,7 @@ func TestFetchResponseLabels(t *testing.T) {
 	}
 	// The prepared fetch is a sink refusing what the scope refuses.
 	args, _ := abi.EncodeHTTPRequest(abi.HTTPRequest{Method: "GET", URL: "/"})
-	op, err := f.k.Prepare(kernel.NewCall(abi.NetFetchOp, args, s, kernel.TaskInfo{}, nil, nil))
+	op, err := f.k.Prepare(kindtest.NewCall(abi.NetFetchOp, args, s, kindapi.TaskInfo{}, nil, nil))
 	if err != nil || !slices.Equal(op.Sink.RefusedTaints.List(), []string{"web:*"}) {
 		t.Errorf("prepared sink %+v, %v", op.Sink, err)
 	}

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Byte limits take sizes as strings too, as manifests write them.
@@ -18,11 +18,11 @@ func TestSizeStrings(t *testing.T) {
 	if err != nil || n.(*Scope).MaxResponseBytes() != 32<<10 {
 		t.Fatalf("narrow to 32KiB: %v", err)
 	}
-	if _, err := k.Narrow(s, []byte(`{"max_response_bytes":"1MiB"}`)); !errors.Is(err, kernel.ErrDenied) {
+	if _, err := k.Narrow(s, []byte(`{"max_response_bytes":"1MiB"}`)); !errors.Is(err, kindapi.ErrDenied) {
 		t.Fatalf("widen to 1MiB: got %v, want ErrDenied", err)
 	}
 	_, err = k.Grant(testGrantContext(t), []byte(`{"origin":"https://a.example","max_response_bytes":"12 parsecs"}`))
-	var fe *kernel.FieldError
+	var fe *kindapi.FieldError
 	if !errors.As(err, &fe) || fe.Field != "max_response_bytes" {
 		t.Fatalf("bad size: got %v, want a FieldError on max_response_bytes", err)
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 func TestSubstitute(t *testing.T) {
@@ -17,11 +17,11 @@ func TestSubstitute(t *testing.T) {
 	}{
 		{"no placeholders", "no placeholders", nil},
 		{"/s?q={{mandate:splice:0}}&r={{mandate:splice:1}}", "/s?q=<a b&c>&r=<{{mandate:splice:0}}>", nil}, // never rescanned
-		{"{{mandate:splice:2}}", "", kernel.ErrInvalid},
-		{"{{mandate:splice:01}}", "", kernel.ErrInvalid},
-		{"{{mandate:splice:-1}}", "", kernel.ErrInvalid},
-		{"{{mandate:splice:0", "", kernel.ErrInvalid},
-		{"{{mandate:splice:99999}}", "", kernel.ErrInvalid},
+		{"{{mandate:splice:2}}", "", kindapi.ErrInvalid},
+		{"{{mandate:splice:01}}", "", kindapi.ErrInvalid},
+		{"{{mandate:splice:-1}}", "", kindapi.ErrInvalid},
+		{"{{mandate:splice:0", "", kindapi.ErrInvalid},
+		{"{{mandate:splice:99999}}", "", kindapi.ErrInvalid},
 	} {
 		got, err := substitute(tc.in, vals, q)
 		if (tc.err == nil) != (err == nil) || (tc.err != nil && !errors.Is(err, tc.err)) || got != tc.want {
@@ -41,7 +41,7 @@ func FuzzSubstitute(f *testing.F) {
 		vals := [][]byte{a, b}
 		got, err := substitute(tmpl, vals, func(v []byte) string { return string(v) })
 		if err != nil {
-			if !errors.Is(err, kernel.ErrInvalid) {
+			if !errors.Is(err, kindapi.ErrInvalid) {
 				t.Fatalf("error %v is not EINVAL", err)
 			}
 			return

@@ -7,7 +7,8 @@ import (
 
 	"github.com/mandatevm/mandate/constraint"
 	"github.com/mandatevm/mandate/internal/kerneltest"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
+	"github.com/mandatevm/mandate/kernel/kindapi/kindtest"
 )
 
 // The person's intent as constraints: at most 12 hours, at most one stop,
@@ -34,7 +35,7 @@ func TestActivationConstraints(t *testing.T) {
 		{`{"payee":"airline.example","amount":"900.00","currency":"USD","offer":{"duration_hours":9,"stops":0}}`, false, false},
 		{`{"payee":"airline.example","amount":"612.00","currency":"USD"}`, false, true}, // no offer: cannot be evaluated
 	} {
-		act, err := kerneltest.Vars(k, kernel.NewCall("charge", []byte(tc.args), s, kernel.TaskInfo{}, nil, nil))
+		act, err := kerneltest.Vars(k, kindtest.NewCall("charge", []byte(tc.args), s, kindapi.TaskInfo{}, nil, nil))
 		if err != nil {
 			t.Fatalf("Vars(%s): %v", tc.args, err)
 		}

@@ -14,7 +14,8 @@ import (
 	"github.com/mandatevm/mandate/caps/pay/paytest"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/kerneltest"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
+	"github.com/mandatevm/mandate/kernel/kindapi/kindtest"
 )
 
 const (
@@ -22,7 +23,7 @@ const (
 	testEnv        = "PAY_TEST_CARD"
 )
 
-var testGC = kernel.GrantContext{LookupEnv: func(name string) (string, bool) {
+var testGC = kindapi.GrantContext{LookupEnv: func(name string) (string, bool) {
 	if name == testEnv {
 		return testInstrument, true
 	}
@@ -33,7 +34,7 @@ type env struct {
 	k     *pay.Kind
 	p     *paytest.Provider
 	clk   *paytest.Clock
-	scope kernel.Scope
+	scope kindapi.Scope
 }
 
 // newEnv grants a pay capability on a fresh provider. extra is appended to
@@ -56,7 +57,7 @@ func (e *env) spec(extra string) string {
 		`"payees":["airline.example","Hotel.Example"],"currency":"usd","max_amount":"800 USD"` + extra + `}`
 }
 
-func (e *env) grant(t *testing.T, extra string) kernel.Scope {
+func (e *env) grant(t *testing.T, extra string) kindapi.Scope {
 	t.Helper()
 	s, err := e.k.Grant(testGC, []byte(e.spec(extra)))
 	if err != nil {
@@ -65,7 +66,7 @@ func (e *env) grant(t *testing.T, extra string) kernel.Scope {
 	return s
 }
 
-func (e *env) narrow(t *testing.T, parent kernel.Scope, req string) kernel.Scope {
+func (e *env) narrow(t *testing.T, parent kindapi.Scope, req string) kindapi.Scope {
 	t.Helper()
 	s, err := e.k.Narrow(parent, []byte(req))
 	if err != nil {
@@ -77,14 +78,14 @@ func (e *env) narrow(t *testing.T, parent kernel.Scope, req string) kernel.Scope
 	return s
 }
 
-func (e *env) call(s kernel.Scope, args string) *kernel.Call {
-	return kernel.NewCall(pay.ChargeOp, []byte(args), s, kernel.TaskInfo{ID: "t1", Principal: "alice"}, hclog.NewNullLogger(), nil)
+func (e *env) call(s kindapi.Scope, args string) *kindapi.Call {
+	return kindtest.NewCall(pay.ChargeOp, []byte(args), s, kindapi.TaskInfo{ID: "t1", Principal: "alice"}, hclog.NewNullLogger(), nil)
 }
 
 // charge prepares a charge on the kind and runs it, with none of the
 // kernel's checks between (no approval, no uses or budget: those are the
 // kernel's, tested in kernel_test.go).
-func (e *env) charge(s kernel.Scope, args string) ([]byte, error) {
+func (e *env) charge(s kindapi.Scope, args string) ([]byte, error) {
 	op, err := e.k.Prepare(e.call(s, args))
 	if err != nil {
 		return nil, err
@@ -100,7 +101,7 @@ func (e *env) charge(s kernel.Scope, args string) ([]byte, error) {
 }
 
 // prepare prepares a charge without running it.
-func (e *env) prepare(t *testing.T, s kernel.Scope, args string) kernel.Op {
+func (e *env) prepare(t *testing.T, s kindapi.Scope, args string) kindapi.Op {
 	t.Helper()
 	op, err := e.k.Prepare(e.call(s, args))
 	if err != nil {
@@ -115,7 +116,7 @@ func chargeArgs(payee, amount, key string) string {
 
 func wantErrno(t *testing.T, what string, err error, want abi.Errno) {
 	t.Helper()
-	if got := kernel.ErrnoOf(err); got != want {
+	if got := kindapi.ErrnoOf(err); got != want {
 		t.Errorf("%s: errno %s (%v), want %s", what, got, err, want)
 	}
 	if err != nil && strings.Contains(err.Error(), testInstrument) {
@@ -418,7 +419,7 @@ func TestInstrumentNotInErrors(t *testing.T) {
 	if strings.Contains(string(s), testInstrument) {
 		t.Errorf("scope JSON shows the instrument")
 	}
-	if !errors.Is(kernel.Errorf(abi.EDENIED, "x"), kernel.ErrDenied) {
+	if !errors.Is(kindapi.Errorf(abi.EDENIED, "x"), kindapi.ErrDenied) {
 		t.Fatal("sanity")
 	}
 }
@@ -430,7 +431,7 @@ func TestInstrumentNotInErrors(t *testing.T) {
 // a seeded grant describes itself as repeatable.
 func TestSeededKeys(t *testing.T) {
 	e := newEnv(t, "")
-	seeded := func(seed, name string) kernel.Scope {
+	seeded := func(seed, name string) kindapi.Scope {
 		g := testGC
 		g.Seed, g.Name = seed, name
 		s, err := e.k.Grant(g, []byte(e.spec("")))
@@ -462,7 +463,7 @@ func TestSeededKeys(t *testing.T) {
 			t.Errorf("charge %d: attempt 2 got %s, attempt 1 %s", i, receipts[i+3], receipts[i])
 		}
 	}
-	for _, s := range []kernel.Scope{seeded("sub-1", "other"), seeded("sub-2", "card")} {
+	for _, s := range []kindapi.Scope{seeded("sub-1", "other"), seeded("sub-2", "card")} {
 		if _, err := e.charge(s, noKey); err != nil {
 			t.Fatal(err)
 		}

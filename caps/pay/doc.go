@@ -46,7 +46,7 @@
 // against every ancestor's: a child asking for more is EDENIED). In Go:
 //
 //	k := pay.New()
-//	root, err := k.Grant(kernel.GrantContext{Dir: manifestDir}, spec)
+//	root, err := k.Grant(kindapi.GrantContext{Dir: manifestDir}, spec)
 //	child, err := k.Narrow(root, []byte(`{"max_amount":"100"}`))
 //	_, err = k.Narrow(child, []byte(`{"max_amount":"200"}`)) // EDENIED: max_amount 200.00 exceeds 100.00
 //
@@ -76,7 +76,7 @@
 // Without allow_private, a provider that is a loopback or private IP literal
 // or a name under "localhost" is refused at grant, and a provider name that
 // resolves to such an address is refused when dialed. Errors are
-// *kernel.FieldError naming the field.
+// *kindapi.FieldError naming the field.
 //
 // # Charge
 //

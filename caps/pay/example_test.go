@@ -7,7 +7,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/caps/pay"
 	"github.com/mandatevm/mandate/caps/pay/paytest"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
+	"github.com/mandatevm/mandate/kernel/kindapi/kindtest"
 )
 
 // Example narrows a pay capability and charges through it as the kernel
@@ -19,7 +20,7 @@ func Example() {
 	p := paytest.NewProvider()
 	defer p.Close()
 	k := pay.New()
-	gc := kernel.GrantContext{LookupEnv: func(string) (string, bool) { return "tok_visa_4242", true }}
+	gc := kindapi.GrantContext{LookupEnv: func(string) (string, bool) { return "tok_visa_4242", true }}
 	root, err := k.Grant(gc, []byte(`{"provider":"`+p.URL+`","allow_private":true,
 		"instrument":{"env":"CARD_TOKEN"},"payees":["airline.example"],"currency":"USD",
 		"max_amount":"800 USD","approve_above":"500 USD"}`))
@@ -31,23 +32,23 @@ func Example() {
 	fmt.Println(err)
 
 	charge := func(args string) {
-		call := kernel.NewCall("charge", []byte(args), child, kernel.TaskInfo{ID: "t1"}, hclog.NewNullLogger(), nil)
+		call := kindtest.NewCall("charge", []byte(args), child, kindapi.TaskInfo{ID: "t1"}, hclog.NewNullLogger(), nil)
 		op, err := k.Prepare(call)
 		if err != nil {
-			fmt.Println(kernel.ErrnoOf(err), err)
+			fmt.Println(kindapi.ErrnoOf(err), err)
 			return
 		}
 		fmt.Printf("amount %d, free %v, approval %q\n", op.Amount, op.Free, op.NeedsApproval)
 		// The kernel's reserve step: the kind claims the idempotency key.
 		if op.Reserve != nil {
 			if _, _, err := op.Reserve(); err != nil {
-				fmt.Println(kernel.ErrnoOf(err), err)
+				fmt.Println(kindapi.ErrnoOf(err), err)
 				return
 			}
 		}
 		res, err := op.Effect(context.Background())
 		if err != nil {
-			fmt.Println(kernel.ErrnoOf(err), err)
+			fmt.Println(kindapi.ErrnoOf(err), err)
 			return
 		}
 		fmt.Println(string(res.Data))

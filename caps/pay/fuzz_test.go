@@ -13,12 +13,13 @@ import (
 	"github.com/mandatevm/mandate/caps/pay/paytest"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/kerneltest"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
+	"github.com/mandatevm/mandate/kernel/kindapi/kindtest"
 )
 
 const fuzzInstrument = "tok_fuzz_4242_SECRET_q1w2e3"
 
-var fuzzGC = kernel.GrantContext{LookupEnv: func(name string) (string, bool) {
+var fuzzGC = kindapi.GrantContext{LookupEnv: func(name string) (string, bool) {
 	if name == "PAY_FUZZ_CARD" {
 		return fuzzInstrument, true
 	}
@@ -144,7 +145,7 @@ func FuzzNarrow(f *testing.F) {
 		f.Add(uint8(0), []byte(s))
 	}
 	k := fuzzKind()
-	var parents []kernel.Scope
+	var parents []kindapi.Scope
 	for _, spec := range []string{
 		`{"provider":"https://pay.example","instrument":{"env":"PAY_FUZZ_CARD"},"payees":["airline.example","hotel.example"],"currency":"USD",
 		  "max_amount":"800","expires":"24h","approve_above":"500","clearance":["pii:alice","financial:alice"]}`,
@@ -157,7 +158,7 @@ func FuzzNarrow(f *testing.F) {
 		parents = append(parents, s)
 	}
 	f.Fuzz(func(t *testing.T, which uint8, req []byte) {
-		chain := []kernel.Scope{parents[int(which)%len(parents)]}
+		chain := []kindapi.Scope{parents[int(which)%len(parents)]}
 		for range 2 {
 			cs, ok := kerneltest.CheckNarrow(t, k, chain, req, abi.EINVAL, abi.ELIMIT, abi.EDENIED)
 			if !ok {
@@ -202,15 +203,15 @@ func FuzzCharge(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		call := kernel.NewCall(ChargeOp, args, s, kernel.TaskInfo{ID: "t1", Principal: "alice"}, hclog.NewNullLogger(), nil)
+		call := kindtest.NewCall(ChargeOp, args, s, kindapi.TaskInfo{ID: "t1", Principal: "alice"}, hclog.NewNullLogger(), nil)
 		check := func(err error) {
 			if strings.Contains(err.Error(), fuzzInstrument) {
 				t.Fatalf("charge %q: the error leaks the instrument: %v", args, err)
 			}
-			switch kernel.ErrnoOf(err) {
+			switch kindapi.ErrnoOf(err) {
 			case abi.EINVAL, abi.ELIMIT, abi.EDENIED:
 			default:
-				t.Fatalf("charge %q: errno %s (%v)", args, kernel.ErrnoOf(err), err)
+				t.Fatalf("charge %q: errno %s (%v)", args, kindapi.ErrnoOf(err), err)
 			}
 		}
 		op, err := k.Prepare(call)
@@ -274,7 +275,7 @@ func FuzzActivation(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, args []byte) {
-		op, err := k.Prepare(kernel.NewCall(ChargeOp, args, s, kernel.TaskInfo{}, hclog.NewNullLogger(), nil))
+		op, err := k.Prepare(kindtest.NewCall(ChargeOp, args, s, kindapi.TaskInfo{}, hclog.NewNullLogger(), nil))
 		if err != nil {
 			return
 		}

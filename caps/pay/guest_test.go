@@ -15,6 +15,7 @@ import (
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // TestGuestHostile runs testdata/guests/pay-hostile under the kernel and
@@ -39,7 +40,7 @@ func TestGuestHostile(t *testing.T) {
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace})
 	eng := testengine.New(t)
 	var asked []kernel.ApprovalRequest
-	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{kind}, Logger: logger,
+	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kindapi.Kind{kind}, Logger: logger,
 		Approver: kernel.ApproverFunc(func(_ context.Context, r kernel.ApprovalRequest) (bool, error) {
 			asked = append(asked, r)
 			return false, nil

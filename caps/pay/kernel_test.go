@@ -16,6 +16,7 @@ import (
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Uses, budgets and approvals are the kernel's (kernel/allowance.go,
@@ -64,7 +65,7 @@ func newKenv(t *testing.T, grants ...kgrant) *kenv {
 	t.Helper()
 	e := &kenv{env: newEnv(t, ""), t: t, logs: &kerneltest.Buffer{}, known: map[*kernel.Cap]bool{}}
 	logger := hclog.New(&hclog.LoggerOptions{Output: e.logs, Level: hclog.Trace})
-	k, err := kernel.New(kernel.Config{Engine: kerneltest.WaitEngine{}, Kinds: []kernel.Kind{e.env.k}, Logger: logger,
+	k, err := kernel.New(kernel.Config{Engine: kerneltest.WaitEngine{}, Kinds: []kindapi.Kind{e.env.k}, Logger: logger,
 		Approver: kernel.ApproverFunc(func(_ context.Context, r kernel.ApprovalRequest) (bool, error) {
 			e.mu.Lock()
 			e.asked = append(e.asked, r)
@@ -342,7 +343,7 @@ func TestKernelBudgetRaceChildren(t *testing.T) {
 	for i, c := range children {
 		wg.Go(func() {
 			_, err := e.charge(c, chargeArgs("airline.example", "15.00", fmt.Sprint("c", i)))
-			switch kernel.ErrnoOf(err) {
+			switch kindapi.ErrnoOf(err) {
 			case abi.ESUCCESS:
 				ok.Add(1)
 			case abi.ELIMIT:
@@ -372,7 +373,7 @@ func TestKernelBudgetRaceOneCap(t *testing.T) {
 			_, err := e.charge(card, chargeArgs("hotel.example", "1.00", fmt.Sprint("g", i)))
 			if err == nil {
 				ok.Add(1)
-			} else if kernel.ErrnoOf(err) != abi.ELIMIT {
+			} else if kindapi.ErrnoOf(err) != abi.ELIMIT {
 				t.Errorf("goroutine %d: %v", i, err)
 			}
 		})
@@ -391,7 +392,7 @@ func TestKernelBudgetRaceOneCap(t *testing.T) {
 		wg.Go(func() {
 			if _, err := u.charge(c, chargeArgs("hotel.example", "1.00", fmt.Sprint("g", i))); err == nil {
 				ok.Add(1)
-			} else if kernel.ErrnoOf(err) != abi.ELIMIT {
+			} else if kindapi.ErrnoOf(err) != abi.ELIMIT {
 				t.Errorf("goroutine %d: %v", i, err)
 			}
 		})
@@ -404,7 +405,7 @@ func TestKernelBudgetRaceOneCap(t *testing.T) {
 }
 
 // TestKernelProviderRefusalReleases: a charge the provider refuses
-// (kernel.NotPerformed) gives back the use and the budget it reserved.
+// (kindapi.NotPerformed) gives back the use and the budget it reserved.
 func TestKernelProviderRefusalReleases(t *testing.T) {
 	e := newKenv(t, kgrant{name: "card", budget: "10.00", maxUses: 1})
 	card := e.root("card")
@@ -438,7 +439,7 @@ func TestKernelProviderRefusalReleases(t *testing.T) {
 
 // TestKernelProviderTimeout: a charge that timed out may have been made
 // (the request left, no answer came back), so it counts: the kernel
-// releases only what the kind marks kernel.NotPerformed. A retry under the
+// releases only what the kind marks kindapi.NotPerformed. A retry under the
 // same key asks the provider again (its idempotency key makes it one charge
 // there) and debits nothing more.
 func TestKernelProviderTimeout(t *testing.T) {
@@ -471,7 +472,7 @@ func TestKernelProviderTimeout(t *testing.T) {
 }
 
 // TestKernelProviderUnreachable: a provider that cannot be reached is EIO;
-// nothing reached it, so the kind marks it kernel.NotPerformed and the
+// nothing reached it, so the kind marks it kindapi.NotPerformed and the
 // attempt counts nothing.
 func TestKernelProviderUnreachable(t *testing.T) {
 	e := newKenv(t, kgrant{name: "card", budget: "10.00"})
@@ -622,7 +623,7 @@ func TestKernelNarrowAllowance(t *testing.T) {
 	} {
 		before := len(e.task.Caps())
 		c, err := e.derive(card, tc.req)
-		if got := kernel.ErrnoOf(err); !slices.Contains(tc.want, got) {
+		if got := kindapi.ErrnoOf(err); !slices.Contains(tc.want, got) {
 			t.Errorf("derive %s: %s (%v), want %v", tc.req, got, err, tc.want)
 			continue
 		}
@@ -654,7 +655,7 @@ func TestKernelNarrowAllowance(t *testing.T) {
 		`{"budget":"4.99"}`: abi.ESUCCESS,
 		`{"max_uses":1}`:    abi.ESUCCESS,
 	} {
-		if _, err := e.derive(pc, req); kernel.ErrnoOf(err) != want {
+		if _, err := e.derive(pc, req); kindapi.ErrnoOf(err) != want {
 			t.Errorf("grandchild %s: %v, want %s", req, err, want)
 		}
 	}

@@ -8,15 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	gonet "net"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/mandatevm/mandate/caps/internal/httpservice"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
-	"github.com/mandatevm/mandate/internal/egress"
 	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
@@ -39,8 +36,7 @@ const (
 type Kind struct {
 	now        func() time.Time
 	defTimeout time.Duration
-	public     *http.Client // dials public addresses only
-	private    *http.Client // for grants with allow_private
+	clients    *httpservice.Clients
 }
 
 var _ kindapi.Kind = (*Kind)(nil)
@@ -67,13 +63,13 @@ func New(opts ...Option) *Kind {
 	for _, o := range opts {
 		o(k)
 	}
-	// The one egress guard (internal/egress): resolve once, refuse
+	// The shell of kinds that call a service (caps/internal/httpservice),
+	// on the one egress guard (internal/egress): resolve once, refuse
 	// non-public addresses unless allowPrivate, dial only the checked
 	// address. A refusal stays an *egress.Denied (errors.As) and reads
 	// "pay: provider address A is R and allow_private is false".
 	redirect := errors.New("pay: the provider redirected; charges are never re-sent elsewhere")
-	client := func(allowPrivate bool) *http.Client { return egress.Client(allowPrivate, "pay: provider", redirect) }
-	k.public, k.private = client(false), client(true)
+	k.clients = httpservice.NewClients("pay: provider", redirect)
 	return k
 }
 
@@ -166,10 +162,7 @@ func (k *Kind) Narrow(parent kindapi.Scope, req []byte) (kindapi.Scope, error) {
 }
 
 // CloseIdleConnections closes pooled provider connections.
-func (k *Kind) CloseIdleConnections() {
-	k.public.CloseIdleConnections()
-	k.private.CloseIdleConnections()
-}
+func (k *Kind) CloseIdleConnections() { k.clients.CloseIdleConnections() }
 
 // chargeArgs is the argument document of "charge".
 type chargeArgs struct {
@@ -295,7 +288,7 @@ func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 			return chargeVars(payee, currency, amount, a.Description, a.IdempotencyKey, a.Offer)
 		},
 		Amount: amount,
-		Show: func() kindapi.Effect {
+		Show: func() kindapi.Preview {
 			d := []kindapi.Detail{
 				{Name: "payee", Value: payee}, {Name: "amount", Value: formatMinor(amount)}, {Name: "currency", Value: currency},
 				{Name: "provider", Value: s.provider}, {Name: "idempotency_key", Value: key},
@@ -306,7 +299,7 @@ func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 			if offer != nil {
 				d = append(d, kindapi.Detail{Name: "offer", Value: string(a.Offer)})
 			}
-			return kindapi.Effect{Summary: summary, Details: d}
+			return kindapi.Preview{Summary: summary, Details: d}
 		},
 	}
 	// 6. A charge already made under this key is replayed, free. A key
@@ -402,44 +395,29 @@ func (k *Kind) post(ctx context.Context, s *Scope, pr ProviderRequest) (Provider
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.provider+"/charges", bytes.NewReader(body))
+	req, err := httpservice.NewJSONRequest(ctx, s.provider+"/charges", body)
 	if err != nil {
 		return ProviderResponse{}, kindapi.Errorf(abi.EIO, "pay: provider request: %v", err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Idempotency-Key", pr.IdempotencyKey)
-	client := k.public
-	if s.allowPrivate {
-		client = k.private
-	}
-	fail := func(err error) (ProviderResponse, error) {
-		var denied *egress.Denied
-		switch {
-		case errors.As(err, &denied):
-			// The guard refused the provider's address: nothing was sent.
-			return ProviderResponse{}, kindapi.NotPerformed(kindapi.Errorf(abi.EDENIED, "pay: %s", redact(denied.Error(), s.instrument)))
-		case egress.NotSent(err):
-			return ProviderResponse{}, kindapi.NotPerformed(kindapi.Errorf(abi.EIO, "pay: provider unreachable, nothing was sent: %s", redact(err.Error(), s.instrument)))
-		case ctx.Err() != nil || isTimeout(err):
-			return ProviderResponse{}, kindapi.Errorf(abi.ETIMEDOUT, "pay: the provider did not answer within %s", s.timeout)
-		}
-		return ProviderResponse{}, kindapi.Errorf(abi.EIO, "pay: provider: %s", redact(err.Error(), s.instrument))
-	}
-	resp, err := client.Do(req)
+	// A refused address or an unreachable provider: nothing was sent. A
+	// transport timeout reads as the provider not answering in time.
+	f := httpservice.Failure{What: "pay", Peer: "provider", Other: "pay: provider",
+		Secret: s.instrument, Timeout: s.timeout, NetTimeouts: true}
+	resp, err := k.clients.For(s.allowPrivate).Do(req)
 	if err != nil {
-		return fail(err)
+		return ProviderResponse{}, f.Of(ctx, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxProviderResponse+1))
+	b, over, err := httpservice.ReadAtMost(resp.Body, MaxProviderResponse)
 	if err != nil {
-		return fail(err)
+		return ProviderResponse{}, f.Of(ctx, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// The provider said no: nothing was charged, and nothing counts.
 		return ProviderResponse{}, kindapi.NotPerformed(kindapi.Errorf(abi.EIO, "pay: the provider refused the charge (HTTP %d)", resp.StatusCode))
 	}
-	if len(b) > MaxProviderResponse {
+	if over {
 		return ProviderResponse{}, kindapi.Errorf(abi.EIO, "pay: the provider's answer exceeds %d bytes", MaxProviderResponse)
 	}
 	var pr2 ProviderResponse
@@ -454,18 +432,6 @@ func (k *Kind) post(ctx context.Context, s *Scope, pr ProviderRequest) (Provider
 		return ProviderResponse{}, kindapi.Errorf(abi.EIO, "pay: the provider answered status %s, not \"succeeded\"", quoteTrunc(pr2.Status))
 	}
 	return pr2, nil
-}
-
-func isTimeout(err error) bool {
-	var ne gonet.Error
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
-}
-
-func redact(s string, sec kindapi.Secret) string {
-	if v := sec.Value(); v != "" {
-		s = strings.ReplaceAll(s, v, "[redacted]")
-	}
-	return s
 }
 
 func containsSorted(list []string, v string) bool {

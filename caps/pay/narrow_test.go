@@ -12,6 +12,7 @@ import (
 	"github.com/mandatevm/mandate/caps/pay"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 func TestGrantErrors(t *testing.T) {
@@ -55,8 +56,8 @@ func TestGrantErrors(t *testing.T) {
 		{`{` + base + `,"timeout":"1h"}`, "timeout"},
 		{`{` + base + `,"bogus":1}`, "bogus"},
 	} {
-		_, err := e.k.Grant(kernel.GrantContext{Dir: dir, LookupEnv: testGC.LookupEnv}, []byte(tc.spec))
-		var fe *kernel.FieldError
+		_, err := e.k.Grant(kindapi.GrantContext{Dir: dir, LookupEnv: testGC.LookupEnv}, []byte(tc.spec))
+		var fe *kindapi.FieldError
 		if !errors.As(err, &fe) || fe.Field != tc.field {
 			t.Errorf("grant %s: %v, want a FieldError on %s", tc.spec, err, tc.field)
 		} else if strings.Contains(err.Error(), testInstrument) {
@@ -64,7 +65,7 @@ func TestGrantErrors(t *testing.T) {
 		}
 	}
 	// From a file, relative to the manifest; values parsed.
-	s, err := e.k.Grant(kernel.GrantContext{Dir: dir}, []byte(`{`+p+`,"instrument":{"file":"card"},"payees":["B.example","a.example","b.example"],"currency":"eur",`+
+	s, err := e.k.Grant(kindapi.GrantContext{Dir: dir}, []byte(`{`+p+`,"instrument":{"file":"card"},"payees":["B.example","a.example","b.example"],"currency":"eur",`+
 		`"max_amount":"800.5 EUR","approve_above":"500.00","expires":"2030-01-02T03:04:05Z"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +114,7 @@ func TestNarrowRequests(t *testing.T) {
 		{`{} {}`, abi.EINVAL},
 	} {
 		s, err := e.k.Narrow(e.scope, []byte(tc.req))
-		if got := kernel.ErrnoOf(err); got != tc.want {
+		if got := kindapi.ErrnoOf(err); got != tc.want {
 			t.Errorf("narrow %s: %s (%v), want %s", tc.req, got, err, tc.want)
 			continue
 		}
@@ -131,7 +132,7 @@ func TestNarrowRequests(t *testing.T) {
 	// A parent without limits: a child may add them, and is then bounded.
 	f := newEnv(t, "")
 	c := f.narrow(t, f.scope, `{"max_amount":"5","expires":"1h","approve_above":"1"}`)
-	if _, err := f.k.Narrow(c, []byte(`{"max_amount":"6"}`)); kernel.ErrnoOf(err) != abi.EDENIED {
+	if _, err := f.k.Narrow(c, []byte(`{"max_amount":"6"}`)); kindapi.ErrnoOf(err) != abi.EDENIED {
 		t.Errorf("grandchild widening the child's max_amount: %v", err)
 	}
 	// Contains is exact: a scope from another grant (another tree of
@@ -188,7 +189,7 @@ func TestNarrowProperty(t *testing.T) {
 			req := randReq()
 			c, err := e.derive(parent, req)
 			if err != nil {
-				if e := kernel.ErrnoOf(err); e != abi.EDENIED {
+				if e := kindapi.ErrnoOf(err); e != abi.EDENIED {
 					t.Fatalf("derive %s: %v", req, err)
 				}
 				refused++

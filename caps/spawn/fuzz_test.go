@@ -7,10 +7,11 @@ import (
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // FuzzGrant: a grant spec never panics the kind; a failure is a
-// *kernel.FieldError; a granted scope is within the documented bounds
+// *kindapi.FieldError; a granted scope is within the documented bounds
 // and contains itself.
 func FuzzGrant(f *testing.F) {
 	for _, s := range []string{
@@ -23,10 +24,10 @@ func FuzzGrant(f *testing.F) {
 	}
 	k := New()
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ks, err := k.Grant(kernel.GrantContext{}, b)
+		ks, err := k.Grant(kindapi.GrantContext{}, b)
 		if err != nil {
-			if _, ok := err.(*kernel.FieldError); !ok {
-				t.Fatalf("Grant(%q): %T %v, want a *kernel.FieldError", b, err, err)
+			if _, ok := err.(*kindapi.FieldError); !ok {
+				t.Fatalf("Grant(%q): %T %v, want a *kindapi.FieldError", b, err, err)
 			}
 			return
 		}
@@ -55,19 +56,19 @@ func FuzzNarrow(f *testing.F) {
 		f.Add(uint8(0), []byte(s))
 	}
 	k := New()
-	var parents []kernel.Scope
+	var parents []kindapi.Scope
 	for _, spec := range []string{
 		`{"modules":["` + dA + `","` + dB + `"],"max_depth":2,"max_children":3,"max_memory":"32MiB","max_timeout":"20s"}`,
 		`{"modules":["` + dA + `"]}`,
 	} {
-		s, err := k.Grant(kernel.GrantContext{}, []byte(spec))
+		s, err := k.Grant(kindapi.GrantContext{}, []byte(spec))
 		if err != nil {
 			f.Fatal(err)
 		}
 		parents = append(parents, s)
 	}
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
-		cs, ok := kerneltest.CheckNarrow(t, k, []kernel.Scope{parents[int(which)%len(parents)]}, b, abi.EINVAL, abi.EDENIED)
+		cs, ok := kerneltest.CheckNarrow(t, k, []kindapi.Scope{parents[int(which)%len(parents)]}, b, abi.EINVAL, abi.EDENIED)
 		if !ok {
 			return
 		}

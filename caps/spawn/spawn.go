@@ -40,6 +40,7 @@
 package spawn
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -95,13 +96,22 @@ func (*Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 	for _, c := range r.Caps {
 		names = append(names, c.Name)
 	}
+	// The whole request (narrowings, limits, clearance) and the input's
+	// content digest: an approval is bound to all of it.
+	details := []kindapi.Detail{{Name: "module", Value: r.Module}, {Name: "capabilities passed", Value: strings.Join(names, ", ")},
+		{Name: "request", Value: string(call.Args)}}
+	if r.Input != 0 {
+		if b, err := call.Blob(r.Input); err == nil {
+			details = append(details, kindapi.Detail{Name: "input", Value: fmt.Sprintf("%d bytes, sha256:%x", b.Len(), sha256.Sum256(b.Bytes()))})
+		}
+	}
 	return kindapi.Op{
 		Spawn: &kindapi.SpawnBounds{Module: r.Module, MaxDepth: s.maxDepth, MaxChildren: s.maxChildren,
 			MaxMemory: s.maxMemory, MaxTimeout: s.maxTimeout, Placement: s.placement},
-		Show: func() kindapi.Effect {
-			return kindapi.Effect{
+		Show: func() kindapi.Preview {
+			return kindapi.Preview{
 				Summary: "start a child task running " + r.Module,
-				Details: []kindapi.Detail{{Name: "module", Value: r.Module}, {Name: "capabilities passed", Value: strings.Join(names, ", ")}},
+				Details: details,
 			}
 		},
 	}, nil

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 var (
@@ -19,7 +19,7 @@ var (
 
 func grant(t *testing.T, spec string) *Scope {
 	t.Helper()
-	s, err := New().Grant(kernel.GrantContext{}, []byte(spec))
+	s, err := New().Grant(kindapi.GrantContext{}, []byte(spec))
 	if err != nil {
 		t.Fatalf("Grant(%s): %v", spec, err)
 	}
@@ -40,8 +40,8 @@ func TestGrant(t *testing.T) {
 		`{"modules":["` + dA + `"],"max_depth":99}`, `{"modules":["` + dA + `"],"max_children":0}`,
 		`{"modules":["` + dA + `"],"max_timeout":"soon"}`, `{"modules":["` + dA + `"],"extra":1}`,
 	} {
-		_, err := New().Grant(kernel.GrantContext{}, []byte(bad))
-		var fe *kernel.FieldError
+		_, err := New().Grant(kindapi.GrantContext{}, []byte(bad))
+		var fe *kindapi.FieldError
 		if !errors.As(err, &fe) {
 			t.Errorf("Grant(%s) = %v, want a FieldError", bad, err)
 		}
@@ -58,12 +58,12 @@ func TestNarrow(t *testing.T) {
 		{`{}`, nil},
 		{fmt.Sprintf(`{"modules":[%q]}`, dA), nil},
 		{`{"max_children":2,"max_depth":1,"max_memory":"32MiB","max_timeout":"5s"}`, nil},
-		{fmt.Sprintf(`{"modules":[%q]}`, dC), kernel.ErrDenied},
-		{`{"max_children":5}`, kernel.ErrDenied},
-		{`{"max_depth":3}`, kernel.ErrDenied},
-		{`{"max_memory":"128MiB"}`, kernel.ErrDenied},
-		{`{"max_children":0}`, kernel.ErrInvalid},
-		{`{"bogus":true}`, kernel.ErrInvalid},
+		{fmt.Sprintf(`{"modules":[%q]}`, dC), kindapi.ErrDenied},
+		{`{"max_children":5}`, kindapi.ErrDenied},
+		{`{"max_depth":3}`, kindapi.ErrDenied},
+		{`{"max_memory":"128MiB"}`, kindapi.ErrDenied},
+		{`{"max_children":0}`, kindapi.ErrInvalid},
+		{`{"bogus":true}`, kindapi.ErrInvalid},
 	} {
 		_, err := k.Narrow(p, []byte(tc.req))
 		if (tc.want == nil) != (err == nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
@@ -130,14 +130,14 @@ func TestPlacement(t *testing.T) {
 		if s.Placement() != want {
 			t.Errorf("placement %s = %q, want %q", in, s.Placement(), want)
 		}
-		op, err := k.Prepare(&kernel.Call{Scope: s, Op: kernel.OpSpawn, Args: []byte(fmt.Sprintf(`{"module":%q}`, dA))})
+		op, err := k.Prepare(&kindapi.Call{Scope: s, Op: kindapi.OpSpawn, Args: []byte(fmt.Sprintf(`{"module":%q}`, dA))})
 		if err != nil || op.Spawn == nil || op.Spawn.Placement != want {
 			t.Errorf("prepare with placement %s: %+v, %v", in, op.Spawn, err)
 		}
 	}
 	for _, bad := range []string{`"anywhere"`, `"node:"`, `"node:a.b"`, `"node:a b"`, `""`, `7`} {
-		_, err := k.Grant(kernel.GrantContext{}, []byte(fmt.Sprintf(`{"modules":[%q],"placement":%s}`, dA, bad)))
-		var fe *kernel.FieldError
+		_, err := k.Grant(kindapi.GrantContext{}, []byte(fmt.Sprintf(`{"modules":[%q],"placement":%s}`, dA, bad)))
+		var fe *kindapi.FieldError
 		if !errors.As(err, &fe) || fe.Field != "placement" && bad != `7` {
 			t.Errorf("placement %s: %v, want a placement FieldError", bad, err)
 		}
@@ -145,8 +145,8 @@ func TestPlacement(t *testing.T) {
 	p := grant(t, fmt.Sprintf(`{"modules":[%q],"placement":"fleet"}`, dA))
 	for req, want := range map[string]error{
 		`{"placement":"fleet"}`: nil, `{}`: nil,
-		`{"placement":"local"}`: kernel.ErrDenied, `{"placement":"node:x"}`: kernel.ErrDenied,
-		`{"placement":"moon"}`: kernel.ErrInvalid,
+		`{"placement":"local"}`: kindapi.ErrDenied, `{"placement":"node:x"}`: kindapi.ErrDenied,
+		`{"placement":"moon"}`: kindapi.ErrInvalid,
 	} {
 		c, err := k.Narrow(p, []byte(req))
 		if (want == nil) != (err == nil) || want != nil && !errors.Is(err, want) {

@@ -12,6 +12,7 @@ import (
 	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // BenchmarkBenefitsTask starts and runs one task of the benefits desk
@@ -49,11 +50,11 @@ func BenchmarkBenefitsTask(b *testing.B) {
 				b.Fatal(err)
 			}
 			eng := testengine.New(b)
-			k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{data.New(st)}})
+			k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kindapi.Kind{data.New(st)}})
 			if err != nil {
 				b.Fatal(err)
 			}
-			scope, err := k.Grant("data", kernel.GrantContext{},
+			scope, err := k.Grant("data", kindapi.GrantContext{},
 				[]byte(`{"collection":"benefits","records":"own","fields":["plan","dental","vision","deductible_left"],"ops":["read","query"]}`))
 			if err != nil {
 				b.Fatal(err)

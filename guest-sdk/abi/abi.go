@@ -22,54 +22,27 @@ const SDKVersion = "v0.1.0"
 const ModuleName = "mandate"
 
 // Host-call names. Every function takes only i32 parameters and returns one
-// i32, an Errno. See ABI.md for the parameters and the errors of each.
+// i32, an Errno. ABI.md documents the parameters and the errnos of each;
+// the runtime declares them beside their implementations
+// (kernel/hostcall.go), and its tests check ABI.md and the guest SDKs
+// against those declarations.
 const (
-	CapLookupName   = "cap_lookup"   // (name_ptr, name_len, out_handle_ptr) errno
-	CapCallName     = "cap_call"     // (h, op_ptr, op_len, arg_ptr, arg_len, out_handle_ptr) errno
-	CapDeriveName   = "cap_derive"   // (h, req_ptr, req_len, out_handle_ptr) errno
-	CapRevokeName   = "cap_revoke"   // (h) errno
-	CapDescribeName = "cap_describe" // (h, out_handle_ptr) errno
-	HandleDropName  = "handle_drop"  // (h) errno
-	BlobCreateName  = "blob_create"  // (ptr, len, out_handle_ptr) errno
-	BlobLenName     = "blob_len"     // (h, out_len_ptr) errno
-	BlobReadName    = "blob_read"    // (h, offset, buf_ptr, buf_len, out_n_ptr) errno
-	TaskInputName   = "task_input"   // (out_handle_ptr) errno
-	TaskResultName  = "task_result"  // (h) errno
-	LastErrorName   = "last_error"   // (buf_ptr, buf_len, out_n_ptr) errno
-	TaskSpawnName   = "task_spawn"   // (spawn_h, req_ptr, req_len, out_task_ptr) errno
-	TaskWaitName    = "task_wait"    // (task_h, out_handle_ptr) errno
-	TaskKillName    = "task_kill"    // (task_h) errno
+	CapLookupName   = "cap_lookup"
+	CapCallName     = "cap_call"
+	CapDeriveName   = "cap_derive"
+	CapRevokeName   = "cap_revoke"
+	CapDescribeName = "cap_describe"
+	HandleDropName  = "handle_drop"
+	BlobCreateName  = "blob_create"
+	BlobLenName     = "blob_len"
+	BlobReadName    = "blob_read"
+	TaskInputName   = "task_input"
+	TaskResultName  = "task_result"
+	LastErrorName   = "last_error"
+	TaskSpawnName   = "task_spawn"
+	TaskWaitName    = "task_wait"
+	TaskKillName    = "task_kill"
 )
-
-// HostCall describes one host function: its name and how many i32
-// parameters it takes. It always returns one i32 Errno.
-type HostCall struct {
-	Name   string
-	Params int
-}
-
-// HostCalls lists every host function of the ABI, in a stable order. It
-// returns a copy: the table the kernel registers from cannot be changed by
-// anything that imports this package.
-func HostCalls() []HostCall { return append([]HostCall(nil), hostCalls[:]...) }
-
-var hostCalls = [...]HostCall{
-	{CapLookupName, 3},
-	{CapCallName, 6},
-	{CapDeriveName, 4},
-	{CapRevokeName, 1},
-	{CapDescribeName, 2},
-	{HandleDropName, 1},
-	{BlobCreateName, 3},
-	{BlobLenName, 2},
-	{BlobReadName, 5},
-	{TaskInputName, 1},
-	{TaskResultName, 1},
-	{LastErrorName, 3},
-	{TaskSpawnName, 4},
-	{TaskWaitName, 2},
-	{TaskKillName, 1},
-}
 
 // Limits the kernel applies to what a guest hands it. A value over a limit
 // gets ELIMIT (or EINVAL for names), never a partial read.

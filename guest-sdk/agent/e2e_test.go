@@ -17,6 +17,7 @@ import (
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // The tests in this file run testdata/guests/agent-loop, an agent on this
@@ -76,12 +77,12 @@ func runAgent(t *testing.T, model *fakellm.Server, budget string) *e2e {
 		t.Fatal(err)
 	}
 	eng := testengine.New(t)
-	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{llm.New(), net.New()}})
+	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kindapi.Kind{llm.New(), net.New()}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	grant := func(name, kind, spec, budget string) kernel.GrantSpec {
-		s, err := k.Grant(kind, kernel.GrantContext{}, []byte(spec))
+		s, err := k.Grant(kind, kindapi.GrantContext{}, []byte(spec))
 		if err != nil {
 			t.Fatalf("grant %s: %v", spec, err)
 		}
@@ -101,7 +102,7 @@ func runAgent(t *testing.T, model *fakellm.Server, budget string) *e2e {
 	// passport reached a prompt, the call would have been refused.
 	e.task, err = k.Run(ctx, kernel.TaskSpec{
 		Module: mod, Principal: "alice", Input: []byte(e2ePassport),
-		InputLabel: kernel.NewLabel([]string{"pii:alice"}, nil),
+		InputLabel: kindapi.NewLabel([]string{"pii:alice"}, nil),
 		Limits:     kernel.Limits{Timeout: 2 * time.Minute},
 		Grants: []kernel.GrantSpec{
 			grant("model", "llm", `{"endpoint":"`+model.URL()+`","models":["m"],"allow_private":true,"max_tokens":256}`, budget),

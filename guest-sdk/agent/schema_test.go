@@ -49,6 +49,7 @@ type order struct {
 	Photo    []byte            `json:"photo,omitempty"`
 	Any      any               `json:"any,omitempty"`
 	Skip     string            `json:"-"`
+	//lint:ignore U1000 an unexported field the schema must leave out
 	hidden   int
 	Untagged bool
 }

@@ -79,14 +79,16 @@ func TestApprovalText(t *testing.T) {
 			if got != string(want) {
 				t.Errorf("the approver was asked:\n%s\nwant (%s):\n%s", got, golden, want)
 			}
-			// The audit log records the same question with the yes.
+			// The audit log records the same question with the yes and the
+			// channel it came through.
 			entries, err := e.alog.Entries(context.Background(), audit.Filter{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			found := false
 			for _, en := range entries {
-				if en.Op == "approve:"+seen[0].Op && en.Decision == "allow" && normalise(en.Reason) == got {
+				if en.Op == "approve:"+seen[0].Op && en.Decision == "allow" &&
+					normalise(en.Reason) == got+"  answered: yes, by channel program\n" {
 					found = true
 				}
 			}

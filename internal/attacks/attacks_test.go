@@ -2,6 +2,7 @@ package attacks_test
 
 import (
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -658,6 +659,58 @@ var payAttacks = []attack{
 			}
 			if n := e.approvals.Load(); n < 8 {
 				t.Errorf("the approver was asked %d times", n)
+			}
+		},
+	},
+	{
+		// The 556-byte reproduction: a remembered yes (approve_mints) is
+		// bound to the whole effect, not to the 512 bytes shown.
+		name: "approval-mints", law: lawApproval + "; a yes holds only for the effect's digest",
+		opts: envOptions{mints: []string{"transfer"}, approve: func(r kernel.ApprovalRequest) bool {
+			for _, d := range r.Details {
+				if d.Name == "body" {
+					return strings.HasSuffix(d.Value, `"amount":10}`) || strings.HasSuffix(d.Value, `"amount":11}`)
+				}
+			}
+			return false
+		}},
+		want: map[string]string{
+			"approved": "ESUCCESS", "same_again": "ESUCCESS",
+			"same_prefix_inline": "EAPPROVAL", "same_prefix_blob": "EAPPROVAL",
+			"blob_approved": "ESUCCESS", "blob_again": "ESUCCESS", "blob_other_contents": "EAPPROVAL",
+		},
+		audit: []string{"deny approve:fetch EAPPROVAL", "allow approve:fetch ESUCCESS"},
+		check: func(t *testing.T, e *env, o *outcome) {
+			var got []string
+			for _, r := range e.granted.Requests() {
+				if len(r.Body) != 556 {
+					t.Errorf("a body of %d bytes reached the server", len(r.Body))
+				}
+				got = append(got, string(r.Body[len(r.Body)-3:]))
+			}
+			if want := []string{"10}", "10}", "11}", "11}"}; !slices.Equal(got, want) {
+				t.Errorf("the server received bodies ending %q, want %q (only what the person approved)", got, want)
+			}
+			// Asked: the first 10, both 99s, the first 11, the 98.
+			if n := e.approvals.Load(); n != 5 {
+				t.Errorf("the approver was asked %d times, want 5", n)
+			}
+			// Audited: two yeses with their channel, two remembered, three
+			// refusals.
+			var asked, remembered, refused int
+			for _, en := range o.entries {
+				switch {
+				case en.Op != "approve:fetch":
+				case en.Decision == "allow" && strings.Contains(en.Reason, "answered: yes, by channel program"):
+					asked++
+				case en.Decision == "allow" && strings.Contains(en.Reason, "approved before in this task"):
+					remembered++
+				case en.Decision == "deny" && strings.Contains(en.Reason, "answered: no, by channel program"):
+					refused++
+				}
+			}
+			if asked != 2 || remembered != 2 || refused != 3 {
+				t.Errorf("audited %d yeses, %d remembered, %d refusals; want 2, 2, 3", asked, remembered, refused)
 			}
 		},
 	},

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ import (
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/sandbox"
 	"github.com/mandatevm/mandate/sandbox/forward"
 )
@@ -124,6 +126,9 @@ type envOptions struct {
 	spec map[string]string
 	// approve answers approvals; nil: nobody says yes.
 	approve func(kernel.ApprovalRequest) bool
+	// mints names the grants with approve_mints: a person's yes is
+	// remembered for the same effect.
+	mints []string
 	// fwd, when set, runs every task of the env elsewhere: its guest on
 	// a second engine, its host calls forwarded to this kernel
 	// (forwarded_test.go).
@@ -231,7 +236,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	e.k, err = kernel.New(kernel.Config{
 		Engine:        kernelEng,
 		Placer:        placer,
-		Kinds:         []kernel.Kind{netKind, data.New(st), payKind, spawn.New(), declassify.New(), e.test},
+		Kinds:         []kindapi.Kind{netKind, data.New(st), payKind, spawn.New(), declassify.New(), e.test},
 		Declassifiers: []string{declassify.KindName},
 		Logger:        logger,
 		Auditor:       alog,
@@ -318,7 +323,7 @@ func (e *env) grants(o envOptions) []grant {
 // grantSpecs builds the root task's grants.
 func (e *env) grantSpecs(t *testing.T, o envOptions) []kernel.GrantSpec {
 	t.Helper()
-	gc := kernel.GrantContext{LookupEnv: func(name string) (string, bool) {
+	gc := kindapi.GrantContext{LookupEnv: func(name string) (string, bool) {
 		switch name {
 		case netSecretEnv:
 			return netSecret, true
@@ -340,7 +345,8 @@ func (e *env) grantSpecs(t *testing.T, o envOptions) []kernel.GrantSpec {
 		if err != nil {
 			t.Fatalf("constraints of %s: %v", g.name, err)
 		}
-		out = append(out, kernel.GrantSpec{Name: g.name, Kind: g.kind, Scope: scope, Audit: g.audit, Constraints: cs, Allowance: g.allow})
+		out = append(out, kernel.GrantSpec{Name: g.name, Kind: g.kind, Scope: scope, Audit: g.audit, Constraints: cs, Allowance: g.allow,
+			ApproveMints: slices.Contains(o.mints, g.name)})
 	}
 	return out
 }

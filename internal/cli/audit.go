@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/mandatevm/mandate/audit"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 const auditHelp = `Usage: mandate audit [RUN | --run ID | --all] [--task T] [--denied] [--format text|json] [--state-dir DIR]
@@ -183,7 +183,7 @@ func runAudit(e *env, args []string) int {
 		if len(tm) >= 23 {
 			tm = tm[11:23] // the time of day, to the millisecond
 		}
-		p := kernel.Printable
+		p := kindapi.Printable
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", en.Seq, p(tm), p(en.Task), p(en.Principal),
 			p(en.Cap+" "+en.Kind), p(en.Op), p(en.Decision+" "+en.Errno), p(truncate(oneLine(en.Reason), 100)))
 	}

@@ -98,13 +98,14 @@ func runBuild(e *env, args []string) int {
 }
 
 // cacheDir returns the cache root: flag, else $MANDATE_CACHE_DIR, else
-// os.UserCacheDir()/mandate.
+// os.UserCacheDir()/mandate; absolute, so that what runs in another
+// directory (the go tool, in the guest's) finds the same place.
 func (e *env) cacheDir(flagValue string) (string, error) {
 	if flagValue != "" {
-		return flagValue, nil
+		return filepath.Abs(flagValue)
 	}
 	if d := e.getenv("MANDATE_CACHE_DIR"); d != "" {
-		return d, nil
+		return filepath.Abs(d)
 	}
 	d, err := os.UserCacheDir()
 	if err != nil {

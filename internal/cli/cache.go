@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 const cacheHelp = `Usage: mandate cache [--cache-dir DIR]
@@ -115,7 +115,7 @@ func runCache(e *env, args []string) int {
 				continue
 			}
 			if *dry {
-				fmt.Fprintf(e.stdout, "would remove %s (%s)\n", kernel.Printable(f.path), humanBytes(f.size))
+				fmt.Fprintf(e.stdout, "would remove %s (%s)\n", kindapi.Printable(f.path), humanBytes(f.size))
 			} else if err := os.Remove(f.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				fmt.Fprintf(e.stderr, "mandate cache prune: %v\n", err)
 				failed++
@@ -132,7 +132,7 @@ func runCache(e *env, args []string) int {
 	if *dry {
 		verb = "would remove"
 	}
-	fmt.Fprintf(e.stdout, "%s %d files, %s, from %s\n", verb, removed, humanBytes(freed), kernel.Printable(root))
+	fmt.Fprintf(e.stdout, "%s %d files, %s, from %s\n", verb, removed, humanBytes(freed), kindapi.Printable(root))
 	if failed > 0 {
 		return exitTaskFailed
 	}
@@ -198,7 +198,7 @@ func scanCache(root string) ([]*cacheDir, []string, error) {
 }
 
 func printCache(e *env, root string, dirs []*cacheDir, others []string) {
-	fmt.Fprintf(e.stdout, "cache %s\n", kernel.Printable(root))
+	fmt.Fprintf(e.stdout, "cache %s\n", kindapi.Printable(root))
 	if len(dirs) == 0 {
 		fmt.Fprintln(e.stdout, "  empty")
 	}
@@ -227,7 +227,7 @@ func printCache(e *env, root string, dirs []*cacheDir, others []string) {
 	if len(others) > 0 {
 		sort.Strings(others)
 		for i := range others {
-			others[i] = kernel.Printable(others[i])
+			others[i] = kindapi.Printable(others[i])
 		}
 		fmt.Fprintf(e.stdout, "  not mandate's (left alone): %s\n", strings.Join(others, ", "))
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/mandatevm/mandate/host"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // fakeKind is a kind the CLI knows nothing of: mandate check reports it
@@ -17,32 +17,34 @@ import (
 type fakeKind struct {
 	name     string
 	ops      []string
-	describe func(s *fakeScope) kernel.Description
+	describe func(s *fakeScope) kindapi.Description
 }
 
 // fakeScope is a fake grant: its spec's string fields.
 type fakeScope struct{ spec map[string]string }
 
-func (s *fakeScope) MarshalJSON() ([]byte, error) { return json.Marshal(s.spec) }
-func (s *fakeScope) Contains(o kernel.Scope) bool { return false }
+func (s *fakeScope) MarshalJSON() ([]byte, error)  { return json.Marshal(s.spec) }
+func (s *fakeScope) Contains(o kindapi.Scope) bool { return false }
 
 func (k *fakeKind) Name() string { return k.name }
-func (k *fakeKind) Info() kernel.Info {
-	return kernel.Info{Ops: k.ops}
+func (k *fakeKind) Info() kindapi.Info {
+	return kindapi.Info{Ops: k.ops}
 }
-func (k *fakeKind) Grant(_ kernel.GrantContext, spec []byte) (kernel.Scope, error) {
+func (k *fakeKind) Grant(_ kindapi.GrantContext, spec []byte) (kindapi.Scope, error) {
 	s := &fakeScope{}
 	if err := json.Unmarshal(spec, &s.spec); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
-func (k *fakeKind) Narrow(kernel.Scope, []byte) (kernel.Scope, error) { return nil, kernel.ErrDenied }
-func (k *fakeKind) Prepare(*kernel.Call) (kernel.Op, error)           { return kernel.Op{}, kernel.ErrDenied }
-func (k *fakeKind) Describe(sc kernel.Scope) kernel.Description {
-	s, err := kernel.ScopeAs[*fakeScope](sc, k.name)
+func (k *fakeKind) Narrow(kindapi.Scope, []byte) (kindapi.Scope, error) {
+	return nil, kindapi.ErrDenied
+}
+func (k *fakeKind) Prepare(*kindapi.Call) (kindapi.Op, error) { return kindapi.Op{}, kindapi.ErrDenied }
+func (k *fakeKind) Describe(sc kindapi.Scope) kindapi.Description {
+	s, err := kindapi.ScopeAs[*fakeScope](sc, k.name)
 	if err != nil || k.describe == nil {
-		return kernel.Description{}
+		return kindapi.Description{}
 	}
 	return k.describe(s)
 }
@@ -51,34 +53,34 @@ func (k *fakeKind) Describe(sc kernel.Scope) kernel.Description {
 // reach, a label, the spawn operation, the privilege to declassify, or
 // none of these, appear in the report with no change to the CLI.
 func TestCheckAsksTheKinds(t *testing.T) {
-	var seen []kernel.Seed
-	vault := &fakeKind{name: "vault", ops: []string{"get"}, describe: func(s *fakeScope) kernel.Description {
+	var seen []kindapi.Seed
+	vault := &fakeKind{name: "vault", ops: []string{"get"}, describe: func(s *fakeScope) kindapi.Description {
 		path := s.spec["path"]
-		return kernel.Description{
-			Fields:  []kernel.Detail{{Name: "path", Value: path}},
-			Sink:    &kernel.Sink{Clearance: kernel.NewLabel([]string{"secret:alice"}, nil), RefusesTainted: true},
+		return kindapi.Description{
+			Fields:  []kindapi.Detail{{Name: "path", Value: path}},
+			Sink:    &kindapi.Sink{Clearance: kindapi.NewLabel([]string{"secret:alice"}, nil), RefusesTainted: true},
 			Reaches: []string{"vault:" + path},
-			Reach: func(principal string, seeds []kernel.Seed) kernel.Reach {
+			Reach: func(principal string, seeds []kindapi.Seed) kindapi.Reach {
 				seen = seeds
-				return kernel.Reach{Known: true, Tags: []string{"secret:" + principal},
+				return kindapi.Reach{Known: true, Tags: []string{"secret:" + principal},
 					ByField: map[string][]string{"value": {"secret:" + principal}},
 					Summary: fmt.Sprintf("path %s, %d seed(s)", path, len(seeds)), Note: "what the vault holds"}
 			},
 		}
 	}}
-	lens := &fakeKind{name: "lens", ops: []string{"look"}, describe: func(s *fakeScope) kernel.Description {
-		return kernel.Description{Label: kernel.NewLabel([]string{"seen:" + s.spec["at"]}, []string{"lens"}), Reaches: []string{s.spec["at"]}}
+	lens := &fakeKind{name: "lens", ops: []string{"look"}, describe: func(s *fakeScope) kindapi.Description {
+		return kindapi.Description{Label: kindapi.NewLabel([]string{"seen:" + s.spec["at"]}, []string{"lens"}), Reaches: []string{s.spec["at"]}}
 	}}
-	fork := &fakeKind{name: "fork", ops: []string{kernel.OpSpawn}, describe: func(s *fakeScope) kernel.Description {
-		return kernel.Description{Fields: []kernel.Detail{{Name: "modules", Value: s.spec["modules"]}}}
+	fork := &fakeKind{name: "fork", ops: []string{kindapi.OpSpawn}, describe: func(s *fakeScope) kindapi.Description {
+		return kindapi.Description{Fields: []kindapi.Detail{{Name: "modules", Value: s.spec["modules"]}}}
 	}}
-	scrub := &fakeKind{name: "scrub", ops: []string{"scrub"}, describe: func(s *fakeScope) kernel.Description {
-		return kernel.Description{Fields: []kernel.Detail{{Name: "drop", Value: s.spec["drop"]}}}
+	scrub := &fakeKind{name: "scrub", ops: []string{"scrub"}, describe: func(s *fakeScope) kindapi.Description {
+		return kindapi.Description{Fields: []kindapi.Detail{{Name: "drop", Value: s.spec["drop"]}}}
 	}}
-	clock := &fakeKind{name: "clock", ops: []string{"now"}, describe: func(s *fakeScope) kernel.Description {
+	clock := &fakeKind{name: "clock", ops: []string{"now"}, describe: func(s *fakeScope) kindapi.Description {
 		// A value a manifest author or guest could have written: shown
 		// escaped in the text form.
-		return kernel.Description{Fields: []kernel.Detail{{Name: "zone", Value: s.spec["zone"] + "\x1b[2J\u202e"}}}
+		return kindapi.Description{Fields: []kindapi.Detail{{Name: "zone", Value: s.spec["zone"] + "\x1b[2J\u202e"}}}
 	}}
 	m := loadCheckManifest(t, `
   principal = "alice"
@@ -104,7 +106,7 @@ func TestCheckAsksTheKinds(t *testing.T) {
   cap "net" "public" {
     origin = "https://public.example"
   }`)
-	r := checkWith(t, m, []kernel.Kind{vault, lens, fork, scrub, clock}, "scrub")
+	r := checkWith(t, m, []kindapi.Kind{vault, lens, fork, scrub, clock}, "scrub")
 
 	if len(seen) != 1 || seen[0].Collection != "records" || !bytes.Contains(seen[0].Records, []byte(`"a1"`)) {
 		t.Errorf("the vault's Reach got seeds %+v, want the manifest's one", seen)
@@ -119,7 +121,7 @@ func TestCheckAsksTheKinds(t *testing.T) {
 	}
 	wantTags(t, "vault tags", src.Tags, "secret:alice")
 	wantTags(t, "vault value field", src.LabelledFields["value"], "secret:alice")
-	if want := (checkKernel{Audit: true, Rate: "5/m", MaxUses: 3}); !slices.Equal(src.Fields, []kernel.Detail{{Name: "path", Value: "kv/team"}}) || src.Kernel.Audit != want.Audit || src.Kernel.Rate != want.Rate || src.Kernel.MaxUses != want.MaxUses {
+	if want := (checkKernel{Audit: true, Rate: "5/m", MaxUses: 3}); !slices.Equal(src.Fields, []kindapi.Detail{{Name: "path", Value: "kv/team"}}) || src.Kernel.Audit != want.Audit || src.Kernel.Rate != want.Rate || src.Kernel.MaxUses != want.MaxUses {
 		t.Errorf("vault source fields %v, kernel %+v", src.Fields, src.Kernel)
 	}
 	if l := r.Sources[1]; l.Kind != "lens" || l.Summary != "window" || !strings.Contains(l.Note, "every response") {
@@ -138,7 +140,7 @@ func TestCheckAsksTheKinds(t *testing.T) {
 	wantTags(t, "vault sink blocked_by", vs.BlockedBy, "seen:window")
 	wantTags(t, "public blocked_by", pub.BlockedBy, "secret:alice", "seen:window")
 
-	if len(r.Spawn) != 1 || r.Spawn[0].Kind != "fork" || !slices.Equal(r.Spawn[0].Fields, []kernel.Detail{{Name: "modules", Value: "helper"}}) {
+	if len(r.Spawn) != 1 || r.Spawn[0].Kind != "fork" || !slices.Equal(r.Spawn[0].Fields, []kindapi.Detail{{Name: "modules", Value: "helper"}}) {
 		t.Errorf("spawn = %+v", r.Spawn)
 	}
 	if len(r.Declassify) != 1 || r.Declassify[0].Kind != "scrub" || r.Declassify[0].Fields[0].Value != "secret:alice" {
@@ -211,7 +213,7 @@ var describeWant = map[string]map[string]string{
 func TestKindsDescribeEveryField(t *testing.T) {
 	ks, closeKinds := host.Kinds("")
 	defer closeKinds()
-	gc := kernel.GrantContext{Dir: t.TempDir(), LookupEnv: func(name string) (string, bool) {
+	gc := kindapi.GrantContext{Dir: t.TempDir(), LookupEnv: func(name string) (string, bool) {
 		return describeSecret, name == "DESCRIBE_SECRET"
 	}}
 	registered := map[string]bool{}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/manifest"
 )
 
@@ -64,11 +65,11 @@ func loadCheckManifest(t *testing.T, body string) *manifest.Manifest {
 }
 
 // checkWith analyses m with the CLI's kinds and extra.
-func checkWith(t *testing.T, m *manifest.Manifest, extra []kernel.Kind, extraDeclassifiers ...string) *checkReport {
+func checkWith(t *testing.T, m *manifest.Manifest, extra []kindapi.Kind, extraDeclassifiers ...string) *checkReport {
 	t.Helper()
 	ks, closeKinds := host.Kinds("")
 	defer closeKinds()
-	g, err := checkGrants(m, append(ks, extra...), append(slices.Clone(host.Declassifiers), extraDeclassifiers...))
+	g, err := checkGrants(m, append(ks, extra...), append(host.Declassifiers(), extraDeclassifiers...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestCheckOwn(t *testing.T) {
 	}
 	wantTags(t, "public reaches", pub.Reaches, "https://public.example/")
 	wantTags(t, "cleared clearance", cl.Clearance, "pii:alice", "pii:dave")
-	if !slices.Contains(cl.Fields, kernel.Detail{Name: "accepts_untrusted", Value: "false"}) {
+	if !slices.Contains(cl.Fields, kindapi.Detail{Name: "accepts_untrusted", Value: "false"}) {
 		t.Errorf("cleared sink fields = %v", cl.Fields)
 	}
 	src := r.Sources[0]
@@ -220,7 +221,7 @@ func TestCheckNoSeed(t *testing.T) {
 	if pay.Kind != "pay" || pay.Safe || !strings.HasPrefix(pay.Verdict, "unknown") {
 		t.Errorf("pay sink = %+v", pay)
 	}
-	if len(r.Spawn) != 1 || !slices.Contains(r.Spawn[0].Fields, kernel.Detail{Name: "modules", Value: "m.wasm"}) {
+	if len(r.Spawn) != 1 || !slices.Contains(r.Spawn[0].Fields, kindapi.Detail{Name: "modules", Value: "m.wasm"}) {
 		t.Errorf("spawn = %+v", r.Spawn)
 	}
 	for _, f := range pay.Fields {
@@ -381,7 +382,7 @@ func TestCheckPerFieldLabels(t *testing.T) {
   }`)
 	r := checkWith(t, m, nil)
 	wantTags(t, "could_hold", r.CouldHold, "pii:alice")
-	if len(r.Sources) != 1 || !slices.Contains(r.Sources[0].Fields, kernel.Detail{Name: "responses",
+	if len(r.Sources) != 1 || !slices.Contains(r.Sources[0].Fields, kindapi.Detail{Name: "responses",
 		Value: "/transactions: taint bank:tx, labels pii:alice; $.transactions[*].sender: taint bank:transactions.sender"}) {
 		t.Errorf("sources = %+v", r.Sources)
 	}
@@ -454,7 +455,7 @@ func TestCheckHistory(t *testing.T) {
     when   = %q
   }`, bad))
 		ks, closeKinds := host.Kinds("")
-		_, err := checkGrants(m, ks, host.Declassifiers)
+		_, err := checkGrants(m, ks, host.Declassifiers())
 		closeKinds()
 		if err == nil || !strings.Contains(err.Error(), `cap "net" "bank": when`) {
 			t.Errorf("when %s: %v, want a positioned manifest error", bad, err)

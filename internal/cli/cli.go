@@ -15,7 +15,7 @@ import (
 
 	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/internal/sdkembed"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Exit codes.
@@ -87,7 +87,8 @@ func init() {
 		{"runs", "list the recorded runs", runsHelp, runRuns},
 		{"logs", "show what a run's tasks left: results, stdout, stderr", logsHelp, runLogs},
 		{"audit", "show or verify the tamper-evident audit log", auditHelp, runAudit},
-		{"ui", "a local, read-only web view of the runs, live", uiHelp, runUI},
+		{"ui", "a local web view of the runs, live, and the approvals page", uiHelp, runUI},
+		{"approvals", "list and answer the approvals waiting for a person's yes", approvalsHelp, runApprovals},
 		{"verify", "check a run's signed receipt and say what the run could do", verifyHelp, runVerify},
 		{"check", "report what a manifest's tasks could hold and where it could go", checkHelp, runCheck},
 		{"mcp", "serve a policy's tools over MCP, each call a task", mcpHelp, runMCP},
@@ -238,7 +239,7 @@ func (e *env) usageError(c *command, format string, args ...any) int {
 func (e *env) errorf(format string, args ...any) {
 	// A message may quote what a guest chose (a denied call's reason):
 	// escaped, as everything a guest can influence on a terminal.
-	fmt.Fprintf(e.stderr, "mandate: %s\n", kernel.EscapeText(fmt.Sprintf(format, args...)))
+	fmt.Fprintf(e.stderr, "mandate: %s\n", kindapi.EscapeText(fmt.Sprintf(format, args...)))
 }
 
 const helpHelp = `Usage: mandate help [command]
@@ -372,6 +373,13 @@ func writeJSON(w io.Writer, v any) error {
 	if err != nil {
 		return err
 	}
+	_, err = w.Write(append(escapeControls(b), '\n'))
+	return err
+}
+
+// escapeControls is the escaping of DEL and the C1 controls writeJSON
+// does: b itself when it has none.
+func escapeControls(b []byte) []byte {
 	var out []byte
 	for i := 0; i < len(b); {
 		r, n := utf8.DecodeRune(b[i:])
@@ -388,8 +396,7 @@ func writeJSON(w io.Writer, v any) error {
 	if out == nil {
 		out = b
 	}
-	_, err = w.Write(append(out, '\n'))
-	return err
+	return out
 }
 
 // tabIndent indents every non-empty line of s by a tab, as help texts

@@ -66,7 +66,7 @@ var (
 var knownValues = map[string][]string{
 	"--engine":    {"wazero", "wasmtime"},
 	"--log-level": {"trace", "debug", "info", "warn", "error", "off"},
-	"--approve":   {"prompt", "yes", "no"},
+	"--approve":   {"prompt", "wait", "yes", "no"},
 }
 
 // completionSpec reads every command's help: the Usage lines (up to the

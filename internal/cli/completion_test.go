@@ -50,7 +50,7 @@ func TestCompletionBash(t *testing.T) {
 		{[]string{"ru"}, []string{"run", "runs"}},
 		{[]string{"comp"}, []string{"completion"}},
 		{[]string{"audit", "ver"}, []string{"verify"}},
-		{[]string{"mcp", ""}, []string{"serve"}},
+		{[]string{"mcp", ""}, []string{"reset", "serve"}},
 		{[]string{"completion", ""}, []string{"bash", "zsh"}},
 		{[]string{"new", "--l"}, []string{"--lang"}},
 		{[]string{"new", "x", "--lang", ""}, []string{"c", "go", "rust"}},

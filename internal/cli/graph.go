@@ -11,6 +11,7 @@ import (
 	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/internal/graphview"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/runstore"
 )
 
@@ -30,13 +31,17 @@ Flags:
 	                  kept in the run store, STATE_DIR/runs.db
 	--format FORMAT   text (default): a tree of tasks and capabilities
 	                  json: one object {"version": 1, "run": {...}, "tasks": [...],
-	                        "caps": [...], "denials": [...], "flows": [...]};
+	                        "caps": [...], "denials": [...], "flows": [...],
+	                        "approvals": [...]};
 	                        a task has id, parent, principal, module, state,
 	                        label, clearance, denials, error; a cap has id,
 	                        kind, name, holder, parent, scope, revoked,
 	                        dropped, audited, when, approve_when, rate; a
 	                        denial has time, task, principal, cap, kind, op,
-	                        errno, reason, label
+	                        errno, reason, label; an approval has time, task,
+	                        cap, kind, op, summary, digest (the whole
+	                        effect's), answer (yes, no, remembered, failed),
+	                        channel and by (who answered)
 	                  svg:  the picture, drawn by Graphviz built into mandate
 	                        (nothing to install): each task a box in a frame
 	                        with the capabilities it held, spawn edges
@@ -225,19 +230,19 @@ func renderText(w io.Writer, r *Record) error {
 			return
 		}
 		seen["t:"+x.ID] = true
-		fmt.Fprintf(&b, "%s%s  principal=%s  state=%s  module=%s", indent(depth), x.ID, kernel.Printable(x.Principal), x.State, kernel.Printable(graphview.ShortDigest(x.Module)))
+		fmt.Fprintf(&b, "%s%s  principal=%s  state=%s  module=%s", indent(depth), x.ID, kindapi.Printable(x.Principal), x.State, kindapi.Printable(graphview.ShortDigest(x.Module)))
 		if x.Denials > 0 {
 			fmt.Fprintf(&b, "  denials=%d", x.Denials)
 		}
 		if !x.Label.IsZero() {
-			fmt.Fprintf(&b, "  label=%s", kernel.Printable(x.Label.String()))
+			fmt.Fprintf(&b, "  label=%s", kindapi.Printable(x.Label.String()))
 		}
 		if x.Clearance != nil {
 			fmt.Fprintf(&b, "  clearance={%s}", strings.Join(x.Clearance.Conf(), ","))
 		}
 		b.WriteString("\n")
 		if x.Error != "" {
-			fmt.Fprintf(&b, "%s  error: %s\n", indent(depth), kernel.EscapeText(oneLine(x.Error)))
+			fmt.Fprintf(&b, "%s  error: %s\n", indent(depth), kindapi.EscapeText(oneLine(x.Error)))
 		}
 		for _, k := range t.taskKids[x.ID] {
 			task(k, depth+1)
@@ -303,11 +308,29 @@ func renderText(w io.Writer, r *Record) error {
 			if cap == "" {
 				cap = "-"
 			}
-			fmt.Fprintf(&b, "  %s %s %s %s: %s\n", kernel.Printable(d.Task), kernel.Printable(cap), kernel.Printable(d.Op),
-				kernel.Printable(d.Errno), kernel.Printable(truncate(oneLine(d.Reason), 160)))
+			fmt.Fprintf(&b, "  %s %s %s %s: %s\n", kindapi.Printable(d.Task), kindapi.Printable(cap), kindapi.Printable(d.Op),
+				kindapi.Printable(d.Errno), kindapi.Printable(truncate(oneLine(d.Reason), 160)))
 		}
 		if len(r.Denials) <= maxTextDenials && r.DenialsDropped > 0 {
 			fmt.Fprintf(&b, "  ... %d more (mandate audit --denied)\n", r.DenialsDropped)
+		}
+	}
+	if len(r.Approvals) > 0 {
+		fmt.Fprintf(&b, "approvals:\n")
+		for i, a := range r.Approvals {
+			if i == maxTextDenials {
+				fmt.Fprintf(&b, "  ... %d more (mandate audit)\n", len(r.Approvals)-i)
+				break
+			}
+			how := a.Answer
+			if a.Channel != "" {
+				how += " by " + a.Channel
+			}
+			if a.By != "" {
+				how += " (" + truncate(oneLine(a.By), 80) + ")"
+			}
+			fmt.Fprintf(&b, "  %s %s %s %s: %s [%s]\n", kindapi.Printable(a.Task), kindapi.Printable(orNone(a.Cap)), kindapi.Printable(a.Op),
+				kindapi.Printable(how), kindapi.Printable(truncate(oneLine(a.Summary), 120)), kindapi.Printable(graphview.ShortDigest(a.Digest)))
 		}
 	}
 	_, err := io.WriteString(w, b.String())

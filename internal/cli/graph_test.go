@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/runstore"
 )
 
@@ -30,7 +31,7 @@ func sampleRecord() *Record {
 			Tasks: []kernel.GraphTask{
 				{ID: "t1", Principal: "alice", Module: "sha256:0123456789abcdef0123", State: kernel.TaskFailed, Denials: 2, Error: "task t1 failed:\nboom"},
 				{ID: "t2", Parent: "t1", Principal: "alice", Module: "sha256:0123456789abcdef0123", State: kernel.TaskDone,
-					Label: kernel.NewLabel(nil, []string{"web:https://flights.example"})},
+					Label: kindapi.NewLabel(nil, []string{"web:https://flights.example"})},
 			},
 			Caps: []kernel.GraphCap{
 				{ID: "c1", Kind: "net", Name: "fli\"ghts\\\n", Holder: "t1", Scope: json.RawMessage(`{"origin":"https://flights.example","methods":["GET","POST"],"paths":[],"allow_private":false,"timeout":"30s","max_redirects":5}`), Audited: true},

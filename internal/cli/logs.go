@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/runstore"
 )
 
@@ -14,7 +14,9 @@ const logsHelp = `Usage: mandate logs [RUN [TASK]] [--stream result|stdout|stder
 
 Shows what the tasks of a recorded run left: each task's result (what it
 set with mandate.SetResult) and what was kept of its stdout and stderr
-(at most its limits.output; a mark says how much was dropped past it).
+(at most its limits.output). The run store keeps at most the task's
+limits.stored_output (default 1MiB) of each; a mark says how much was
+dropped past a limit, and the whole size.
 RUN is a run id ("mandate runs" lists them; "mandate run" prints it);
 without it, or when it is "last", the last run that ran. TASK (t1, t2,
 ...) shows one task's: mandate logs last t2.
@@ -29,7 +31,8 @@ Flags:
 	                (for scripts: mandate logs RUN t2 --stream stdout > out)
 	--raw           write the bytes as they are even to a terminal
 	--format json   a JSON array of {"task", "stream", "data" (base64),
-	                "truncated", "dropped"}
+	                "truncated", "dropped", "size" (the whole: data and
+	                dropped)}
 	--state-dir DIR where runs are recorded (see "mandate run --help")
 
 A run whose process died (crashed) recorded nothing of its output: its
@@ -77,7 +80,7 @@ func runLogs(e *env, args []string) int {
 		return exitUsage
 	}
 	if nothingRecorded(dir) {
-		fmt.Fprintf(e.stderr, "mandate logs: %v in %s\n", runstore.ErrNoRuns, kernel.Printable(dir))
+		fmt.Fprintf(e.stderr, "mandate logs: %v in %s\n", runstore.ErrNoRuns, kindapi.Printable(dir))
 		return exitUsage
 	}
 	s, err := readStore(dir)
@@ -89,12 +92,12 @@ func runLogs(e *env, args []string) int {
 	ctx := context.Background()
 	rec, err := s.Get(ctx, run)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "mandate logs: %v\n", kernel.EscapeText(err.Error()))
+		fmt.Fprintf(e.stderr, "mandate logs: %v\n", kindapi.EscapeText(err.Error()))
 		return exitUsage
 	}
 	if task != "" && !hasTask(rec, task) {
 		fmt.Fprintf(e.stderr, "mandate logs: run %s has no task %s (its tasks: %s)\n",
-			rec.Run.ID, kernel.Printable(task), taskIDs(rec))
+			rec.Run.ID, kindapi.Printable(task), taskIDs(rec))
 		return exitUsage
 	}
 	outs, err := s.Outputs(ctx, rec.Run.ID, task)
@@ -121,7 +124,7 @@ func runLogs(e *env, args []string) int {
 	escape := !*raw && e.isTerm(e.stdout)
 	write := func(w io.Writer, b []byte) {
 		if escape {
-			b = []byte(kernel.EscapeText(string(b)))
+			b = []byte(kindapi.EscapeText(string(b)))
 		}
 		w.Write(b)
 	}
@@ -132,13 +135,13 @@ func runLogs(e *env, args []string) int {
 		return exitOK
 	}
 	if len(outs) == 0 {
-		fmt.Fprintf(e.stdout, "run %s (%s): no task left a result or any output\n", rec.Run.ID, kernel.Printable(rec.Run.State))
+		fmt.Fprintf(e.stdout, "run %s (%s): no task left a result or any output\n", rec.Run.ID, kindapi.Printable(rec.Run.State))
 		return exitOK
 	}
 	for _, o := range outs {
 		fmt.Fprintf(e.stdout, "== %s %s (%d bytes", o.Task, o.Stream, len(o.Data))
 		if o.Truncated {
-			fmt.Fprintf(e.stdout, "; truncated at the limit: %d bytes dropped", o.Dropped)
+			fmt.Fprintf(e.stdout, "; truncated at the limit: %d bytes dropped of %d", o.Dropped, o.Size)
 		}
 		fmt.Fprintln(e.stdout, ")")
 		write(e.stdout, o.Data)
@@ -164,7 +167,7 @@ func taskIDs(rec *Record) string {
 		if i > 0 {
 			s += ", "
 		}
-		s += kernel.Printable(t.ID)
+		s += kindapi.Printable(t.ID)
 	}
 	if s == "" {
 		s = "none"

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,28 +12,28 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/mandatevm/mandate/audit"
-	"github.com/mandatevm/mandate/constraint"
 	"github.com/mandatevm/mandate/host"
+	"github.com/mandatevm/mandate/internal/approvals"
+	"github.com/mandatevm/mandate/internal/mcpclients"
 	"github.com/mandatevm/mandate/internal/mcpserve"
+	"github.com/mandatevm/mandate/internal/webui"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/manifest"
-	"github.com/mandatevm/mandate/runstore"
-	"github.com/mandatevm/mandate/sandbox"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 const mcpHelp = `Usage: mandate mcp serve POLICY.hcl [--http ADDR] [--token-file FILE]
-                         [--var NAME=VALUE ...] [--approve MODE] [--engine NAME]
-                         [--cache-dir DIR] [--state-dir DIR] [--log-level LEVEL]
+                         [--client NAME] [--var NAME=VALUE ...] [--approve MODE]
+                         [--engine NAME] [--cache-dir DIR] [--state-dir DIR]
+                         [--log-level LEVEL]
+       mandate mcp reset CLIENT --reason WHY [--state-dir DIR]
 
 Serves the tools a policy file names over the Model Context Protocol, each
 tools/call a fresh Mandate task holding exactly its tool's capabilities.
@@ -47,23 +48,51 @@ Over stdio by default (the client starts "mandate mcp serve"; logs go to
 stderr). With --http ADDR, over Streamable HTTP at ADDR (a loopback
 address: 127.0.0.1:PORT; DNS-rebinding protection is on), each client
 session its own session task; --token-file FILE requires
-"Authorization: Bearer TOKEN" with the file's token (never passed to a
+"Authorization: Bearer TOKEN" with a token of the file (never passed to a
 tool).
 
-Over HTTP, at most 32 sessions live at once, each ended after 10 minutes
-idle. Each session is a run in the run store ("mandate runs", "mandate graph
-RUN", one task per call) and every decision goes to the audit log.
+The label is the client's, not the connection's: a model does not forget
+what it read when a connection ends. Each session belongs to a client:
+over HTTP the one its token names (the token file's lines are
+"CLIENT TOKEN [PRINCIPAL]", a token of 16 characters or more; PRINCIPAL
+pins the client to the one principal its sessions may act for, and a
+server whose policy acts for another refuses them; a file of one bare token
+is the client "default"; without --token-file every session is the client
+"local"), over stdio --client NAME (default "stdio"). What any session
+shows a client raises the client's label, kept in STATE/mcp-clients.db:
+the client's other live sessions take it up at once, its next sessions
+start at it, across restarts. It falls only when a person runs "mandate
+mcp reset CLIENT --reason WHY" at a terminal (for sessions started after
+it), or, with label_ttl in the policy's session block, when a session
+starts that long after the label last rose.
+
+Over HTTP, at most 32 sessions live at once (a new one past that is
+answered a JSON-RPC error saying so), each ended after 10 minutes idle.
+Each session is a run in the run store ("mandate runs", "mandate graph
+RUN", one task per call; its module "mcp:CLIENT") and every decision goes
+to the audit log. A session its client ends, or that times out idle, is
+recorded as done.
 
 Flags:
 
 	--http ADDR        serve Streamable HTTP on ADDR instead of stdio
-	--token-file FILE  the bearer token HTTP clients must send
+	--token-file FILE  the bearer tokens HTTP clients must send, and the
+	                   clients they name: lines CLIENT TOKEN [PRINCIPAL]
+	--client NAME      over stdio, the client the session belongs to
+	                   (default "stdio"): 1 to 64 of A-Z a-z 0-9 _ . -
 	--var NAME=VALUE   sets var.NAME in the policy; repeatable
-	--approve MODE     uses that need a person's yes (approve_when,
-	                   approve_above) are asked of the person through the
-	                   client (MCP elicitation), showing what the kernel
-	                   will do; a client that cannot ask gets this: no
-	                   (default) denies, yes approves
+	--approve MODE     who answers uses that need a person's yes
+	                   (approve_when, approve_above):
+	                   wait (default): the person, out of band, never the
+	                     client: the call waits while the person answers on
+	                     mandate ui's approvals page or with "mandate
+	                     approvals yes|no ID" from a shell (10 minutes, then
+	                     refused); a client that can show a URL-mode
+	                     elicitation is shown the page's address, and its
+	                     answer approves nothing (its decline refuses)
+	                   no: denies every one; yes: approves every one
+	                   A tool whose policy says approval = "client" is
+	                   asked by the client's form instead (never a payment)
 	--engine, --cache-dir, --state-dir, --log-level: as for mandate run
 
 A policy (the grammar of "go doc github.com/mandatevm/mandate/manifest"):
@@ -77,23 +106,28 @@ A policy (the grammar of "go doc github.com/mandatevm/mandate/manifest"):
 	  description = "Your own benefits record"
 	  cap "data" "benefits" { collection = "benefits", records = "own" }
 	}
-`
+
+` + mcpResetHelp
 
 func runMCP(e *env, args []string) int {
 	c := lookupCommand("mcp")
+	if len(args) > 0 && args[0] == "reset" {
+		return runMCPReset(e, c, args[1:])
+	}
 	if len(args) == 0 || args[0] != "serve" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
 			fmt.Fprint(e.stdout, c.help)
 			return exitOK
 		}
-		return e.usageError(c, "the subcommand is serve: mandate mcp serve POLICY.hcl")
+		return e.usageError(c, "the subcommands are serve and reset: mandate mcp serve POLICY.hcl; mandate mcp reset CLIENT --reason WHY")
 	}
 	fs := flagSet("mcp serve")
 	vars := varFlag{}
 	fs.Var(vars, "var", "")
 	httpAddr := fs.String("http", "", "")
 	tokenFile := fs.String("token-file", "", "")
-	approve := fs.String("approve", approveNo, "")
+	client := fs.String("client", "", "")
+	approve := fs.String("approve", approveWait, "")
 	engine := fs.String("engine", "", "")
 	cacheFlag := fs.String("cache-dir", "", "")
 	stateFlag := stateDirFlag(fs)
@@ -106,12 +140,20 @@ func runMCP(e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	o := mcpOptions{policy: path, vars: vars, http: *httpAddr, tokenFile: *tokenFile, approve: *approve, engine: *engine}
+	o := mcpOptions{policy: path, vars: vars, http: *httpAddr, tokenFile: *tokenFile, approve: *approve, engine: *engine, client: *client}
+	switch {
+	case o.client != "" && o.http != "":
+		return e.usageError(c, "--client names the client of a stdio session; over HTTP a client is named by its token (--token-file: lines CLIENT TOKEN)")
+	case o.client == "":
+		o.client = stdioClient
+	case !validClientName(o.client):
+		return e.usageError(c, "--client %q must be 1 to %d of the characters A-Z a-z 0-9 _ . -", kindapi.Printable(o.client), maxClientName)
+	}
 	if o.level = hclog.LevelFromString(*level); o.level == hclog.NoLevel {
 		return e.usageError(c, "unknown log level %q", *level)
 	}
 	if o.approve == approvePrompt {
-		return e.usageError(c, "--approve prompt: an MCP server has no terminal to ask on; use no or yes")
+		return e.usageError(c, "--approve prompt: an MCP server has no terminal to ask on; use wait (the default), no or yes")
 	}
 	if o.engine, o.cache, o.state, code, ok = e.runDirs(c, o.engine, *cacheFlag, *stateFlag); !ok {
 		return code
@@ -126,26 +168,48 @@ func runMCP(e *env, args []string) int {
 }
 
 type mcpOptions struct {
-	policy, http, tokenFile, approve, engine, cache, state string
-	vars                                                   varFlag
-	level                                                  hclog.Level
+	policy, http, tokenFile, approve, engine, cache, state, client string
+	vars                                                           varFlag
+	level                                                          hclog.Level
 }
 
 // mcpServer is what every session of one "mandate mcp serve" shares: the
-// policy, the tools' modules read and pinned at start, the audit log and
-// the run store.
+// host (its engine and compiled modules, the audit log, the run store)
+// and the policy pinned on it. The sessions are the host's
+// (host.StartSession); this file keeps the transports and the flags.
 type mcpServer struct {
-	e       *env
-	o       mcpOptions
-	policy  *manifest.Policy
-	wasm    map[string][]byte // by tool name
-	logger  hclog.Logger
-	alog    *audit.Log
-	store   *runstore.Store
+	e      *env
+	o      mcpOptions
+	h      *host.Host
+	policy *host.Policy
+	logger hclog.Logger
+	// approvals are the state directory's pending approvals (--approve
+	// wait): the person's answers.
+	approvals *approvals.Store
+	// clients are the state directory's MCP clients: their labels.
+	clients *mcpclients.Store
 	mu      sync.Mutex
 	running sync.WaitGroup
-	live    atomic.Int64         // sessions started and not ended
+	live    atomic.Int64         // sessions started, or about to (reserve), and not ended
 	open    map[*mcpSession]bool // HTTP sessions not ended, to end at shutdown; protected by mu
+	// byClient are the live sessions of each client; owner is the client
+	// of each HTTP session, by its Mcp-Session-Id. Protected by mu.
+	byClient map[string]map[*mcpSession]bool
+	owner    map[string]string
+}
+
+// reserve counts a session about to start against maxMCPSessions; false
+// when that many are live.
+func (s *mcpServer) reserve() bool {
+	for {
+		n := s.live.Load()
+		if n >= maxMCPSessions {
+			return false
+		}
+		if s.live.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
 }
 
 func (e *env) serveMCP(ctx context.Context, o mcpOptions) error {
@@ -153,48 +217,35 @@ func (e *env) serveMCP(ctx context.Context, o mcpOptions) error {
 	if err != nil {
 		return err
 	}
-	s := &mcpServer{e: e, o: o, policy: p, wasm: map[string][]byte{},
-		logger: hclog.New(&hclog.LoggerOptions{Name: "mandate", Level: o.level, Output: e.stderr})}
-	for _, t := range p.Tools {
-		var wasm []byte
-		if t.ModuleIsDir {
-			wasm, err = host.BuildGuest(ctx, t.ModulePath, false, o.cache)
-		} else {
-			wasm, err = os.ReadFile(t.ModulePath)
+	s := &mcpServer{e: e, o: o, logger: hclog.New(&hclog.LoggerOptions{Name: "mandate", Level: o.level, Output: e.stderr})}
+	s.h, err = host.Open(ctx, host.Options{StateDir: o.state, CacheDir: o.cache, Engine: o.engine, Logger: s.logger})
+	if err != nil {
+		var oe *host.OpenError
+		if errors.As(err, &oe) && oe.Log {
+			return fmt.Errorf("%v\nno session starts on a log that cannot be trusted; inspect it with: mandate audit verify --state-dir %s", err, o.state)
 		}
-		if err != nil {
-			return t.ModuleError(err)
-		}
-		if err := t.CheckDigest(sandbox.Digest(wasm)); err != nil {
+		return err
+	}
+	defer s.h.Close()
+	if s.clients, err = mcpclients.Open(o.state); err != nil {
+		return err
+	}
+	defer s.clients.Close()
+	if o.approve == approveWait {
+		if s.approvals, err = approvals.Open(o.state); err != nil {
 			return err
 		}
-		s.wasm[t.Name] = wasm // pinned: never read again
-		s.logger.Info("tool pinned", "tool", t.Name, "digest", sandbox.Digest(wasm))
+		defer s.approvals.Close()
 	}
-	if err := os.MkdirAll(o.state, 0o700); err != nil {
-		return fmt.Errorf("state dir: %v", err)
-	}
-	if s.alog, err = audit.Open(auditPath(o.state)); err != nil {
-		return err
-	}
-	defer s.alog.Close()
-	if err := s.alog.CheckHead(ctx); err != nil {
-		return fmt.Errorf("%v\nno session starts on a log that cannot be trusted; inspect it with: mandate audit verify --state-dir %s", err, o.state)
-	}
-	if s.store, err = openStore(o.state); err != nil {
-		return err
-	}
-	defer s.store.Close()
-	if err := s.store.Check(ctx); err != nil {
-		return err
-	}
-	if err := host.Seed(ctx, p.Session.Seeds, o.state); err != nil {
+	if s.policy, err = s.h.PinPolicy(ctx, p); err != nil {
 		return err
 	}
 	defer s.running.Wait()
 	if o.http == "" {
-		sess, err := s.newSession(ctx, nil)
+		s.live.Add(1)
+		sess, err := s.newSession(ctx, o.client, "", nil)
 		if err != nil {
+			s.live.Add(-1)
 			return err
 		}
 		// The SDK's own bound on a frame counts the bytes its decoder
@@ -215,193 +266,127 @@ func (e *env) serveMCP(ctx context.Context, o mcpOptions) error {
 	return s.serveHTTP(ctx)
 }
 
-// mcpSession is one client session and what records it.
+// mcpSession is one client session: the host's session, served over MCP.
 type mcpSession struct {
 	*mcpserve.Session
-	run      RunInfo
-	k        *kernel.Kernel
-	auditor  *host.Auditor
-	snap     *snapshotter
-	close    func()
+	hs       *host.Session
+	client   string
+	id       string // its Mcp-Session-Id over HTTP
 	endOnce  sync.Once
 	finished chan struct{}
 }
 
-// newSession starts a session: its own engine and kernel, the tools'
-// modules compiled from the pinned bytes, the session task holding every
-// tool's capabilities, and the run recorded as started.
-func (s *mcpServer) newSession(ctx context.Context, initialized func(*mcp.ServerSession)) (*mcpSession, error) {
-	o, p := s.o, s.policy
-	var closers []func()
-	closeAll := func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
+// newSession starts a session of client on the host: a run whose task
+// holds every tool's capabilities and starts at the client's label (once
+// label_ttl, when the policy sets one, is checked), its approvals asked
+// of the person through the client (elicitation), else as --approve says.
+// The caller has counted it in s.live (reserve); id is its Mcp-Session-Id
+// over HTTP.
+func (s *mcpServer) newSession(ctx context.Context, client, id string, initialized func(*mcp.ServerSession)) (*mcpSession, error) {
+	if ttl := s.policy.Manifest().Session.LabelTTL; ttl > 0 {
+		dropped, err := s.clients.Expire(ctx, client, ttl, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		if !dropped.IsZero() {
+			s.logger.Info("the client's label expired (label_ttl)", "client", client, "label", dropped.String(), "label_ttl", ttl)
 		}
 	}
-	fail := func(err error) (*mcpSession, error) { closeAll(); return nil, err }
-	eng, err := host.NewEngine(ctx, o.engine, filepath.Join(o.cache, o.engine))
+	stored, err := s.clients.Label(ctx, client)
 	if err != nil {
-		return fail(fmt.Errorf("engine %s: %v", o.engine, err))
+		return nil, err
 	}
-	closers = append(closers, func() { eng.Close(context.Background()) })
-	fallback, err := newApprover(o.approve, s.e.stderr)
-	if err != nil {
-		return fail(err)
+	var ap *mcpserve.Approvals
+	var person *approvals.Approver
+	if s.o.approve == approveWait {
+		// The person, out of band: the call waits on the state
+		// directory's pending approvals, and the client is shown where
+		// the person answers.
+		person = &approvals.Approver{Store: s.approvals, Waiter: "mandate mcp serve " + s.o.policy,
+			Asked: func(ctx context.Context, a approvals.Approval) {
+				where := "mandate approvals yes|no " + a.ID
+				if u, ok := webui.ApprovalURL(s.o.state, a.ID); ok {
+					where = u + " or " + where
+				}
+				s.logger.Warn("a call waits for the person's yes", "approval", a.ID, "run", a.Run,
+					"asks", kindapi.Printable(a.Request.Summary), "answer", where)
+				ap.Asked(ctx, a.ID, a.Request.Text())
+			}}
+		ap = mcpserve.NewApprovals(person)
+		ap.URL = func(id string) (string, bool) { return webui.ApprovalURL(s.o.state, id) }
+		ap.Decline = func(ctx context.Context, id, by string) error {
+			_, err := s.approvals.Answer(ctx, id, kernel.Answer{Channel: kernel.ChannelClient, By: by}, "")
+			return err
+		}
+	} else {
+		fixed, err := newApprover(s.o.approve, s.e.stderr)
+		if err != nil {
+			return nil, err
+		}
+		ap = mcpserve.NewApprovals(fixed)
 	}
-	// Approvals go to the person through the client once the session
-	// exists (elicitation), else --approve decides.
-	approver := &lateApprover{a: fallback}
-	started := time.Now()
-	runID := newRunID(started)
-	abs, _ := filepath.Abs(o.policy)
-	auditor := host.NewAuditor(s.alog.ForRun(runID), s.logger.Named("audit"))
-	ks, closeKinds := host.Kinds(o.state)
-	closers = append(closers, func() { closeKinds() })
-	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: ks, Logger: s.logger, Approver: approver,
-		Constraints: constraint.New(), Auditor: auditor, Declassifiers: host.Declassifiers})
+	// A session ends when its client goes (endSession), recorded as done;
+	// the server's shutdown ends every session that way too.
+	hs, err := s.h.StartSession(context.WithoutCancel(ctx), host.SessionSpec{Policy: s.policy, Approver: ap, Logger: s.logger,
+		Client: client, Label: stored.Label})
 	if err != nil {
-		return fail(err)
+		return nil, err
+	}
+	if person != nil {
+		person.Run = hs.ID()
 	}
 	var tools []*mcpserve.Tool
-	var grants []kernel.GrantSpec
-	compiled := map[string]sandbox.Module{} // by digest: tools sharing a module compile it once
-	for _, t := range p.Tools {
-		wasm := s.wasm[t.Name]
-		// Pinned at start: a module file changed since is not reloaded.
-		if !t.ModuleIsDir {
-			if now, err := os.ReadFile(t.ModulePath); err != nil || sandbox.Digest(now) != sandbox.Digest(wasm) {
-				s.logger.Warn("a tool's module file changed since the server started; serving the module pinned then (restart to load another)",
-					"tool", t.Name, "pinned", sandbox.Digest(wasm))
-			}
-		}
-		mod, ok := compiled[sandbox.Digest(wasm)]
-		if !ok {
-			if mod, err = eng.Compile(ctx, wasm); err != nil {
-				return fail(t.ModuleError(err))
-			}
-			compiled[sandbox.Digest(wasm)] = mod
-			closers = append(closers, func() { mod.Close(context.Background()) })
-		}
-		gs, err := t.Grants(k)
-		if err != nil {
-			return fail(err)
-		}
-		tool := &mcpserve.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema,
-			ByReference: t.Result == manifest.ResultReference, Module: mod, Entry: t.Entry, Limits: t.Limits()}
-		for _, g := range gs {
-			tool.Caps = append(tool.Caps, g.Name)
-			g.Name = mcpserve.SessionCapName(t.Name, g.Name)
-			grants = append(grants, g)
-		}
-		tools = append(tools, tool)
+	for _, t := range hs.Tools() {
+		tools = append(tools, &mcpserve.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema,
+			ByReference: t.ByReference, Module: t.Module, Entry: t.Entry, Limits: t.Limits, Caps: t.Caps, ClientApproval: t.ClientApproval, Responses: t.Responses})
 	}
-	run := RunInfo{ID: runID, Manifest: abs, Task: "mcp-session", Module: "mcp", Digest: sandbox.IdleModule{}.Digest(),
-		Principal: p.Session.Principal, Engine: o.engine, Started: started.UTC()}
-	if err := s.store.Begin(ctx, run); err != nil {
-		return fail(err)
-	}
-	limits := p.Session.Limits()
-	if limits.Timeout == 0 {
-		limits.Timeout = 24 * time.Hour
-	}
-	task, err := k.Start(context.Background(), kernel.TaskSpec{Module: sandbox.IdleModule{}, Principal: p.Session.Principal,
-		Name: "session", Clearance: p.Session.Clearance, Limits: limits, Grants: grants})
+	labels := &clientLabel{s: s, client: client}
+	sess, err := mcpserve.NewSession(mcpserve.Config{Kernel: hs.Kernel(), Task: hs.Task(), Tools: tools, Logger: s.logger.Named("mcp"),
+		Version: versionString(), Initialized: initialized, Approvals: ap, Labels: labels, SessionID: id})
 	if err != nil {
-		s.finish(run, nil, nil, runstore.StateRefused, err)
-		return fail(err)
+		hs.Kill()
+		<-hs.Done()
+		return nil, err
 	}
-	// The session so far is recorded at most once a second, after the
-	// calls that ended: rewriting the record after every call cost most of
-	// a call's time in a long session.
-	snap := &snapshotter{every: time.Second, write: func() { s.snapshot(run, k, auditor) }}
-	sess, err := mcpserve.NewSession(mcpserve.Config{Kernel: k, Task: task, Tools: tools, Logger: s.logger.Named("mcp"),
-		Version: versionString(), Initialized: initialized,
-		Called: snap.called})
-	if err != nil {
-		task.Kill()
-		<-task.Done()
-		s.finish(run, k, auditor, runstore.StateRefused, err)
-		return fail(err)
-	}
-	approver.set(sess.Approver(fallback))
+	m := &mcpSession{Session: sess, hs: hs, client: client, id: id, finished: make(chan struct{})}
+	labels.self = m
 	s.running.Add(1)
-	s.live.Add(1)
-	s.logger.Info("session started", "run", runID, "tools", len(tools))
-	return &mcpSession{Session: sess, run: run, k: k, auditor: auditor, snap: snap, close: closeAll, finished: make(chan struct{})}, nil
+	s.mu.Lock()
+	if s.byClient == nil {
+		s.byClient, s.owner = map[string]map[*mcpSession]bool{}, map[string]string{}
+	}
+	if s.byClient[client] == nil {
+		s.byClient[client] = map[*mcpSession]bool{}
+	}
+	s.byClient[client][m] = true
+	if id != "" {
+		s.owner[id] = client
+	}
+	s.mu.Unlock()
+	return m, nil
 }
 
-// endSession ends a session: its task (and any call still running) is
-// killed, and the run recorded with its graph.
+// endSession ends a session, a normal end (its client left, it was idle,
+// or the server stops): its task returns, any call still running is
+// killed, and the run is recorded as done with its graph.
 func (s *mcpServer) endSession(m *mcpSession) {
 	m.endOnce.Do(func() {
-		t := m.Task()
-		t.Kill()
-		<-t.Done()
-		m.snap.stop() // no record of the session so far lands after its end
-		s.finish(m.run, m.k, m.auditor, string(kernel.TaskDone), nil)
-		m.close()
-		s.logger.Info("session ended", "run", m.run.ID)
+		m.hs.End()
+		s.logger.Info("session ended", "run", m.hs.ID(), "client", m.client)
 		close(m.finished)
 		s.mu.Lock()
 		delete(s.open, m) // nothing of an ended session stays reachable
+		delete(s.byClient[m.client], m)
+		if len(s.byClient[m.client]) == 0 {
+			delete(s.byClient, m.client)
+		}
+		if m.id != "" {
+			delete(s.owner, m.id)
+		}
 		s.mu.Unlock()
 		s.live.Add(-1)
 		s.running.Done()
 	})
-}
-
-// snapshot records a running session so far, so "mandate graph" shows it
-// live; then the kernel forgets the calls recorded that ended (their
-// tasks and capabilities): a session serving calls for days does not grow.
-func (s *mcpServer) snapshot(run RunInfo, k *kernel.Kernel, a *host.Auditor) {
-	var ended []*kernel.Task
-	for _, t := range k.Tasks() {
-		if t.Parent() != nil && t.Ended() {
-			ended = append(ended, t) // ended before the record is read: in it
-		}
-	}
-	rec := s.record(run, k, a)
-	if err := s.store.Snapshot(context.Background(), rec); err != nil {
-		s.logger.Warn("recording the session so far", "run", run.ID, "error", err)
-		return
-	}
-	forgot := 0
-	for _, t := range ended {
-		if err := k.Forget(t); err != nil {
-			s.logger.Warn("forget", "task", t.ID(), "error", err)
-			continue
-		}
-		forgot++
-	}
-	if forgot > 0 {
-		s.logger.Debug("calls recorded and forgotten", "run", run.ID, "calls", forgot, "kept", len(k.Tasks()))
-	}
-}
-
-// record is a session's run as recorded now.
-func (s *mcpServer) record(run RunInfo, k *kernel.Kernel, a *host.Auditor) Record {
-	rec := Record{Version: runstore.RecordVersion, Run: run, Graph: kernel.Graph{Tasks: []kernel.GraphTask{}, Caps: []kernel.GraphCap{}}}
-	if k != nil {
-		rec.Graph = k.Graph()
-		rec.Outputs = host.TaskOutputs(k)
-	}
-	if a != nil {
-		rec.Denials, rec.Flows, rec.DenialsDropped, rec.FlowsDropped = a.Kept()
-	}
-	return rec
-}
-
-// finish records how a session's run ended.
-func (s *mcpServer) finish(run RunInfo, k *kernel.Kernel, a *host.Auditor, state string, err error) {
-	run.Ended, run.State = time.Now().UTC(), state
-	if err != nil {
-		run.Error, run.Exit = err.Error(), exitUsage
-	}
-	rec := s.record(run, k, a)
-	rec.Run = run
-	if err := s.store.Finish(context.Background(), rec); err != nil {
-		s.logger.Error("recording the session", "run", run.ID, "error", err)
-	}
 }
 
 // serveHTTP serves Streamable HTTP: each client session its own session.
@@ -411,16 +396,20 @@ func (s *mcpServer) serveHTTP(ctx context.Context) error {
 		return fmt.Errorf("--http %s: %v", s.o.http, err)
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("--http %s: serve on a loopback address (127.0.0.1:PORT): tools act for %s", s.o.http, s.policy.Session.Principal)
+		return fmt.Errorf("--http %s: serve on a loopback address (127.0.0.1:PORT): tools act for %s", s.o.http, s.policy.Manifest().Session.Principal)
 	}
-	var token string
+	var tokens []clientToken
 	if s.o.tokenFile != "" {
 		b, err := os.ReadFile(s.o.tokenFile)
 		if err != nil {
 			return fmt.Errorf("--token-file: %v", err)
 		}
-		if token = strings.TrimSpace(string(b)); token == "" {
-			return fmt.Errorf("--token-file %s is empty", s.o.tokenFile)
+		if tokens, err = parseTokenFile(b); err != nil {
+			return fmt.Errorf("--token-file %s: %v", s.o.tokenFile, err)
+		}
+		if len(tokens) == 1 && tokens[0].short {
+			s.logger.Warn("the token file's one bare token is shorter than 16 characters: a guessable token is anyone's session",
+				"file", s.o.tokenFile)
 		}
 	}
 	// The SDK asks for a server on every request (to learn its protocol
@@ -441,28 +430,12 @@ func (s *mcpServer) serveHTTP(ctx context.Context) error {
 		if memo.sess != nil {
 			return memo.sess.Server()
 		}
-		if n := s.live.Load(); n >= maxMCPSessions {
-			s.logger.Warn("refusing a new session: too many live sessions", "live", n, "max", maxMCPSessions)
-			return nil
-		}
-		s.logger.Debug("new MCP session", "method", r.Method, "proto", r.Header.Get("Mcp-Protocol-Version"))
-		var sess *mcpSession
-		sess, err := s.newSession(ctx, func(ss *mcp.ServerSession) {
-			go func() { ss.Wait(); s.endSession(sess) }()
-		})
-		if err != nil {
-			s.logger.Error("starting a session", "error", err)
-			return nil
-		}
-		memo.sess = sess
-		s.mu.Lock()
-		if s.open == nil {
-			s.open = map[*mcpSession]bool{}
-		}
-		s.open[sess] = true
-		s.mu.Unlock()
-		return sess.Server()
+		return probe
 	}, &mcp.StreamableHTTPOptions{SessionTimeout: mcpIdleTimeout, MaxRequestBodyBytes: maxMCPRequest})
+	// An initialize starts its session here, before the SDK sees it, so
+	// that a refusal (the session limit, a client's label above the
+	// clearance) reaches the client as a JSON-RPC error saying why: the
+	// SDK answers a nil server with a bare HTTP 400.
 	memoize := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			slot := &sessionSlot{}
@@ -474,27 +447,71 @@ func (s *mcpServer) serveHTTP(ctx context.Context) error {
 					return
 				}
 				var m struct {
-					Method string `json:"method"`
+					ID     json.RawMessage `json:"id"`
+					Method string          `json:"method"`
 				}
 				slot.initialize = json.Unmarshal(body, &m) == nil && m.Method == "initialize"
 				r.Body = io.NopCloser(bytes.NewReader(body))
+				if slot.initialize {
+					client, _ := r.Context().Value(clientKey{}).(string)
+					if p := pinned(tokens, client); p != "" && p != s.policy.Manifest().Session.Principal {
+						s.logger.Warn("refusing a session: the client is pinned to another principal", "client", client,
+							"pinned", p, "policy", s.policy.Manifest().Session.Principal)
+						writeRPCError(w, m.ID, fmt.Sprintf("client %s may act only for %s, and this server's policy acts for %s",
+							client, kindapi.Printable(p), kindapi.Printable(s.policy.Manifest().Session.Principal)))
+						return
+					}
+					sess, err := s.startHTTPSession(ctx, client)
+					if err != nil {
+						writeRPCError(w, m.ID, err.Error())
+						return
+					}
+					slot.sess = sess
+					defer func() {
+						if w.Header().Get("Mcp-Session-Id") != sess.id {
+							// The SDK did not take the session (it refused
+							// the request): nothing else will end it.
+							s.endSession(sess)
+							return
+						}
+						// It ends when the SDK's session does: the client
+						// ended it (DELETE), or it was idle past
+						// mcpIdleTimeout, initialized or not.
+						for ss := range sess.Server().Sessions() {
+							go func() { ss.Wait(); s.endSession(sess) }()
+						}
+					}()
+				}
 			}
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionMemo{}, slot)))
 		})
 	}
-	h := memoize(handler)
-	if token != "" {
-		inner := h
-		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Header.Get("Authorization") != "Bearer "+token {
+	inner := memoize(handler)
+	// Every request names its client: by its token, or "local" without a
+	// token file; a session answers only its own client.
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		client := localClient
+		if tokens != nil {
+			var ok bool
+			if client, ok = clientOf(tokens, r); !ok {
 				w.Header().Set("WWW-Authenticate", "Bearer")
 				http.Error(w, "unauthorized", http.StatusUnauthorized)
 				return
 			}
-			r.Header.Del("Authorization") // never passed on
-			inner.ServeHTTP(w, r)
-		})
-	}
+		}
+		r.Header.Del("Authorization") // never passed on
+		if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+			s.mu.Lock()
+			owner, known := s.owner[id]
+			s.mu.Unlock()
+			if known && owner != client {
+				s.logger.Warn("a client used another client's session: refused", "client", client, "owner", owner)
+				http.Error(w, "session not found", http.StatusNotFound)
+				return
+			}
+		}
+		inner.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientKey{}, client)))
+	})
 	ln, err := net.Listen("tcp", s.o.http)
 	if err != nil {
 		return err
@@ -521,6 +538,49 @@ func (s *mcpServer) serveHTTP(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// startHTTPSession starts a session of client for an initialize request,
+// within maxMCPSessions; its error is what the client is told.
+func (s *mcpServer) startHTTPSession(ctx context.Context, client string) (*mcpSession, error) {
+	if !s.reserve() {
+		s.logger.Warn("refusing a new session: too many live sessions", "client", client, "max", maxMCPSessions)
+		return nil, errTooManySessions
+	}
+	s.logger.Debug("new MCP session", "client", client)
+	sess, err := s.newSession(ctx, client, rand.Text(), nil)
+	if err != nil {
+		s.live.Add(-1)
+		s.logger.Error("starting a session", "client", client, "error", err)
+		return nil, fmt.Errorf("the session could not start: %v", err)
+	}
+	s.mu.Lock()
+	if s.open == nil {
+		s.open = map[*mcpSession]bool{}
+	}
+	s.open[sess] = true
+	s.mu.Unlock()
+	return sess, nil
+}
+
+// errTooManySessions answers an initialize past maxMCPSessions.
+var errTooManySessions = fmt.Errorf("too many sessions: at most %d live at once; end one or wait for an idle one to time out after %v",
+	maxMCPSessions, mcpIdleTimeout)
+
+// rpcServerError is the JSON-RPC code of a refused initialize (the
+// implementation-defined server errors are -32000 to -32099).
+const rpcServerError = -32000
+
+// writeRPCError answers a request (id) with a JSON-RPC error: HTTP 200,
+// for clients to read the message (many show only the status of another).
+func writeRPCError(w http.ResponseWriter, id json.RawMessage, msg string) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": rpcServerError, "message": msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
 }
 
 // sessionMemo keys the request's sessionSlot.
@@ -572,76 +632,11 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-// Bounds on HTTP sessions: each holds an engine and its compiled tools
-// (about 20 MB), so a client that initializes and never ends its session
-// costs that until the idle timeout; past maxMCPSessions live, new ones are
-// refused.
+// Bounds on HTTP sessions: each holds a kernel and its tasks (the engine
+// and the compiled tools are the host's, shared by every session), so a
+// client that initializes and never ends its session costs that until the
+// idle timeout; past maxMCPSessions live, new ones are refused.
 const (
 	maxMCPSessions = 32
 	mcpIdleTimeout = 10 * time.Minute
 )
-
-// lateApprover is an Approver set after the kernel that uses it is made.
-type lateApprover struct {
-	mu sync.Mutex
-	a  kernel.Approver
-}
-
-func (l *lateApprover) set(a kernel.Approver) { l.mu.Lock(); l.a = a; l.mu.Unlock() }
-
-func (l *lateApprover) Approve(ctx context.Context, r kernel.ApprovalRequest) (bool, error) {
-	l.mu.Lock()
-	a := l.a
-	l.mu.Unlock()
-	return a.Approve(ctx, r)
-}
-
-// snapshotter writes a session's record after calls, at most once per
-// every: a call that ends within every of the last write schedules one
-// write at the end of the interval.
-type snapshotter struct {
-	every time.Duration
-	write func()
-
-	writing sync.WaitGroup
-	mu      sync.Mutex
-	last    time.Time   // protected by mu
-	pending *time.Timer // protected by mu
-	stopped bool        // protected by mu
-}
-
-func (s *snapshotter) called() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped || s.pending != nil {
-		return
-	}
-	wait := s.every - time.Since(s.last)
-	if wait < 0 {
-		wait = 0
-	}
-	s.writing.Add(1)
-	s.pending = time.AfterFunc(wait, func() {
-		defer s.writing.Done()
-		s.mu.Lock()
-		s.pending, s.last = nil, time.Now()
-		stopped := s.stopped
-		s.mu.Unlock()
-		if !stopped {
-			s.write()
-		}
-	})
-}
-
-// stop cancels a pending write and waits for one being written: the
-// session's end is recorded after, never before, its last snapshot.
-func (s *snapshotter) stop() {
-	s.mu.Lock()
-	s.stopped = true
-	if s.pending != nil && s.pending.Stop() {
-		s.writing.Done() // its function will not run
-		s.pending = nil
-	}
-	s.mu.Unlock()
-	s.writing.Wait()
-}

@@ -271,8 +271,7 @@ func TestMCPHostileStdio(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds mandate and a guest")
 	}
-	web := kerneltest.NewRecorder(func(w http.ResponseWriter, _ *http.Request, _ kerneltest.Request) { fmt.Fprint(w, "results") })
-	defer web.Close()
+	web := searchSite(t)
 
 	s := startHostileStdio(t, web.URL)
 	for i, c := range hostileServedCases {
@@ -433,8 +432,7 @@ func TestMCPHostileHTTP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a guest")
 	}
-	web := kerneltest.NewRecorder(func(w http.ResponseWriter, _ *http.Request, _ kerneltest.Request) { fmt.Fprint(w, "results") })
-	defer web.Close()
+	web := searchSite(t)
 	h := startHostileHTTP(t, web.URL)
 	code, sid, body, _ := h.post(t, "", []byte(hostileInitialize))
 	if code != http.StatusOK || sid == "" {
@@ -535,8 +533,7 @@ func TestMCPHostileHTTPCancel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a guest")
 	}
-	web := kerneltest.NewRecorder(func(w http.ResponseWriter, _ *http.Request, _ kerneltest.Request) { fmt.Fprint(w, "results") })
-	defer web.Close()
+	web := searchSite(t)
 	h := startHostileHTTP(t, web.URL)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
 		&mcp.StreamableClientTransport{Endpoint: h.url, HTTPClient: &http.Client{Transport: bearer{h.token}}}, nil)
@@ -587,8 +584,7 @@ func TestMCPHTTPEndedSessionsAreFreed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a guest")
 	}
-	web := kerneltest.NewRecorder(func(w http.ResponseWriter, _ *http.Request, _ kerneltest.Request) { fmt.Fprint(w, "results") })
-	defer web.Close()
+	web := searchSite(t)
 	h := startHostileHTTP(t, web.URL)
 	heap := func() uint64 {
 		runtime.GC()

@@ -72,6 +72,15 @@ tool "web_search" {
 	return dir, policy
 }
 
+// searchSite is the web fixture of mcpPolicy's web_search: it answers
+// "results" and records every request; closed when the test ends.
+func searchSite(t *testing.T) *kerneltest.Recorder {
+	t.Helper()
+	web := kerneltest.NewRecorder(func(w http.ResponseWriter, _ *http.Request, _ kerneltest.Request) { fmt.Fprint(w, "results") })
+	t.Cleanup(web.Close)
+	return web
+}
+
 // mcpStory is the session, through a real client: web_search
 // works, my_benefits works, then web_search is refused (EFLOW) and listed
 // unavailable.
@@ -84,13 +93,7 @@ func mcpStory(t *testing.T, cs *mcp.ClientSession) {
 		if err != nil {
 			t.Fatalf("call %s: %v", name, err)
 		}
-		var b strings.Builder
-		for _, c := range r.Content {
-			if tc, ok := c.(*mcp.TextContent); ok {
-				b.WriteString(tc.Text)
-			}
-		}
-		return b.String(), r.IsError
+		return toolText(r), r.IsError
 	}
 	tools, err := cs.ListTools(ctx, nil)
 	if err != nil || len(tools.Tools) != 3 {
@@ -141,8 +144,7 @@ func checkSessionRecorded(t *testing.T, state string) {
 // (its web fixture closed with t) and connects a client to it.
 func serveStdio(t *testing.T, level string) (cs *mcp.ClientSession, cmd *exec.Cmd, state string, stderr *bytes.Buffer) {
 	t.Helper()
-	web := kerneltest.NewRecorder(func(w http.ResponseWriter, _ *http.Request, _ kerneltest.Request) { fmt.Fprint(w, "results") })
-	t.Cleanup(web.Close)
+	web := searchSite(t)
 	dir, policy := mcpPolicy(t, web.URL)
 	state = filepath.Join(dir, "state")
 	cmd = exec.Command(buildMandate(t), "mcp", "serve", policy, "--state-dir", state, "--log-level", level)
@@ -181,8 +183,7 @@ func TestMCPServeHTTP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a guest")
 	}
-	web := kerneltest.NewRecorder(func(w http.ResponseWriter, _ *http.Request, _ kerneltest.Request) { fmt.Fprint(w, "results") })
-	defer web.Close()
+	web := searchSite(t)
 	dir, policy := mcpPolicy(t, web.URL)
 	state := filepath.Join(dir, "state")
 	tokenFile := filepath.Join(dir, "token")
@@ -311,7 +312,7 @@ func TestMCPSessionForgetsRecordedCalls(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	echo("three")
 	cs.Close() // waits for the server to exit
-	if !strings.Contains(stderr.String(), "calls recorded and forgotten") || !strings.Contains(stderr.String(), "kept=1") {
+	if !strings.Contains(stderr.String(), "ended tasks recorded and forgotten") || !strings.Contains(stderr.String(), "kept=1") {
 		t.Errorf("the session's kernel did not forget the calls recorded:\n%s", stderr)
 	}
 	s, err := runstore.OpenReadOnly(state)

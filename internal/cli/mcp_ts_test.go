@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/runstore"
 )
@@ -381,8 +379,7 @@ func checkTSRecorded(t *testing.T, state string) {
 func TestMCPTypeScriptClientStdio(t *testing.T) {
 	node, npm := needNode(t)
 	project := nodeProject(t, npm)
-	web := kerneltest.NewRecorder(func(w http.ResponseWriter, _ *http.Request, _ kerneltest.Request) { fmt.Fprint(w, "results") })
-	defer web.Close()
+	web := searchSite(t)
 	dir, policy := mcpPolicy(t, web.URL)
 	state := filepath.Join(dir, "state")
 	env := append(os.Environ(), "MANDATE_CACHE_DIR="+testCache())
@@ -401,8 +398,7 @@ func TestMCPTypeScriptClientStdio(t *testing.T) {
 func TestMCPTypeScriptClientHTTP(t *testing.T) {
 	node, npm := needNode(t)
 	project := nodeProject(t, npm)
-	web := kerneltest.NewRecorder(func(w http.ResponseWriter, _ *http.Request, _ kerneltest.Request) { fmt.Fprint(w, "results") })
-	defer web.Close()
+	web := searchSite(t)
 	dir, policy := mcpPolicy(t, web.URL)
 	state := filepath.Join(dir, "state")
 	token := filepath.Join(dir, "token")

@@ -22,7 +22,7 @@ import (
 	"github.com/mandatevm/mandate/fleet"
 	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/internal/natsembed"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/nats-io/nats.go"
 )
 
@@ -260,11 +260,11 @@ func (e *env) runFleet(ctx context.Context, o runOptions, urls string) int {
 	if o.level != hclog.Off {
 		fmt.Fprintf(e.stderr, "mandate: run %s on node %s\n", st.RunID, st.Node)
 		for _, l := range st.Lost {
-			fmt.Fprintf(e.stderr, "mandate: an earlier attempt was lost with its node: %s\n", kernel.EscapeText(l))
+			fmt.Fprintf(e.stderr, "mandate: an earlier attempt was lost with its node: %s\n", kindapi.EscapeText(l))
 		}
 	}
 	if st.Error != "" && o.level != hclog.Off {
-		fmt.Fprintf(e.stderr, "mandate: %s\n", kernel.EscapeText(st.Error))
+		fmt.Fprintf(e.stderr, "mandate: %s\n", kindapi.EscapeText(st.Error))
 	}
 	if o.receipt != "" {
 		if code := e.fleetReceipt(ctx, f, st, o.receipt); code != exitOK && st.Exit == exitOK {
@@ -280,12 +280,12 @@ func (e *env) runFleet(ctx context.Context, o runOptions, urls string) int {
 	if st.HasResult && len(st.Result) > 0 {
 		res := st.Result
 		if !o.raw && e.isTerm(e.stdout) {
-			res = []byte(kernel.EscapeText(string(res)))
+			res = []byte(kindapi.EscapeText(string(res)))
 		}
 		if _, err := e.stdout.Write(res); err != nil {
 			e.errorf("writing the result: %v", err)
 		}
-		var label kernel.Label
+		var label kindapi.Label
 		if len(st.ResultLabel) > 0 && json.Unmarshal(st.ResultLabel, &label) == nil && !label.IsZero() {
 			e.errorf("%s", provenanceLine(label))
 		}
@@ -359,7 +359,7 @@ func (e *env) listFleetRuns(urls, format string) int {
 		if s.Retry > 0 {
 			attempt = fmt.Sprintf("%d/%d", s.Attempt, s.Retry+1) // earlier attempts' nodes: --format json's "lost"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, kernel.EscapeText(s.Node), kernel.EscapeText(s.RunID),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, kindapi.EscapeText(s.Node), kindapi.EscapeText(s.RunID),
 			exit, attempt, s.Submitted.Format(time.RFC3339), ended)
 	}
 	tw.Flush()
@@ -389,7 +389,7 @@ func (e *env) verifyFleetAudit(urls string) int {
 	for _, na := range logs {
 		if na.Err != nil {
 			code = exitTaskFailed
-			fmt.Fprintf(e.stdout, "%s: DOES NOT VERIFY: %s (%d entries copied)\n", kernel.EscapeText(na.Node), kernel.EscapeText(na.Err.Error()), na.Entries)
+			fmt.Fprintf(e.stdout, "%s: DOES NOT VERIFY: %s (%d entries copied)\n", kindapi.EscapeText(na.Node), kindapi.EscapeText(na.Err.Error()), na.Entries)
 			continue
 		}
 		tail := ""
@@ -397,7 +397,7 @@ func (e *env) verifyFleetAudit(urls string) int {
 			tail = fmt.Sprintf("; %d after it, not yet signed", na.Entries-na.Checkpoint)
 		}
 		fmt.Fprintf(e.stdout, "%s: ok: %d entries of %d runs, the signed checkpoint covers %d%s (key %s)\n",
-			kernel.EscapeText(na.Node), na.Entries, len(na.Runs), na.Checkpoint, tail, kernel.EscapeText(na.Key))
+			kindapi.EscapeText(na.Node), na.Entries, len(na.Runs), na.Checkpoint, tail, kindapi.EscapeText(na.Key))
 	}
 	return code
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/mandatevm/mandate/audit"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 const verifyHelp = `Usage: mandate verify RECEIPT [--key VERIFIER_KEY] [--state-dir DIR]
@@ -69,7 +69,7 @@ func runVerify(e *env, args []string) int {
 	fmt.Fprintf(w, "receipt %s verifies (key %s)\n", pos[0], strings.SplitN(vkey, "+", 2)[0])
 	// A receipt is a file anyone may hand over: every string in it is
 	// escaped before it reaches the terminal.
-	p := kernel.Printable
+	p := kindapi.Printable
 	fmt.Fprintf(w, "run %s: module %s acting for %s\n", p(r.Run), p(r.Module), p(r.Principal))
 	fmt.Fprintf(w, "manifest %s (%s)\n\n", p(r.Manifest), p(r.ManifestDigest))
 	kinds := map[string]bool{}

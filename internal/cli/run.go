@@ -1,12 +1,19 @@
 package cli
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -15,7 +22,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/host"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/manifest"
 	"github.com/mandatevm/mandate/runstore"
 )
@@ -71,7 +78,11 @@ Flags:
 	--approve MODE     uses that need a person's yes (a payment above its
 	                   approve_above, a call matching approve_when): prompt
 	                   (default) asks on the terminal and denies when there
-	                   is none (CI, pipes); yes approves all; no denies all
+	                   is none (CI, pipes); wait records the question in the
+	                   state directory and waits (10 minutes, then refuses)
+	                   for the person to answer it with "mandate approvals
+	                   yes|no ID" or on mandate ui's approvals page (stderr
+	                   says where); yes approves all; no denies all
 
 Exit codes:
 
@@ -233,10 +244,15 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 		Level:  o.level,
 		Output: e.stderr,
 	})
-	approver, err := newApprover(o.approve, e.stderr)
+	approver, waiter, closeApprover, err := newRunApprover(o.approve, e.stderr, o.state, "mandate run "+filepath.Base(o.manifest))
 	if err != nil {
+		if o.approve == approveWait {
+			e.errorf("--approve wait: %v", err)
+			return exitUsage
+		}
 		return e.usageError(lookupCommand("run"), "%v", err)
 	}
+	defer closeApprover()
 	// The run goes through the host API, as a Go program's would.
 	h, err := host.Open(ctx, host.Options{StateDir: o.state, CacheDir: o.cache, Engine: o.engine,
 		Logger: logger, Approver: approver})
@@ -254,6 +270,9 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 	}
 	defer h.Close()
 	r, err := h.Start(ctx, host.RunSpec{Manifest: m, Input: input, Receipt: o.receipt, Begun: func(id string) {
+		if waiter != nil {
+			waiter.Run = id // before the task starts: no approval is asked yet
+		}
 		if o.level != hclog.Off {
 			fmt.Fprintf(e.stderr, "mandate: run %s\n", id)
 		}
@@ -261,8 +280,17 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 	if err != nil {
 		var re *host.RefusedError
 		if errors.As(err, &re) {
+			if re.Record.Run.Exit == host.ExitInterrupted {
+				stop()
+				e.errorf("interrupted: the run ended before its task started (%v)", re.Err)
+				e.report(o, re.Record, nil, kindapi.Label{})
+				return exitInterrupted
+			}
 			code := e.manifestError(re.Err)
-			e.report(o, re.Record, nil, kernel.Label{})
+			if re.Record.Run.Exit == host.ExitLimit {
+				code = exitLimit // its module's compile ran out of the task's time or memory
+			}
+			e.report(o, re.Record, nil, kindapi.Label{})
 			return code
 		}
 		return e.manifestError(err)
@@ -288,18 +316,24 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 	// The result first: whatever happens to the record, it is not lost.
 	// A guest chose its bytes: on a terminal they are escaped unless --raw.
 	// (In JSON, it is part of the report, printed once the run is.)
-	result, _ := t.Result()
-	if res := result; o.format == "text" && len(res) > 0 {
+	// Written from the task's blob, not a copy of it: a large result is
+	// not held twice more here.
+	rb := t.ResultBlob()
+	if o.format == "text" && rb != nil && rb.Len() > 0 {
+		var err error
 		if !o.raw && e.isTerm(e.stdout) {
-			res = []byte(kernel.EscapeText(string(res)))
+			res, _ := t.Result()
+			_, err = io.WriteString(e.stdout, kindapi.EscapeText(string(res)))
+		} else {
+			_, err = rb.Reader().WriteTo(e.stdout)
 		}
-		if _, err := e.stdout.Write(res); err != nil {
+		if err != nil {
 			e.errorf("writing the result: %v", err)
 		}
 	}
 	out, _ := r.Wait(context.Background())
 	// The answer is a sink too: say what influenced it.
-	if o.format == "text" && len(result) > 0 && !out.ResultLabel.IsZero() {
+	if o.format == "text" && rb != nil && rb.Len() > 0 && !out.ResultLabel.IsZero() {
 		e.errorf("%s", provenanceLine(out.ResultLabel))
 	}
 	if out.Err != nil {
@@ -318,6 +352,10 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 	if out.RecordErr != nil {
 		e.errorf("%v", out.RecordErr)
 	}
+	var result []byte
+	if out.HasResult {
+		result = out.Result
+	}
 	e.report(o, out.Record, result, out.ResultLabel)
 	return out.Exit
 }
@@ -325,13 +363,13 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 // provenanceLine says what a result's label means: which sources
 // influenced it, and whose data it holds. Tags are escaped: a guest may
 // have chosen them.
-func provenanceLine(l kernel.Label) string {
+func provenanceLine(l kindapi.Label) string {
 	var parts []string
 	if integ := l.Integ(); len(integ) > 0 {
-		parts = append(parts, "this answer was influenced by "+kernel.EscapeText(strings.Join(integ, ", ")))
+		parts = append(parts, "this answer was influenced by "+kindapi.EscapeText(strings.Join(integ, ", ")))
 	}
 	if conf := l.Conf(); len(conf) > 0 {
-		parts = append(parts, "it holds data labelled "+kernel.EscapeText(strings.Join(conf, ", ")))
+		parts = append(parts, "it holds data labelled "+kindapi.EscapeText(strings.Join(conf, ", ")))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -343,15 +381,15 @@ type runReport struct {
 	Exit         int               `json:"exit"`
 	Error        string            `json:"error,omitempty"`
 	Result       *string           `json:"result,omitempty"`
-	ResultBase64 []byte            `json:"result_base64,omitempty"`
-	ResultLabel  *kernel.Label     `json:"result_label,omitempty"`
+	ResultBase64 *string           `json:"result_base64,omitempty"` // base64: what encoding/json makes of a []byte
+	ResultLabel  *kindapi.Label    `json:"result_label,omitempty"`
 	Denials      []runstore.Denial `json:"denials"`
 	DenialsMore  int               `json:"denials_dropped,omitempty"`
 	StateDir     string            `json:"state_dir"`
 }
 
 // report prints the JSON report of a recorded run, with --format json.
-func (e *env) report(o runOptions, rec Record, result []byte, label kernel.Label) {
+func (e *env) report(o runOptions, rec Record, result []byte, label kindapi.Label) {
 	if o.format != "json" {
 		return
 	}
@@ -360,20 +398,67 @@ func (e *env) report(o runOptions, rec Record, result []byte, label kernel.Label
 	if r.Denials == nil {
 		r.Denials = []runstore.Denial{}
 	}
+	// The result is streamed into the report where a placeholder was
+	// marshalled, in pieces: a large result is not copied three more
+	// times (a string, its JSON, the JSON indented). The bytes are those
+	// writeJSON would write.
+	var token [12]byte
+	rand.Read(token[:])
+	placeholder := "mandate-result-" + hex.EncodeToString(token[:])
+	text := utf8.Valid(result)
 	switch {
 	case result == nil:
-	case utf8.Valid(result):
-		text := string(result)
-		r.Result = &text
+	case text:
+		r.Result = &placeholder
 	default:
-		r.ResultBase64 = result
+		r.ResultBase64 = &placeholder
 	}
 	if result != nil {
 		r.ResultLabel = &label
 	}
-	if err := writeJSON(e.stdout, r); err != nil {
+	if err := writeJSONWith(e.stdout, r, placeholder, result, text); err != nil {
 		e.errorf("writing the report: %v", err)
 	}
+}
+
+// writeJSONWith is writeJSON of v, the JSON string placeholder in it
+// replaced by the JSON string of data (as text, else base64), written in
+// pieces.
+func writeJSONWith(w io.Writer, v any, placeholder string, data []byte, text bool) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	i := bytes.Index(b, []byte(`"`+placeholder+`"`))
+	if data == nil || i < 0 {
+		_, err = w.Write(append(escapeControls(b), '\n'))
+		return err
+	}
+	bw := bufio.NewWriter(w)
+	bw.Write(escapeControls(b[:i]))
+	bw.WriteByte('"')
+	const piece = 48 << 10 // a multiple of 3: base64 in pieces is the whole's
+	for len(data) > 0 {
+		n := min(piece, len(data))
+		if !text {
+			bw.WriteString(base64.StdEncoding.EncodeToString(data[:n]))
+			data = data[n:]
+			continue
+		}
+		for n < len(data) && !utf8.RuneStart(data[n]) {
+			n++
+		}
+		q, err := json.Marshal(string(data[:n]))
+		if err != nil {
+			return err
+		}
+		bw.Write(escapeControls(q[1 : len(q)-1]))
+		data = data[n:]
+	}
+	bw.WriteByte('"')
+	bw.Write(escapeControls(b[i+len(placeholder)+2:]))
+	bw.WriteByte('\n')
+	return bw.Flush()
 }
 
 // manifestError prints a manifest error (one FILE:LINE,COL: message per

@@ -3,7 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -110,7 +110,7 @@ func (e *env) listRuns(format, dir string, runs []runstore.Summary) int {
 		return exitOK
 	}
 	if len(runs) == 0 {
-		fmt.Fprintf(e.stdout, "no runs recorded yet in %s\n", kernel.Printable(dir))
+		fmt.Fprintf(e.stdout, "no runs recorded yet in %s\n", kindapi.Printable(dir))
 		return exitOK
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
@@ -120,7 +120,7 @@ func (e *env) listRuns(format, dir string, runs []runstore.Summary) int {
 		if r.Ended.IsZero() {
 			exit = "-" // still running, or its process died before recording the end
 		}
-		p := kernel.Printable
+		p := kindapi.Printable
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", p(r.ID), p(r.State), exit, p(r.Principal), r.Tasks, r.Caps, r.Denials, p(r.Manifest))
 	}
 	w.Flush()

@@ -13,13 +13,14 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/internal/graphview"
 	"github.com/mandatevm/mandate/internal/webui"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/runstore"
 )
 
 const uiHelp = `Usage: mandate ui [RUN | last] [--addr 127.0.0.1:0] [--state-dir DIR] [--cache-dir DIR]
 
-Serves a local, read-only web view of the recorded runs and prints its URL:
+Serves a local web view of the recorded runs, and the page where a person
+answers the pending approvals, and prints its URL:
 the runs list (filter by principal, state, denials); a run's page with its
 task tree, each task's capabilities and their derivation from the
 manifest's grants, labels and clearances, every denial and flow with the
@@ -30,6 +31,14 @@ derivation path and every use and denial made on it. A run in progress
 (or an MCP session) updates live. With RUN (an id, or "last"), the URL
 printed opens that run's page.
 
+Approvals: /approvals lists the uses of a capability that wait for a
+person's yes (mandate run --approve wait, mandate mcp serve), and
+/approvals/ID shows one whole (every part of the effect, its digest, the
+reasons, who asks) with Approve and Refuse buttons. It writes
+STATE/ui.json (its address and pid, removed when it stops) so that a
+waiting process can print the page's URL; that URL carries no token:
+open the URL mandate ui printed once in the browser first.
+
 Open the URL it prints: it carries a random token (256 bits), which the
 first request trades for a cookie (HttpOnly, SameSite=Strict) before
 redirecting to the same URL without it. Nothing is served without the
@@ -39,12 +48,15 @@ Security: it listens on loopback only (--addr must be, or resolve only to,
 a loopback address; to look from another machine, forward the port, e.g.
 ssh -L PORT:127.0.0.1:PORT, with the same port number); it answers only to
 requests whose Host is its own address or localhost:PORT (a DNS name
-rebound to 127.0.0.1 is refused); it serves GET and HEAD only and nothing
-it serves changes anything; every response carries a strict
-Content-Security-Policy (scripts and styles from itself only, nothing
-inline), nosniff, no referrer and no caching. It opens the run store and
-the audit log read-only and creates no file in the state directory: a
-state directory that cannot be written is shown whole. What guests wrote
+rebound to 127.0.0.1 is refused); it serves GET and HEAD only, but for
+the POST of an approval's answer, which must also carry its own Origin,
+a same-origin fetch's headers, JSON and the approval's one-time nonce;
+every response carries a strict Content-Security-Policy (scripts and
+styles from itself only, nothing inline, no forms), nosniff, no referrer
+and no caching. It opens the run store and the audit log read-only; it
+writes only ui.json and the answers in approvals.db (opened once a
+waiting process made it): a state directory that cannot be written is
+shown whole. What guests wrote
 (capability names, scope values, reasons, results, output) is shown as
 text, control characters escaped.
 
@@ -98,9 +110,9 @@ func runUI(e *env, args []string) int {
 	// The UI creates nothing: a state directory not made yet is shown
 	// empty until a run makes it.
 	if fi, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		fmt.Fprintf(e.stderr, "mandate ui: warning: %s does not exist yet; runs recorded there will show as they start\n", kernel.Printable(dir))
+		fmt.Fprintf(e.stderr, "mandate ui: warning: %s does not exist yet; runs recorded there will show as they start\n", kindapi.Printable(dir))
 	} else if err != nil || !fi.IsDir() {
-		fmt.Fprintf(e.stderr, "mandate ui: state directory %s: %s\n", kernel.Printable(dir), statProblem(err))
+		fmt.Fprintf(e.stderr, "mandate ui: state directory %s: %s\n", kindapi.Printable(dir), statProblem(err))
 		return exitUsage
 	}
 	ln, err := webui.Listen(*addr)
@@ -122,11 +134,18 @@ func runUI(e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
 		return exitUsage
 	}
+	// Where a process waiting for an approval points the person.
+	if unpublish, err := webui.Publish(dir, ln.Addr().String()); err != nil {
+		fmt.Fprintf(e.stderr, "mandate ui: note: its address is not published in the state directory (%v): "+
+			"waiting runs will not link to their approval's page\n", kindapi.EscapeText(err.Error()))
+	} else {
+		defer unpublish()
+	}
 	page := "/"
 	if run != "" {
 		page = "/runs/" + url.PathEscape(run)
 	}
-	fmt.Fprintf(e.stderr, "mandate ui: the runs in %s, read-only; open (Ctrl-C stops):\n", kernel.Printable(dir))
+	fmt.Fprintf(e.stderr, "mandate ui: the runs and approvals in %s; open (Ctrl-C stops):\n", kindapi.Printable(dir))
 	fmt.Fprintf(e.stdout, "http://%s%s?token=%s\n", ln.Addr(), page, token)
 	ctx, stop := signal.NotifyContext(e.context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -316,7 +316,7 @@ func Dialer(lookup Lookup, allowPrivate bool, timeout time.Duration) func(ctx co
 // NotSent reports whether err, from an HTTP client dialing through Dialer,
 // happened before any byte of the request could have left this host: the
 // name did not resolve, the guard refused the address, or no connection
-// was made. A kind tells the kernel so (kernel.NotPerformed), and the call
+// was made. A kind tells the kernel so (kindapi.NotPerformed), and the call
 // spends no use, budget or rate token.
 func NotSent(err error) bool {
 	var d *Denied

@@ -14,7 +14,7 @@
 // the capability it was made on, with its reason.
 //
 // A record is written by hostile guests (names, scope values, reasons):
-// every string is escaped for a person (kernel.Printable), cut, and
+// every string is escaped for a person (kindapi.Printable), cut, and
 // XML-escaped into HTML-like labels from a fixed set of tags; none becomes
 // an attribute but as an element id made of safe bytes (TaskElementID,
 // CapElementID), and none a URL. The SVG holds shapes and text only.

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/runstore"
 )
 
@@ -362,11 +363,11 @@ func plural(n int, noun string) string {
 }
 
 // text is s as it may stand in an HTML-like label: escaped for a person
-// (kernel.Printable: no control character, invalid UTF-8 or bidi override
+// (kindapi.Printable: no control character, invalid UTF-8 or bidi override
 // is left), cut to max runes, then XML-escaped, so that no record string
 // opens a tag or an entity.
 func text(s string, max int) string {
-	s = kernel.Printable(s)
+	s = kindapi.Printable(s)
 	if utf8.RuneCountInString(s) > max {
 		r := []rune(s)
 		s = string(r[:max]) + "…"

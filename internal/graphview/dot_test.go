@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/runstore"
 )
 
@@ -52,7 +53,7 @@ func TestDOT(t *testing.T) {
 func TestDOTShowsIntent(t *testing.T) {
 	r := sampleRecord()
 	c := &r.Caps[0]
-	c.View = kernel.CapView{Fields: []kernel.Detail{{Name: "origin", Value: "https://flights.example"}, {Name: "methods", Value: "GET"}},
+	c.View = kernel.CapView{Fields: []kindapi.Detail{{Name: "origin", Value: "https://flights.example"}, {Name: "methods", Value: "GET"}},
 		MaxUses: 3, Uses: 1, Budget: "800.00 USD", Spent: "612.00 USD"}
 	c.When = []string{"request.query.to != 'PYY'"}
 	c.ApproveWhen = []string{"request.method == 'POST'"}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/mandatevm/mandate/internal/graphview"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/runstore"
 )
 
@@ -13,7 +14,7 @@ func ExampleDOT() {
 	rec := &runstore.Record{Graph: kernel.Graph{
 		Tasks: []kernel.GraphTask{{ID: "t1", Principal: "alice", State: kernel.TaskDone}},
 		Caps: []kernel.GraphCap{{ID: "c1", Kind: "net", Name: "web", Holder: "t1",
-			View: kernel.CapView{Fields: []kernel.Detail{{Name: "origin", Value: "https://<example>"}}}}},
+			View: kernel.CapView{Fields: []kindapi.Detail{{Name: "origin", Value: "https://<example>"}}}}},
 	}}
 	graphview.DOT(os.Stdout, rec)
 	// Output:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/runstore"
 )
 
@@ -25,7 +26,7 @@ func sampleRecord() *runstore.Record {
 			Tasks: []kernel.GraphTask{
 				{ID: "t1", Principal: "alice", Module: "sha256:0123456789abcdef0123", State: kernel.TaskFailed, Denials: 2, Error: "task t1 failed:\nboom"},
 				{ID: "t2", Parent: "t1", Principal: "alice", Module: "sha256:0123456789abcdef0123", State: kernel.TaskDone,
-					Label: kernel.NewLabel(nil, []string{"web:https://flights.example"})},
+					Label: kindapi.NewLabel(nil, []string{"web:https://flights.example"})},
 			},
 			Caps: []kernel.GraphCap{
 				{ID: "c1", Kind: "net", Name: "fli\"ghts\\\n", Holder: "t1", Scope: json.RawMessage(`{"origin":"https://flights.example","methods":["GET","POST"],"paths":[],"allow_private":false,"timeout":"30s","max_redirects":5}`), Audited: true},
@@ -42,7 +43,7 @@ func quickstartRecord() *runstore.Record {
 	net := func(id, parent string, fields ...string) kernel.GraphCap {
 		c := kernel.GraphCap{ID: id, Kind: "net", Holder: "t1", Parent: parent}
 		for i := 0; i+1 < len(fields); i += 2 {
-			c.View.Fields = append(c.View.Fields, kernel.Detail{Name: fields[i], Value: fields[i+1]})
+			c.View.Fields = append(c.View.Fields, kindapi.Detail{Name: fields[i], Value: fields[i+1]})
 		}
 		return c
 	}
@@ -51,7 +52,7 @@ func quickstartRecord() *runstore.Record {
 		Run:     runstore.Run{ID: "20261201T120000Z-ab12cd", Manifest: "examples/quickstart/quickstart.hcl", State: "done"},
 		Graph: kernel.Graph{
 			Tasks: []kernel.GraphTask{{ID: "t1", Principal: "alice", Module: "sha256:0123456789abcdef0123", State: kernel.TaskDone, Denials: 4,
-				Label: kernel.NewLabel([]string{"web:http://127.0.0.1:40000"}, nil)}},
+				Label: kindapi.NewLabel([]string{"web:http://127.0.0.1:40000"}, nil)}},
 			Caps: []kernel.GraphCap{
 				net("c1", "", "origin", "http://127.0.0.1:40000", "methods", "GET", "paths", "/search", "allow_private", "true", "headers", "Authorization"),
 				net("c2", "c1", "origin", "http://127.0.0.1:40000", "methods", "GET", "paths", "/search/oneway"),
@@ -75,7 +76,7 @@ func quickstartRecord() *runstore.Record {
 func wideRecord(n int) *runstore.Record {
 	r := &runstore.Record{Version: runstore.RecordVersion, Run: runstore.Run{ID: "20261201T120000Z-wide00"}}
 	r.Caps = append(r.Caps, kernel.GraphCap{ID: "c0", Kind: "net", Holder: "t0",
-		View: kernel.CapView{Fields: []kernel.Detail{{Name: "origin", Value: "https://api.example"}}}})
+		View: kernel.CapView{Fields: []kindapi.Detail{{Name: "origin", Value: "https://api.example"}}}})
 	r.Tasks = append(r.Tasks, kernel.GraphTask{ID: "t0", Principal: "alice", State: kernel.TaskDone})
 	for i := 1; i < n; i++ {
 		t := fmt.Sprintf("t%d", i)
@@ -83,9 +84,9 @@ func wideRecord(n int) *runstore.Record {
 		a, b := fmt.Sprintf("c%da", i), fmt.Sprintf("c%db", i)
 		r.Caps = append(r.Caps,
 			kernel.GraphCap{ID: a, Kind: "net", Holder: t, Parent: "c0", When: []string{"request.method == 'GET'"},
-				View: kernel.CapView{Passed: true, Fields: []kernel.Detail{{Name: "origin", Value: "https://api.example"}, {Name: "paths", Value: fmt.Sprintf("/v1/%d", i)}}}},
+				View: kernel.CapView{Passed: true, Fields: []kindapi.Detail{{Name: "origin", Value: "https://api.example"}, {Name: "paths", Value: fmt.Sprintf("/v1/%d", i)}}}},
 			kernel.GraphCap{ID: b, Kind: "data", Holder: t, Revoked: i%3 == 0,
-				View: kernel.CapView{MaxUses: 10, Uses: int64(i % 10), Fields: []kernel.Detail{{Name: "collection", Value: "notes"}}}})
+				View: kernel.CapView{MaxUses: 10, Uses: int64(i % 10), Fields: []kindapi.Detail{{Name: "collection", Value: "notes"}}}})
 		r.Denials = append(r.Denials, runstore.Denial{Task: t, Cap: a, Op: "call:fetch", Errno: "EDENIED", Reason: "net: fetch: path outside the allowed prefixes"})
 	}
 	return r
@@ -124,7 +125,7 @@ func hostileRecord() *runstore.Record {
 		tid := h(i)
 		r.Tasks = append(r.Tasks, kernel.GraphTask{ID: tid, Parent: h(i + len(hostile) - 1), Principal: h(i + 1), Module: h(i + 2),
 			State: kernel.TaskState(h(i + 3)), Denials: i, Error: h(i + 4),
-			Label: kernel.NewLabel([]string{h(i + 5)}, []string{h(i + 6)})})
+			Label: kindapi.NewLabel([]string{h(i + 5)}, []string{h(i + 6)})})
 		cid := "cap" + h(i)
 		c := kernel.GraphCap{ID: cid, Kind: h(i + 1), Name: h(i + 2), Holder: tid, Parent: "cap" + h(i+len(hostile)-1),
 			Scope: json.RawMessage(fmt.Sprintf(`{%q: %q}`, h(i+3), h(i+4))),
@@ -132,7 +133,7 @@ func hostileRecord() *runstore.Record {
 			Revoked: i%2 == 0, Dropped: i%3 == 0, Audited: i%4 == 0,
 			View: kernel.CapView{MaxUses: 3, Uses: 1, Budget: h(i + 8), Spent: h(i + 9), Passed: i%2 == 1}}
 		if i%2 == 0 {
-			c.View.Fields = []kernel.Detail{{Name: h(i + 10), Value: h(i + 11)}, {Name: "x", Value: h(i + 12)}}
+			c.View.Fields = []kindapi.Detail{{Name: h(i + 10), Value: h(i + 11)}, {Name: "x", Value: h(i + 12)}}
 		}
 		r.Caps = append(r.Caps, c)
 		for j := 0; j < 5; j++ {

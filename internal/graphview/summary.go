@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // The text forms of a record's values that every rendering of the graph
@@ -48,7 +49,7 @@ func ViewSummary(v kernel.CapView) string { return strings.Join(viewParts(v), " 
 func viewParts(v kernel.CapView) []string {
 	parts := make([]string, 0, len(v.Fields))
 	for _, f := range v.Fields {
-		parts = append(parts, kernel.Printable(f.Name)+"="+QuoteIfNeeded(kernel.Printable(f.Value)))
+		parts = append(parts, kindapi.Printable(f.Name)+"="+QuoteIfNeeded(kindapi.Printable(f.Value)))
 	}
 	return parts
 }
@@ -59,19 +60,19 @@ func viewParts(v kernel.CapView) []string {
 func LimitsParts(x kernel.GraphCap) []string {
 	var parts []string
 	if len(x.When) > 0 {
-		parts = append(parts, "when "+kernel.Printable(strings.Join(x.When, " && ")))
+		parts = append(parts, "when "+kindapi.Printable(strings.Join(x.When, " && ")))
 	}
 	if len(x.ApproveWhen) > 0 {
-		parts = append(parts, "approve_when "+kernel.Printable(strings.Join(x.ApproveWhen, " || ")))
+		parts = append(parts, "approve_when "+kindapi.Printable(strings.Join(x.ApproveWhen, " || ")))
 	}
 	if x.Rate != "" {
-		parts = append(parts, "rate "+kernel.Printable(x.Rate))
+		parts = append(parts, "rate "+kindapi.Printable(x.Rate))
 	}
 	if x.View.MaxUses > 0 {
 		parts = append(parts, fmt.Sprintf("uses %d of %d", x.View.Uses, x.View.MaxUses))
 	}
 	if x.View.Budget != "" {
-		parts = append(parts, "spent "+kernel.Printable(x.View.Spent)+" of "+kernel.Printable(x.View.Budget))
+		parts = append(parts, "spent "+kindapi.Printable(x.View.Spent)+" of "+kindapi.Printable(x.View.Budget))
 	}
 	if x.View.Passed {
 		parts = append(parts, "passed")

@@ -65,9 +65,13 @@
 // cannot leave a module under a key it was not built from.
 //
 // The cache directory is Options.CacheDir, or $MANDATE_CACHE_DIR/guests when
-// that variable is set, or os.UserCacheDir()/mandate/guests. Entries are
+// that variable is set, or os.UserCacheDir()/mandate/guests; a relative one
+// is taken from the current directory. Entries are
 // written to a temporary file and renamed into place, so concurrent builds
-// of the same guest (for instance parallel test binaries) are safe.
+// of the same guest (for instance parallel test binaries) are safe. What a
+// build wrote must be a module (CheckModule): an empty or invalid output is
+// an error and is never cached, and an entry in the cache that is not a
+// module is ignored, built again and replaced.
 package guestbuild
 
 import (
@@ -143,6 +147,9 @@ func GoBin() string {
 	if r := os.Getenv("GOROOT"); r != "" {
 		return filepath.Join(r, "bin", "go")
 	}
+	// The last resort when go is neither on PATH nor named by GOROOT: the
+	// toolchain this binary was built with, if it is still there.
+	//lint:ignore SA1019 the fallback after PATH and $GOROOT, which the deprecation notice recommends and GoBin tries first
 	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
 
@@ -177,6 +184,12 @@ func Build(ctx context.Context, dir string, opt Options) (wasm []byte, path stri
 	if cacheDir == "" {
 		cacheDir = DefaultCacheDir()
 	}
+	// Absolute: the compilers run in the guest's directory, and a relative
+	// output path there is another file than the one read back here.
+	if cacheDir, err = filepath.Abs(cacheDir); err != nil {
+		return nil, "", err
+	}
+	opt.CacheDir = cacheDir
 	lang, err := Lang(dir)
 	if err != nil {
 		return nil, "", err
@@ -234,7 +247,10 @@ func cached(cacheDir, name, key string, rekey func() (string, error), build func
 	var path string
 	if key != "" {
 		path = filepath.Join(cacheDir, name+"-"+key[:32]+".wasm")
-		if b, err := os.ReadFile(path); err == nil {
+		// An entry that is not a module (empty, cut short: written by an
+		// older build or damaged) is not used: it is built again and
+		// replaced.
+		if b, err := os.ReadFile(path); err == nil && CheckModule(b) == nil {
 			return b, path, nil
 		}
 	}
@@ -254,6 +270,11 @@ func cached(cacheDir, name, key string, rekey func() (string, error), build func
 	b, err := os.ReadFile(tmpName)
 	if err != nil {
 		return nil, "", fmt.Errorf("guestbuild: %w", err)
+	}
+	// A compiler that exits 0 without writing the module (or writes
+	// something else) is an error, and nothing is cached.
+	if err := CheckModule(b); err != nil {
+		return nil, "", fmt.Errorf("guestbuild: the build of %s wrote no valid module: %w", name, err)
 	}
 	if key == "" {
 		return b, "", nil

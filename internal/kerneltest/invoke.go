@@ -3,7 +3,7 @@ package kerneltest
 import (
 	"context"
 
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Invoke prepares call on kind, takes the kind's own reservation
@@ -11,7 +11,7 @@ import (
 // between (no flow, constraints, approval, uses, audit): for tests of what
 // a kind itself decides and does. Tests of the whole pipeline run a
 // kernel.
-func Invoke(ctx context.Context, kind kernel.Kind, call *kernel.Call) (*kernel.Result, error) {
+func Invoke(ctx context.Context, kind kindapi.Kind, call *kindapi.Call) (*kindapi.Result, error) {
 	op, err := kind.Prepare(call)
 	if err != nil {
 		return nil, err
@@ -22,7 +22,7 @@ func Invoke(ctx context.Context, kind kernel.Kind, call *kernel.Call) (*kernel.R
 // Run runs a prepared op as the kernel does once it decided to: the
 // kind's own reservation first (Op.Reserve: pay claims its idempotency key
 // there), then the effect.
-func Run(ctx context.Context, op kernel.Op) (*kernel.Result, error) {
+func Run(ctx context.Context, op kindapi.Op) (*kindapi.Result, error) {
 	if op.Reserve != nil {
 		release, _, err := op.Reserve()
 		if err != nil {
@@ -39,13 +39,13 @@ func Run(ctx context.Context, op kernel.Op) (*kernel.Result, error) {
 }
 
 // Vars prepares call on kind and returns what its constraints would see.
-func Vars(kind kernel.Kind, call *kernel.Call) (map[string]any, error) {
+func Vars(kind kindapi.Kind, call *kindapi.Call) (map[string]any, error) {
 	op, err := kind.Prepare(call)
 	if err != nil {
 		return nil, err
 	}
 	if op.Vars == nil {
-		v, err := kernel.DecodeJSONValue(call.Args)
+		v, err := kindapi.DecodeJSONValue(call.Args)
 		if err != nil {
 			return nil, err
 		}

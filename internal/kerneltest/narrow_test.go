@@ -7,7 +7,7 @@ import (
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/kerneltest"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // fatalTB records the first Fatalf and stops the checker there, as a real
@@ -23,7 +23,7 @@ func (f *fatalTB) Fatalf(format string, args ...any) {
 	panic(f)
 }
 
-func checkNarrow(chain []kernel.Scope, req string, allowed ...abi.Errno) (child kernel.Scope, ok bool, fatal string) {
+func checkNarrow(chain []kindapi.Scope, req string, allowed ...abi.Errno) (child kindapi.Scope, ok bool, fatal string) {
 	tb := &fatalTB{}
 	defer func() {
 		if r := recover(); r != nil && r != any(tb) {
@@ -37,8 +37,8 @@ func checkNarrow(chain []kernel.Scope, req string, allowed ...abi.Errno) (child 
 
 func TestCheckNarrow(t *testing.T) {
 	k := kerneltest.New()
-	grant := func(spec string) kernel.Scope {
-		s, err := k.Grant(kernel.GrantContext{}, []byte(spec))
+	grant := func(spec string) kindapi.Scope {
+		s, err := k.Grant(kindapi.GrantContext{}, []byte(spec))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,18 +46,18 @@ func TestCheckNarrow(t *testing.T) {
 	}
 	three, one := grant(`{"level":3}`), grant(`{"level":1}`)
 
-	if c, ok, fatal := checkNarrow([]kernel.Scope{three}, `{"level":2}`, abi.EDENIED); !ok || fatal != "" || c.(*kerneltest.Scope).Level() != 2 {
+	if c, ok, fatal := checkNarrow([]kindapi.Scope{three}, `{"level":2}`, abi.EDENIED); !ok || fatal != "" || c.(*kerneltest.Scope).Level() != 2 {
 		t.Errorf("a narrowing within the parent: %v, %v, %q", c, ok, fatal)
 	}
-	if _, ok, fatal := checkNarrow([]kernel.Scope{three}, `{"level":5}`, abi.EINVAL, abi.EDENIED); ok || fatal != "" {
+	if _, ok, fatal := checkNarrow([]kindapi.Scope{three}, `{"level":5}`, abi.EINVAL, abi.EDENIED); ok || fatal != "" {
 		t.Errorf("an allowed refusal: ok %v, fatal %q", ok, fatal)
 	}
 	// A refusal with an errno the kind may not use fails the check.
-	if _, _, fatal := checkNarrow([]kernel.Scope{three}, `{"level":5}`, abi.EINVAL); !strings.Contains(fatal, "errno EDENIED") {
+	if _, _, fatal := checkNarrow([]kindapi.Scope{three}, `{"level":5}`, abi.EINVAL); !strings.Contains(fatal, "errno EDENIED") {
 		t.Errorf("an unexpected errno: fatal %q", fatal)
 	}
 	// A child within its parent but outside an older ancestor fails it.
-	if _, _, fatal := checkNarrow([]kernel.Scope{one, three}, `{}`, abi.EDENIED); !strings.Contains(fatal, "not within ancestor 0") {
+	if _, _, fatal := checkNarrow([]kindapi.Scope{one, three}, `{}`, abi.EDENIED); !strings.Contains(fatal, "not within ancestor 0") {
 		t.Errorf("a child outside an ancestor: fatal %q", fatal)
 	}
 }

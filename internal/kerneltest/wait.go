@@ -19,4 +19,7 @@ func (WaitEngine) Host(string, []sandbox.HostFunc) error { return nil }
 func (WaitEngine) Compile(context.Context, []byte) (sandbox.Module, error) {
 	return sandbox.IdleModule{}, nil
 }
+func (WaitEngine) CompileWith(context.Context, []byte, sandbox.CompileConfig) (sandbox.Module, error) {
+	return sandbox.IdleModule{}, nil
+}
 func (WaitEngine) Close(context.Context) error { return nil }

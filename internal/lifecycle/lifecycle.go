@@ -35,6 +35,7 @@ import (
 	"github.com/mandatevm/mandate/caps/declassify"
 	"github.com/mandatevm/mandate/internal/cputime"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/sandbox"
 )
 
@@ -61,7 +62,7 @@ type Bench struct {
 func New(ctx context.Context, eng sandbox.Engine) (*Bench, error) {
 	k, err := kernel.New(kernel.Config{
 		Engine:        eng,
-		Kinds:         []kernel.Kind{declassify.New()},
+		Kinds:         []kindapi.Kind{declassify.New()},
 		Declassifiers: []string{declassify.KindName},
 		Logger:        hclog.NewNullLogger(),
 		MaxTasks:      MaxTasks,
@@ -69,7 +70,7 @@ func New(ctx context.Context, eng sandbox.Engine) (*Bench, error) {
 	if err != nil {
 		return nil, err
 	}
-	scope, err := k.Grant(declassify.KindName, kernel.GrantContext{}, []byte(`{"drop":["`+InputTag+`"]}`))
+	scope, err := k.Grant(declassify.KindName, kindapi.GrantContext{}, []byte(`{"drop":["`+InputTag+`"]}`))
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +80,8 @@ func New(ctx context.Context, eng sandbox.Engine) (*Bench, error) {
 		if err != nil {
 			return nil, err
 		}
-		mod, err := eng.Compile(ctx, wasm)
+		limits := kernel.Limits{Timeout: time.Minute}
+		mod, err := eng.CompileWith(ctx, wasm, limits.CompileLimits())
 		if err != nil {
 			return nil, fmt.Errorf("lifecycle: compiling %s: %w", g, err)
 		}
@@ -87,10 +89,10 @@ func New(ctx context.Context, eng sandbox.Engine) (*Bench, error) {
 			Module:     mod,
 			Principal:  "bench",
 			Name:       string(g),
-			Limits:     kernel.Limits{Timeout: time.Minute},
+			Limits:     limits,
 			Grants:     []kernel.GrantSpec{{Name: "d", Kind: declassify.KindName, Scope: scope}},
 			Input:      []byte(Input),
-			InputLabel: kernel.NewLabel([]string{InputTag}, nil),
+			InputLabel: kindapi.NewLabel([]string{InputTag}, nil),
 		}
 		if g != GoCommand {
 			spec.Entry = "run"

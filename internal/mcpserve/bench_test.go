@@ -13,8 +13,8 @@ import (
 // BenchmarkToolCall is a no-op tool call (mcp-tool's op "echo"), one at
 // a time and four at once:
 //
-//   - kernel: the task alone, as Session.call makes it (NewChild, the
-//     input, Start, Wait) on the same module and limits: what spawning
+//   - kernel: the task alone, as Session.call makes it (StartChild with
+//     the input, then Wait) on the same module and limits: what spawning
 //     the task costs;
 //   - in-memory: the whole call from the Go SDK's client through the
 //     session, over the SDK's in-memory transport (JSON-RPC both ways,
@@ -30,18 +30,11 @@ func BenchmarkToolCall(b *testing.B) {
 	s, cs := startHostileSession(b, r.k, []*Tool{tool}, nil, nil)
 	input := []byte(`{"op":"echo","text":"hi"}`)
 	spawn := func() error {
-		p, err := r.k.NewChild(s.Task(), kernel.TaskSpec{Module: tool.Module, Principal: s.Task().Principal(), Name: tool.Name,
-			Entry: tool.Entry, Limits: tool.Limits})
+		t, err := s.Task().StartChild(context.Background(), kernel.ChildSpec{Module: tool.Module, Name: tool.Name,
+			Entry: tool.Entry, Limits: tool.Limits, Input: input})
 		if err != nil {
 			return err
 		}
-		if err := p.SetInput(input, kernel.Label{}); err != nil {
-			return err
-		}
-		if err := p.Start(context.Background()); err != nil {
-			return err
-		}
-		t := p.Task()
 		if err := t.Wait(context.Background()); err != nil {
 			return err
 		}

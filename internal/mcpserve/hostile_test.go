@@ -17,6 +17,7 @@ import (
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/sandbox"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -45,7 +46,7 @@ func newHostileRig(t testing.TB, maxTasks int) *hostileRig {
 	eng := testengine.New(t)
 	r := &hostileRig{logs: &kerneltest.Buffer{}}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "kernel", Level: hclog.Trace, Output: r.logs})
-	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{net.New()}, Logger: logger, MaxTasks: maxTasks})
+	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kindapi.Kind{net.New()}, Logger: logger, MaxTasks: maxTasks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func (r *hostileRig) tool(name string, caps ...string) *Tool {
 
 func hostileGrant(t testing.TB, k *kernel.Kernel, name, kind, spec string, a kernel.Allowance) kernel.GrantSpec {
 	t.Helper()
-	s, err := k.Grant(kind, kernel.GrantContext{}, []byte(spec))
+	s, err := k.Grant(kind, kindapi.GrantContext{}, []byte(spec))
 	if err != nil {
 		t.Fatalf("grant %s: %v", name, err)
 	}
@@ -82,7 +83,7 @@ func hostileGrant(t testing.TB, k *kernel.Kernel, name, kind, spec string, a ker
 func startHostileSession(t testing.TB, k *kernel.Kernel, tools []*Tool, grants []kernel.GrantSpec, logs *kerneltest.Buffer) (*Session, *mcp.ClientSession) {
 	t.Helper()
 	ctx := context.Background()
-	clear := kernel.NewLabel([]string{"pii:alice"}, nil)
+	clear := kindapi.NewLabel([]string{"pii:alice"}, nil)
 	task, err := k.Start(ctx, kernel.TaskSpec{Module: sandbox.IdleModule{}, Principal: "alice", Name: "session",
 		Clearance: &clear, Grants: grants, Limits: kernel.Limits{Timeout: time.Hour}})
 	if err != nil {

@@ -7,7 +7,7 @@
 // TOOL.CAP) and runs nothing; its label rises by the label of every result
 // returned to the client, since the client's model has now seen it. Each
 // tools/call is a fresh task, a child of the session task
-// (kernel.NewChild), holding exactly its tool's capabilities (passed from
+// (kernel.Task.StartChild), holding exactly its tool's capabilities (passed from
 // the session's, so uses and budgets hold across calls), with the
 // arguments, validated against the tool's schema first, as its input. Its
 // result is the tool's content: text, and JSON as structured content too.
@@ -19,6 +19,11 @@
 //     (EFLOW) before its task starts, and tools/list says so in its
 //     description: once the model has read Alice's record, the tool that
 //     posts to the web is unavailable for the rest of the session.
+//   - The label is the client's, not the connection's (Config.Labels):
+//     the model does not forget what it read when a connection ends, so
+//     a new session of the client starts where the last one left off,
+//     and a result shown in one session raises the label of all of the
+//     client's sessions (each takes it up before a call or tools/list).
 //   - A result above what the session may be shown (its clearance) is
 //     withheld.
 //   - A tool may return its result by reference (mandate://blob/ID): the
@@ -33,7 +38,11 @@
 //
 // A canceled call (notifications/cancelled) kills its task; a call that
 // runs long sends progress when the client asked for it. A use that needs
-// a person's yes is asked through the client (Approver).
+// a person's yes waits for the person, out of band (Approvals): the client
+// is shown where the person answers, and its own answer approves nothing.
+// A refusal by the session (a tool unavailable at its label, bad
+// arguments, a foreign reference) is a denial of the session task:
+// audited and counted like a task's.
 //
 // What it does not do: it offers tools only (no resources, prompts or
 // completions), a result is one text item (and structured content when it
@@ -50,6 +59,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -58,7 +68,9 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/sandbox"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -81,11 +93,21 @@ type Tool struct {
 	// Caps are the tool's capability names; the session task holds each
 	// as Name+"."+cap.
 	Caps []string
+	// ClientApproval lets the client's form answer the tool's approvals
+	// (the policy's approval = "client"): the client's yes, which a
+	// model-driven client can give itself. Never for a pay capability.
+	ClientApproval bool
+	// Responses, when set, is what the tool's results carry when shown:
+	// its confidentiality tags replace the result's (which are what was
+	// sent to the tool's sinks: the policy allows it only on tools with
+	// no confidential source of their own, manifest.ToolResponses), and
+	// its integrity taints join the result's, which are kept.
+	Responses *kindapi.Label
 }
 
 // SessionCapName is the name under which the session task holds a tool's
-// capability.
-func SessionCapName(tool, cap string) string { return tool + "." + cap }
+// capability: host.SessionCapName.
+func SessionCapName(tool, cap string) string { return host.SessionCapName(tool, cap) }
 
 // Session is one client connection.
 type Session struct {
@@ -99,28 +121,74 @@ type Session struct {
 
 	schemas map[string]*jsonschema.Resolved
 
+	ap *Approvals
+
+	labels ClientLabel // nil: the session's label is its own
+
 	mu    sync.Mutex
-	refs  map[string]*kernel.Blob // protected by mu
-	calls int                     // protected by mu
-	peer  *mcp.ServerSession      // the client, as its last call came; protected by mu
-	// Calls waiting for the person's answer (multi round-trip requests:
-	// the call returns its input request, the client retries with the
-	// answer): by the tool task asking, and by the request state handed
-	// to the client.
+	refs  map[string]*kindapi.Blob // protected by mu
+	calls int                      // protected by mu
+}
+
+// Approvals are the questions of one session's calls for the person:
+// the session's kernel.Approver. It is made before the session's kernel
+// (host.SessionSpec.Approver) and given to the session
+// (Config.Approvals), which registers each call's task with it before the
+// task runs.
+//
+// A question goes to the person out of band (the pending approvals a
+// person answers on mandate ui's page or with mandate approvals), never to
+// the client: the client is the model's program, and its yes may be the
+// model's own. While the person is asked, the call hands the client a
+// URL-mode elicitation (the approval page's address, Asked) so that it
+// can show the person where to answer; whatever the client answers
+// approves nothing, and its decline refuses (Decline). Only a tool whose
+// policy says approval = "client" is asked by the client's form
+// (form-mode elicitation), and never for a payment.
+type Approvals struct {
+	person kernel.Approver
+	// URL is the approval page of a pending approval, when there is one
+	// (a mandate ui is running); Decline answers a pending approval no
+	// on behalf of the client that declined it. Both may be nil.
+	URL     func(id string) (string, bool)
+	Decline func(ctx context.Context, id, by string) error
+
+	mu   sync.Mutex
+	peer *mcp.ServerSession // the client, as its last call came; protected by mu
+	// Calls waiting for an answer (multi round-trip requests: the call
+	// returns its input request, the client retries with the answer): by
+	// the tool task asking, and by the request state handed to the
+	// client.
 	byTask  map[string]*running // protected by mu
 	byState map[string]*asked   // protected by mu
 }
 
-// running is a call whose task runs.
-type running struct {
-	task *kernel.Task
-	asks chan approvalAsk // from the approver, to the call
+var _ kernel.Approver = (*Approvals)(nil)
+
+// NewApprovals returns the approvals of a session whose questions go to
+// person (an out-of-band approver, or a fixed answer).
+func NewApprovals(person kernel.Approver) *Approvals {
+	if person == nil {
+		person = kernel.DenyAll
+	}
+	return &Approvals{person: person, byTask: map[string]*running{}, byState: map[string]*asked{}}
 }
 
-// approvalAsk is one question for the person.
+// running is a call whose task runs.
+type running struct {
+	task   *kernel.Task
+	client bool             // its tool's approvals are the client's (approval = "client")
+	asks   chan approvalAsk // from the approver, to the call
+}
+
+// approvalAsk is one question handed to the client.
 type approvalAsk struct {
 	params *mcp.ElicitParams
+	// answer takes the client's answer to a form; nil for a URL-mode
+	// elicitation, whose answer approves nothing.
 	answer chan bool
+	// id is the pending approval a URL-mode elicitation points to.
+	id string
 }
 
 // asked is a question handed to the client, waiting for its retry.
@@ -142,9 +210,32 @@ type Config struct {
 	// Initialized, when set, is called once the client's session is
 	// initialized, with the SDK's session (to wait for its end).
 	Initialized func(*mcp.ServerSession)
-	// Called, when set, is called after each call's task ended (to record
-	// the session so far).
+	// Called, when set, is called after each call's task ended.
 	Called func()
+	// Approvals asks the person through the client; it must be the
+	// session kernel's Approver for the questions to reach the client.
+	// Default: a new one, not the kernel's, whose questions are never
+	// asked.
+	Approvals *Approvals
+	// Labels, when set, is the label of the session's client, kept across
+	// its sessions (the session task should start at it:
+	// host.SessionSpec.Label): the session takes it up at every call and
+	// tools/list (Sync), and every result it shows raises it before the
+	// client is shown the result.
+	Labels ClientLabel
+	// SessionID, when set, is the session's Mcp-Session-Id over HTTP.
+	SessionID string
+}
+
+// ClientLabel is the label of a session's client: what the client's
+// model has been shown, by any of its sessions. It only rises.
+type ClientLabel interface {
+	// Label is the client's label now.
+	Label(ctx context.Context) (kindapi.Label, error)
+	// Raise records that the client is shown l, a result of tool: the
+	// client's label becomes its join with l. An error withholds the
+	// result.
+	Raise(ctx context.Context, tool string, l kindapi.Label) error
 }
 
 // NewSession makes the MCP server of one client connection.
@@ -153,8 +244,10 @@ func NewSession(cfg Config) (*Session, error) {
 		return nil, errors.New("mcpserve: no kernel or session task")
 	}
 	s := &Session{k: cfg.Kernel, task: cfg.Task, called: cfg.Called, tools: map[string]*Tool{}, logger: cfg.Logger,
-		schemas: map[string]*jsonschema.Resolved{}, refs: map[string]*kernel.Blob{},
-		byTask: map[string]*running{}, byState: map[string]*asked{}}
+		schemas: map[string]*jsonschema.Resolved{}, refs: map[string]*kindapi.Blob{}, ap: cfg.Approvals, labels: cfg.Labels}
+	if s.ap == nil {
+		s.ap = NewApprovals(kernel.DenyAll)
+	}
 	if s.logger == nil {
 		s.logger = hclog.NewNullLogger()
 	}
@@ -190,9 +283,51 @@ func NewSession(cfg Config) (*Session, error) {
 			once.Do(func() { cfg.Initialized(r.Session) })
 		}
 	}
+	if id := cfg.SessionID; id != "" {
+		opts.GetSessionID = func() string { return id }
+	}
 	s.server = mcp.NewServer(&mcp.Implementation{Name: name, Version: cfg.Version}, opts)
+	if s.labels != nil {
+		// tools/list takes up the client's label first: what another of
+		// its sessions showed it.
+		s.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				if method == "tools/list" {
+					if err := s.Sync(ctx); err != nil {
+						return nil, err
+					}
+				}
+				return next(ctx, method, req)
+			}
+		})
+	}
 	s.listTools()
 	return s, nil
+}
+
+// Sync takes up the client's label (Config.Labels): the session's label
+// rises to it, and tools/list changes when a tool became unavailable.
+// Another session of the client calls it when it raised the client's
+// label; the session calls it itself before each call and tools/list. An
+// error (the store cannot be read, or the client was shown more than this
+// session's clearance) refuses the call.
+func (s *Session) Sync(ctx context.Context) error {
+	if s.labels == nil {
+		return nil
+	}
+	l, err := s.labels.Label(ctx)
+	if err != nil {
+		return kindapi.Errorf(abi.EINTERNAL, "the client's label cannot be read: %v", err)
+	}
+	before := s.task.Label()
+	if err := s.task.Observe(l); err != nil {
+		return kindapi.Errorf(abi.EFLOW, "the client has been shown %v, above what this session may be shown", l)
+	}
+	if s.task.Label().String() != before.String() {
+		s.logger.Info("the session took up its client's label", "run", s.task.ID(), "label", s.task.Label().String())
+		s.listTools()
+	}
+	return nil
 }
 
 // Server is the session's MCP server: run it on the connection's
@@ -224,9 +359,18 @@ func (s *Session) listTools() {
 // one of its capabilities is not cleared for what the session has seen,
 // or refuses a taint the session carries. "" when it can.
 func (s *Session) unavailable(t *Tool) string {
+	if _, err := s.blocked(t); err != nil {
+		return kindapi.ErrnoOf(err).String() + ": " + err.Error()
+	}
+	return ""
+}
+
+// blocked is unavailable as the refusal (EFLOW) and the session's
+// capability whose sink refuses; nil when t can run.
+func (s *Session) blocked(t *Tool) (*kernel.Cap, error) {
 	label := s.task.Label()
 	if label.IsZero() {
-		return ""
+		return nil, nil
 	}
 	for _, name := range t.Caps {
 		c, ok := s.task.CapByName(SessionCapName(t.Name, name))
@@ -239,32 +383,44 @@ func (s *Session) unavailable(t *Tool) string {
 			continue
 		}
 		if !label.CanFlowTo(sink.Clearance) {
-			return fmt.Sprintf("EFLOW: its %s capability %q is cleared for %v and the session has seen %v",
+			return c, kindapi.Errorf(abi.EFLOW, "its %s capability %q is cleared for %v and the session has seen %v",
 				kind.Name(), name, sink.Clearance.Conf(), label.Conf())
 		}
 		if taint, refused := sink.RefusedTaint(label); refused {
 			if sink.RefusesTainted {
-				return fmt.Sprintf("EFLOW: its %s capability %q accepts no untrusted data and the session is tainted by %v",
+				return c, kindapi.Errorf(abi.EFLOW, "its %s capability %q accepts no untrusted data and the session is tainted by %v",
 					kind.Name(), name, label.Integ())
 			}
-			return fmt.Sprintf("EFLOW: its %s capability %q refuses taints %v and the session is tainted by %s",
+			return c, kindapi.Errorf(abi.EFLOW, "its %s capability %q refuses taints %v and the session is tainted by %s",
 				kind.Name(), name, sink.RefusedTaints.List(), taint)
 		}
 	}
-	return ""
+	return nil, nil
+}
+
+// refuse records a refusal of a call of t by the session (before or
+// after its task) as a denial of the session task, audited, counted and
+// shown like a task's, and returns it as the tool error the model sees.
+// c is the session's capability concerned, when one is.
+func (s *Session) refuse(ctx context.Context, t *Tool, c *kernel.Cap, err error) *mcp.CallToolResult {
+	if aerr := s.task.Refuse(context.WithoutCancel(ctx), c, "tool:"+t.Name, err); aerr != err {
+		s.logger.Error("recording a refused call", "tool", t.Name, "error", aerr)
+		return toolError("%s: %v (and it could not be recorded: the call is refused)", kindapi.ErrnoOf(err), err)
+	}
+	return toolError("%s: %v", kindapi.ErrnoOf(err), err)
 }
 
 // toolError is a tool error result: what the model is shown.
 func toolError(format string, args ...any) *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: kernel.EscapeText(fmt.Sprintf(format, args...))}}}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: kindapi.EscapeText(fmt.Sprintf(format, args...))}}}
 }
 
 // call runs one tools/call as a child of the session task.
 func (s *Session) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest) *mcp.CallToolResult {
 	if req.Session != nil {
-		s.mu.Lock()
-		s.peer = req.Session
-		s.mu.Unlock()
+		s.ap.mu.Lock()
+		s.ap.peer = req.Session
+		s.ap.mu.Unlock()
 	}
 	if state := req.Params.RequestState; state != "" {
 		return s.resume(ctx, t, state, req)
@@ -274,63 +430,57 @@ func (s *Session) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest) *
 		raw = json.RawMessage(`{}`)
 	}
 	if len(raw) > MaxArgBytes {
-		return toolError("ELIMIT: arguments of %d bytes exceed %d", len(raw), MaxArgBytes)
+		return s.refuse(ctx, t, nil, kindapi.Errorf(abi.ELIMIT, "arguments of %d bytes exceed %d", len(raw), MaxArgBytes))
 	}
 	if err := abi.CheckJSON(raw); err != nil {
-		return toolError("EINVAL: the arguments: %v", err)
+		return s.refuse(ctx, t, nil, kindapi.Errorf(abi.EINVAL, "the arguments: %v", err))
 	}
 	var args any
 	if err := json.Unmarshal(raw, &args); err != nil {
-		return toolError("EINVAL: the arguments: %v", err)
+		return s.refuse(ctx, t, nil, kindapi.Errorf(abi.EINVAL, "the arguments: %v", err))
 	}
 	if err := s.schemas[t.Name].Validate(args); err != nil {
-		return toolError("EINVAL: the arguments do not match the tool's schema: %v", err)
+		return s.refuse(ctx, t, nil, kindapi.Errorf(abi.EINVAL, "the arguments do not match the tool's schema: %v", err))
 	}
-	if why := s.unavailable(t); why != "" {
-		return toolError("%s", why)
+	// What the client was shown in its other sessions counts here too.
+	if err := s.Sync(ctx); err != nil {
+		return s.refuse(ctx, t, nil, err)
 	}
-	p, err := s.k.NewChild(s.task, kernel.TaskSpec{Module: t.Module, Principal: s.task.Principal(), Name: t.Name,
-		Entry: t.Entry, Limits: t.Limits})
-	if err != nil {
-		return toolError("%s: %v", kernel.ErrnoOf(err), err)
+	if c, err := s.blocked(t); err != nil {
+		return s.refuse(ctx, t, c, err)
 	}
 	// References in the arguments: the blob goes into the tool's table,
 	// unread, and the tool is given {"mandate_blob": HANDLE}.
-	args, err = s.resolveRefs(args, p)
+	var held []*kindapi.Blob
+	args, err := s.resolveRefs(args, &held)
 	if err != nil {
-		return toolError("%s: %v", kernel.ErrnoOf(err), err)
+		return s.refuse(ctx, t, nil, err)
 	}
 	input, _ := json.Marshal(args)
-	if err := p.SetInput(input, kernel.Label{}); err != nil {
-		return toolError("%s: %v", kernel.ErrnoOf(err), err)
-	}
-	// The capabilities last: a call refused from here on gives them back
-	// (Discard), so a refused call leaves nothing live behind.
+	spec := kernel.ChildSpec{Module: t.Module, Name: t.Name, Entry: t.Entry, Limits: t.Limits, Input: input, Held: held}
 	for _, name := range t.Caps {
 		c, _ := s.task.CapByName(SessionCapName(t.Name, name))
-		if err := p.Pass(ctx, c, name); err != nil {
-			p.Discard()
-			return toolError("%s: %v", kernel.ErrnoOf(err), err)
-		}
+		spec.Caps = append(spec.Caps, kernel.PassedCap{Name: name, Cap: c})
 	}
-	// Registered before it starts: the task's first call may need the
+	// Registered before it runs: the task's first call may need the
 	// person's yes, and the approver finds the call by its task (CI found
 	// a task asking before it was registered, refused unasked).
-	task := p.Task()
-	rc := &running{task: task, asks: make(chan approvalAsk)}
-	s.mu.Lock()
-	s.calls++
-	s.byTask[task.ID()] = rc
-	s.mu.Unlock()
+	var rc *running
+	spec.Made = func(task *kernel.Task) {
+		rc = &running{task: task, client: t.ClientApproval, asks: make(chan approvalAsk)}
+		s.mu.Lock()
+		s.calls++
+		s.mu.Unlock()
+		s.ap.mu.Lock()
+		s.ap.byTask[task.ID()] = rc
+		s.ap.mu.Unlock()
+	}
 	// The task outlives this request when it waits for the person's
 	// answer (a multi round-trip call); a canceled call kills it (await).
-	if err := p.Start(context.Background()); err != nil {
-		s.mu.Lock()
-		s.calls--
-		delete(s.byTask, task.ID())
-		s.mu.Unlock()
-		p.Discard()
-		return toolError("%s: %v", kernel.ErrnoOf(err), err)
+	// A refused start leaves nothing behind (kernel.Task.StartChild).
+	task, err := s.task.StartChild(ctx, spec)
+	if err != nil {
+		return toolError("%s: %v", kindapi.ErrnoOf(err), err)
 	}
 	s.progress(ctx, req, task)
 	return s.await(ctx, t, rc)
@@ -339,19 +489,34 @@ func (s *Session) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest) *
 // resume is a client's retry of a call that asked the person: the answer
 // goes to the waiting approver, and the call goes on.
 func (s *Session) resume(ctx context.Context, t *Tool, state string, req *mcp.CallToolRequest) *mcp.CallToolResult {
-	s.mu.Lock()
-	a := s.byState[state]
-	delete(s.byState, state)
-	s.mu.Unlock()
+	s.ap.mu.Lock()
+	a := s.ap.byState[state]
+	delete(s.ap.byState, state)
+	s.ap.mu.Unlock()
 	if a == nil || a.call.task.Module() != t.Module.Digest() {
 		return toolError("EINVAL: no call of this session is waiting for that answer")
 	}
-	yes := false
-	if r, ok := req.Params.InputResponses["approve"].(*mcp.ElicitResult); ok && r != nil {
-		v, _ := r.Content["approve"].(bool)
-		yes = r.Action == "accept" && v
+	r, _ := req.Params.InputResponses["approve"].(*mcp.ElicitResult)
+	if a.ask.answer == nil {
+		// A URL-mode elicitation: the client's accept approves nothing
+		// (the person answers on the page); its decline is a no.
+		if (r == nil || r.Action != "accept") && s.ap.Decline != nil {
+			action := "no answer"
+			if r != nil {
+				action = kindapi.Printable(r.Action)
+			}
+			if err := s.ap.Decline(context.WithoutCancel(ctx), a.ask.id, "the MCP client answered "+action); err != nil {
+				s.logger.Debug("the client's decline of an approval", "approval", a.ask.id, "error", err)
+			}
+		}
+	} else {
+		yes := false
+		if r != nil {
+			v, _ := r.Content["approve"].(bool)
+			yes = r.Action == "accept" && v
+		}
+		a.ask.answer <- yes
 	}
-	a.ask.answer <- yes
 	s.progress(ctx, req, a.call.task)
 	return s.await(ctx, t, a.call)
 }
@@ -367,19 +532,24 @@ func (s *Session) await(ctx context.Context, t *Tool, rc *running) *mcp.CallTool
 		var r [16]byte
 		rand.Read(r[:])
 		state := hex.EncodeToString(r[:])
-		s.mu.Lock()
-		s.byState[state] = &asked{call: rc, ask: ask}
-		s.mu.Unlock()
+		s.ap.mu.Lock()
+		s.ap.byState[state] = &asked{call: rc, ask: ask}
+		s.ap.mu.Unlock()
 		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"approve": ask.params}, RequestState: state}
 	case <-ctx.Done():
 		task.Kill()
 		<-task.Done()
 	}
-	s.mu.Lock()
-	delete(s.byTask, task.ID())
-	s.mu.Unlock()
+	s.ap.mu.Lock()
+	delete(s.ap.byTask, task.ID())
+	s.ap.mu.Unlock()
 	if s.called != nil {
 		s.called()
+	}
+	if ctx.Err() != nil {
+		// The client canceled the call: it is shown nothing of the
+		// result, so what the result carries does not raise its label.
+		return toolError("ECANCELED: the client canceled the call; its result is not shown")
 	}
 	return s.result(t, task)
 }
@@ -401,7 +571,7 @@ func (s *Session) result(t *Tool, task *kernel.Task) *mcp.CallToolResult {
 	if t.ByReference {
 		id, err := s.keep(b)
 		if err != nil {
-			return toolError("%s: %v", kernel.ErrnoOf(err), err)
+			return s.refuse(context.Background(), t, nil, err)
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
 			"%s%s (%d bytes, labelled %s; pass it to another tool's argument: you are not shown its content)",
@@ -409,8 +579,17 @@ func (s *Session) result(t *Tool, task *kernel.Task) *mcp.CallToolResult {
 	}
 	// By value: the model is shown it, so the session has now seen it.
 	before := s.task.Label()
-	if err := s.task.Observe(b.Label()); err != nil {
-		return toolError("EFLOW: the result is labelled %v, above what this session may be shown", b.Label())
+	shown := shownLabel(t, b.Label())
+	if err := s.task.Observe(shown); err != nil {
+		return s.refuse(context.Background(), t, nil, kindapi.Errorf(abi.EFLOW, "the result is labelled %v, above what this session may be shown", shown))
+	}
+	if s.labels != nil && !shown.IsZero() {
+		// The client's, for all its sessions, before the client sees it.
+		if err := s.labels.Raise(context.Background(), t.Name, shown); err != nil {
+			s.logger.Error("recording what the client is shown", "tool", t.Name, "error", err)
+			return s.refuse(context.Background(), t, nil, kindapi.Errorf(abi.EINTERNAL,
+				"the result is withheld: what the client is shown could not be recorded: %v", err))
+		}
 	}
 	if s.task.Label().String() != before.String() {
 		s.listTools() // some tools may have become unavailable
@@ -419,8 +598,8 @@ func (s *Session) result(t *Tool, task *kernel.Task) *mcp.CallToolResult {
 	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: textOf(data)}}}
 	// The answer's provenance travels with it, for the client to show
 	// (which sources influenced it, whose data it holds).
-	if l := b.Label(); !l.IsZero() {
-		res.Meta = mcp.Meta{LabelMeta: l}
+	if !shown.IsZero() {
+		res.Meta = mcp.Meta{LabelMeta: shown}
 	}
 	if json.Valid(data) {
 		var v map[string]any
@@ -429,6 +608,17 @@ func (s *Session) result(t *Tool, task *kernel.Task) *mcp.CallToolResult {
 		}
 	}
 	return res
+}
+
+// shownLabel is what a result of t labelled l carries when shown to the
+// client: l, or, when the policy says what t's sinks answer (responses),
+// those confidentiality tags and l's integrity taints with its own.
+func shownLabel(t *Tool, l kindapi.Label) kindapi.Label {
+	if t.Responses == nil {
+		return l
+	}
+	integ := append(slices.Clone(l.Integ()), t.Responses.Integ()...)
+	return kindapi.NewLabel(t.Responses.Conf(), integ)
 }
 
 // textOf is a result as text: its bytes when UTF-8, else a note.
@@ -451,7 +641,7 @@ func errnoOfTask(t *kernel.Task, err error) string {
 	case kernel.TaskOutOfMemory:
 		return abi.ELIMIT.String()
 	}
-	if e := kernel.ErrnoOf(err); e != abi.EINTERNAL && e != abi.ESUCCESS {
+	if e := kindapi.ErrnoOf(err); e != abi.EINTERNAL && e != abi.ESUCCESS {
 		return e.String()
 	}
 	return abi.ECHILD.String()
@@ -459,7 +649,7 @@ func errnoOfTask(t *kernel.Task, err error) string {
 
 // keep holds b in the session task's table and returns a reference to it
 // that only this session can use.
-func (s *Session) keep(b *kernel.Blob) (string, error) {
+func (s *Session) keep(b *kindapi.Blob) (string, error) {
 	if err := s.task.CanHold(b.Label()); err != nil {
 		return "", err
 	}
@@ -473,8 +663,9 @@ func (s *Session) keep(b *kernel.Blob) (string, error) {
 }
 
 // resolveRefs replaces every string of args that is a reference of this
-// session with {"mandate_blob": HANDLE}, the blob held by the tool's task.
-func (s *Session) resolveRefs(v any, p *kernel.PendingTask) (any, error) {
+// session with {"mandate_blob": HANDLE}, the handle the blob will have in
+// the tool's table (kernel.HeldHandle), and appends the blob to held.
+func (s *Session) resolveRefs(v any, held *[]*kindapi.Blob) (any, error) {
 	switch x := v.(type) {
 	case string:
 		if !strings.HasPrefix(x, RefScheme) {
@@ -484,16 +675,14 @@ func (s *Session) resolveRefs(v any, p *kernel.PendingTask) (any, error) {
 		b, ok := s.refs[strings.TrimPrefix(x, RefScheme)]
 		s.mu.Unlock()
 		if !ok {
-			return nil, kernel.Errorf(abi.EBADHANDLE, "%s is not a reference of this session", kernel.Printable(x))
+			return nil, kindapi.Errorf(abi.EBADHANDLE, "%s is not a reference of this session", kindapi.Printable(x))
 		}
-		h, err := p.Hold(b)
-		if err != nil {
-			return nil, err
-		}
+		h := kernel.HeldHandle(len(*held))
+		*held = append(*held, b)
 		return map[string]any{"mandate_blob": uint32(h)}, nil
 	case []any:
 		for i := range x {
-			r, err := s.resolveRefs(x[i], p)
+			r, err := s.resolveRefs(x[i], held)
 			if err != nil {
 				return nil, err
 			}
@@ -501,7 +690,7 @@ func (s *Session) resolveRefs(v any, p *kernel.PendingTask) (any, error) {
 		}
 	case map[string]any:
 		for k := range x {
-			r, err := s.resolveRefs(x[k], p)
+			r, err := s.resolveRefs(x[k], held)
 			if err != nil {
 				return nil, err
 			}
@@ -536,37 +725,90 @@ func (s *Session) progress(ctx context.Context, req *mcp.CallToolRequest, task *
 	}()
 }
 
-// Approver asks the person through the client (MCP elicitation) when a
-// use needs their yes: the question is the kernel's account of what it
-// will do (kernel.ApprovalRequest.Text: payee, amount, URL), never what
-// the model said. The call returns the question as an input request
-// (SEP-2322; the SDK asks clients of older protocols itself) and the task
-// waits for the client's retry with the answer. A client that cannot be
-// asked, or a use outside a call of this session, gets fallback's answer.
-func (s *Session) Approver(fallback kernel.Approver) kernel.Approver {
-	return kernel.ApproverFunc(func(ctx context.Context, r kernel.ApprovalRequest) (bool, error) {
-		s.mu.Lock()
-		peer, rc := s.peer, s.byTask[r.Task]
-		s.mu.Unlock()
-		if rc == nil || peer == nil || peer.InitializeParams() == nil || peer.InitializeParams().Capabilities == nil ||
-			peer.InitializeParams().Capabilities.Elicitation == nil {
-			return fallback.Approve(ctx, r)
-		}
-		ask := approvalAsk{answer: make(chan bool, 1), params: &mcp.ElicitParams{
-			Message: "Mandate asks you, not the model, to approve this:\n" + r.Text(),
-			RequestedSchema: map[string]any{"type": "object", "required": []string{"approve"},
-				"properties": map[string]any{"approve": map[string]any{"type": "boolean", "description": "Approve it"}}},
-		}}
-		select {
-		case rc.asks <- ask:
-		case <-ctx.Done():
-			return false, nil
-		}
-		select {
-		case yes := <-ask.answer:
-			return yes, nil
-		case <-ctx.Done():
-			return false, nil
-		}
-	})
+// Approve asks the person when a use needs their yes: the question is
+// the kernel's account of what it will do (kernel.ApprovalRequest.Text:
+// payee, amount, URL, the effect's digest), never what the model said.
+// It goes to the person out of band; only a call of a tool with
+// approval = "client", not a payment, is asked by the client's form
+// (SEP-2322 input request; the SDK asks clients of older protocols
+// itself), when the client can show one.
+func (a *Approvals) Approve(ctx context.Context, r kernel.ApprovalRequest) (kernel.Answer, error) {
+	a.mu.Lock()
+	peer, rc := a.peer, a.byTask[r.Task]
+	a.mu.Unlock()
+	if rc != nil && rc.client && r.Kind != "pay" && canElicit(peer, "form") {
+		return a.client(ctx, rc, r)
+	}
+	return a.person.Approve(context.WithValue(ctx, callKey{}, rc), r)
+}
+
+// callKey carries the call whose approval is asked to Asked.
+type callKey struct{}
+
+// client asks the client's form.
+func (a *Approvals) client(ctx context.Context, rc *running, r kernel.ApprovalRequest) (kernel.Answer, error) {
+	const by = "the MCP client's form (approval = \"client\": its yes may be the model's own)"
+	ask := approvalAsk{answer: make(chan bool, 1), params: &mcp.ElicitParams{
+		Mode:    "form",
+		Message: "Mandate asks you, not the model, to approve this:\n" + r.Text(),
+		RequestedSchema: map[string]any{"type": "object", "required": []string{"approve"},
+			"properties": map[string]any{"approve": map[string]any{"type": "boolean", "description": "Approve it"}}},
+	}}
+	select {
+	case rc.asks <- ask:
+	case <-ctx.Done():
+		return kernel.Answer{Channel: kernel.ChannelClient, By: "the call ended"}, nil
+	}
+	select {
+	case yes := <-ask.answer:
+		return kernel.Answer{Yes: yes, Channel: kernel.ChannelClient, By: by}, nil
+	case <-ctx.Done():
+		return kernel.Answer{Channel: kernel.ChannelClient, By: "the call ended"}, nil
+	}
+}
+
+// Asked is told that the person is asked (pending approval id, out of
+// band) for a call's use: when the client can show a URL-mode
+// elicitation and the approval page is up (URL), the call hands it to
+// the client, for it to show the person where to answer. It never waits
+// for the client's answer.
+func (a *Approvals) Asked(ctx context.Context, id, text string) {
+	rc, _ := ctx.Value(callKey{}).(*running)
+	a.mu.Lock()
+	peer := a.peer
+	a.mu.Unlock()
+	if rc == nil || a.URL == nil || !canElicit(peer, "url") {
+		return
+	}
+	u, ok := a.URL(id)
+	if !ok {
+		return
+	}
+	ask := approvalAsk{id: id, params: &mcp.ElicitParams{
+		Mode: "url", URL: u, ElicitationID: id,
+		Message: "Mandate asks the person, out of band, to approve this (open the page, or run: mandate approvals show " + id +
+			"); an answer here approves nothing:\n" + text,
+	}}
+	select {
+	case rc.asks <- ask:
+	case <-ctx.Done():
+	case <-rc.task.Done():
+	}
+}
+
+// canElicit reports whether the client declared elicitation in mode
+// ("form" or "url"); a bare elicitation capability is form only.
+func canElicit(peer *mcp.ServerSession, mode string) bool {
+	if peer == nil || peer.InitializeParams() == nil || peer.InitializeParams().Capabilities == nil {
+		return false
+	}
+	e := peer.InitializeParams().Capabilities.Elicitation
+	switch {
+	case e == nil:
+		return false
+	case mode == "url":
+		return e.URL != nil
+	default:
+		return e.Form != nil || e.URL == nil
+	}
 }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/sandbox"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -33,31 +36,69 @@ type fixture struct {
 	cs   *mcp.ClientSession
 	web  *kerneltest.Recorder
 	mail *kerneltest.Recorder
+	aud  *recAuditor
+}
+
+// recAuditor keeps the kernel's audit events.
+type recAuditor struct {
+	mu  sync.Mutex
+	evs []kernel.AuditEvent
+}
+
+func (a *recAuditor) Record(_ context.Context, ev kernel.AuditEvent) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.evs = append(a.evs, ev)
+	return nil
+}
+
+// has reports whether an entry of op has a reason containing text.
+func (a *recAuditor) has(op, text string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, ev := range a.evs {
+		if ev.Op == op && strings.Contains(ev.Reason, text) {
+			return true
+		}
+	}
+	return false
+}
+
+// denials are the audited denials of task, as "op errno".
+func (a *recAuditor) denials(task string) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for _, ev := range a.evs {
+		if ev.Task == task && ev.Decision == kernel.Deny {
+			out = append(out, ev.Op+" "+ev.Errno.String())
+		}
+	}
+	return out
 }
 
 const records = `[{"id":"alice","owner":"alice","fields":{"plan":"Gold PPO","passport":"X1234567"},"labels":{"passport":["pii:$owner"],"plan":["pii:$owner"]}}]`
 
 func newFixture(t *testing.T) *fixture { return newFixtureWith(t, fixtureOpts{}) }
 
-// fixtureOpts vary a fixture: the session's approver (given the session,
-// once it exists), what the mail capability's spec adds, and the client's
-// options.
+// fixtureOpts vary a fixture: the session's approvals (the kernel's
+// approver; default: none, every question refused), what the mail
+// capability's spec adds, and the client's options.
 type fixtureOpts struct {
-	approver    func(*Session) kernel.Approver
+	approvals   *Approvals
 	mailApprove string // an approve_when on the mail capability
 	client      *mcp.ClientOptions
+	// clientApproval: send_email's approvals are the client's form
+	// (approval = "client").
+	clientApproval bool
+	// labels is the client's label, shared by its sessions.
+	labels ClientLabel
+	// mailResponses: what send_email's results carry (the policy's
+	// responses).
+	mailResponses *kindapi.Label
 }
 
 // indirect is an Approver set once the session exists.
-type indirect struct{ a kernel.Approver }
-
-func (i *indirect) Approve(ctx context.Context, r kernel.ApprovalRequest) (bool, error) {
-	if i.a == nil {
-		return false, nil
-	}
-	return i.a.Approve(ctx, r)
-}
-
 func newFixtureWith(t *testing.T, o fixtureOpts) *fixture {
 	t.Helper()
 	if testing.Short() {
@@ -82,10 +123,14 @@ func newFixtureWith(t *testing.T, o fixtureOpts) *fixture {
 		t.Fatal(err)
 	}
 	eng := testengine.New(t)
-	appr := &indirect{}
-	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{net.New(), data.New(store), declassify.New()}, Approver: appr,
-		Declassifiers: []string{declassify.KindName},
-		Constraints:   constraint.New()})
+	var appr kernel.Approver = kernel.DenyAll
+	if o.approvals != nil {
+		appr = o.approvals
+	}
+	f.aud = &recAuditor{}
+	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kindapi.Kind{net.New(), data.New(store), declassify.New()}, Approver: appr,
+		Declassifiers: []string{declassify.KindName}, Auditor: f.aud,
+		Constraints: constraint.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +142,7 @@ func newFixtureWith(t *testing.T, o fixtureOpts) *fixture {
 	}
 	t.Cleanup(func() { mod.Close(context.Background()) })
 	grant := func(name, kind, spec string) kernel.GrantSpec {
-		s, err := k.Grant(kind, kernel.GrantContext{}, []byte(spec))
+		s, err := k.Grant(kind, kindapi.GrantContext{}, []byte(spec))
 		if err != nil {
 			t.Fatalf("grant %s: %v", name, err)
 		}
@@ -114,7 +159,7 @@ func newFixtureWith(t *testing.T, o fixtureOpts) *fixture {
 		{Name: "my_plan", Description: "Your plan's name, declassified.", InputSchema: schema, Module: mod, Limits: lim,
 			Caps: []string{"records", "declass"}},
 		{Name: "web_search", Description: "Search the web.", InputSchema: schema, Module: mod, Limits: lim, Caps: []string{"web"}},
-		{Name: "send_email", Description: "Mail yourself.", InputSchema: schema, Module: mod, Limits: lim, Caps: []string{"mail"}},
+		{Name: "send_email", Description: "Mail yourself.", InputSchema: schema, Module: mod, Limits: lim, Caps: []string{"mail"}, ClientApproval: o.clientApproval, Responses: o.mailResponses},
 	}
 	recordsSpec := `{"collection":"benefits","records":"own","fields":["plan","passport"]}`
 	grants := []kernel.GrantSpec{
@@ -132,19 +177,16 @@ func newFixtureWith(t *testing.T, o fixtureOpts) *fixture {
 		}
 		grants[len(grants)-1].Constraints = cons
 	}
-	clear := kernel.NewLabel([]string{"pii:alice"}, nil)
+	clear := kindapi.NewLabel([]string{"pii:alice"}, nil)
 	session, err := k.Start(ctx, kernel.TaskSpec{Module: sandbox.IdleModule{}, Principal: "alice", Name: "session",
 		Clearance: &clear, Grants: grants, Limits: kernel.Limits{Timeout: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { session.Kill(); <-session.Done() })
-	f.s, err = NewSession(Config{Kernel: k, Task: session, Tools: tools})
+	f.s, err = NewSession(Config{Kernel: k, Task: session, Tools: tools, Approvals: o.approvals, Labels: o.labels})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if o.approver != nil {
-		appr.a = o.approver(f.s)
 	}
 	st, ct := mcp.NewInMemoryTransports()
 	if _, err := f.s.Server().Connect(ctx, st, nil); err != nil {
@@ -222,6 +264,10 @@ func TestSessionLabelFloats(t *testing.T) {
 	if len(f.web.Requests()) != searches || len(f.k.Tasks()) != tasks {
 		t.Error("the refused call reached the web or started a task")
 	}
+	// The refusal is a denial of the session's run: audited and counted.
+	if d := f.aud.denials(f.s.Task().ID()); !slices.Equal(d, []string{"tool:web_search EFLOW"}) || f.s.Task().Denials() != 1 {
+		t.Errorf("the session's audited denials: %v (counted %d), want the EFLOW refusal", d, f.s.Task().Denials())
+	}
 	if d := f.description("web_search"); !strings.Contains(d, "unavailable in this session: EFLOW") {
 		t.Errorf("tools/list does not mark web_search unavailable: %q", d)
 	}
@@ -262,6 +308,34 @@ func TestByReference(t *testing.T) {
 	other := RefScheme + strings.Repeat("ab", 16)
 	if r := f.call("send_email", map[string]any{"op": "post", "path": "/send", "body": other}); !r.IsError || !strings.Contains(text(r), "EBADHANDLE") {
 		t.Errorf("a foreign reference: %s", text(r))
+	}
+}
+
+// TestToolResponses: with responses saying what the mail API answers
+// (nothing confidential, its own taint), sending Alice's record by
+// reference leaves the session's confidentiality where it was: the
+// answer is shown labelled {}/{mail:status} beside the result's own
+// taints, and web_search still works.
+func TestToolResponses(t *testing.T) {
+	declared := kindapi.NewLabel(nil, []string{"mail:status"})
+	f := newFixtureWith(t, fixtureOpts{mailResponses: &declared})
+	ref := strings.Fields(text(f.call("benefits_ref", map[string]any{"op": "read", "owner": "alice"})))[0]
+	r := f.call("send_email", map[string]any{"op": "post", "path": "/send", "body": ref})
+	if r.IsError {
+		t.Fatalf("send_email with the reference: %s", text(r))
+	}
+	if reqs := f.mail.Requests(); len(reqs) != 1 || !strings.Contains(string(reqs[0].Body), "X1234567") {
+		t.Fatalf("the mail API got %v", reqs)
+	}
+	l := f.s.Task().Label()
+	if len(l.Conf()) != 0 || !slices.Contains(l.Integ(), "mail:status") {
+		t.Errorf("the session's label after the mail API's declared answer: %v", l)
+	}
+	if m, ok := r.Meta[LabelMeta].(map[string]any); !ok || fmt.Sprint(m["conf"]) != "[]" {
+		t.Errorf("the answer's _meta label: %v", r.Meta)
+	}
+	if r := f.call("web_search", map[string]any{"op": "fetch", "path": "/search?q=x"}); r.IsError {
+		t.Errorf("web_search after the declared answer: %s", text(r))
 	}
 }
 
@@ -342,5 +416,32 @@ func TestDeclassifyInASession(t *testing.T) {
 	f.call("my_benefits", map[string]any{"op": "read", "owner": "alice"})
 	if r := f.call("web_search", map[string]any{"op": "fetch", "path": "/search?q=x"}); !r.IsError {
 		t.Error("web_search after the raw record worked")
+	}
+}
+
+// TestCanceledAfterTheTask: a call the client canceled after its task had
+// finished shows nothing, so the record it read does not raise the
+// session's label.
+func TestCanceledAfterTheTask(t *testing.T) {
+	f := newFixture(t)
+	tool := f.s.tools["my_benefits"]
+	c, _ := f.s.task.CapByName(SessionCapName("my_benefits", "records"))
+	task, err := f.s.task.StartChild(context.Background(), kernel.ChildSpec{Module: tool.Module, Name: tool.Name, Limits: tool.Limits,
+		Input: []byte(`{"op":"read","owner":"alice"}`), Caps: []kernel.PassedCap{{Name: "records", Cap: c}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-task.Done()
+	if b := task.ResultBlob(); b == nil || len(b.Label().Conf()) == 0 {
+		t.Fatalf("the task read no labelled record: %v", b)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := f.s.await(ctx, tool, &running{task: task, asks: make(chan approvalAsk)})
+	if !r.IsError || !strings.HasPrefix(text(r), "ECANCELED") || strings.Contains(text(r), "Gold PPO") {
+		t.Errorf("a canceled call's answer: %s", text(r))
+	}
+	if l := f.s.Task().Label(); !l.IsZero() {
+		t.Errorf("the session's label after a canceled call: %v", l)
 	}
 }

@@ -4,10 +4,13 @@
 package testbin
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -28,7 +31,7 @@ var (
 func Mandate(t testing.TB) string {
 	t.Helper()
 	once.Do(func() {
-		dir := filepath.Join(os.TempDir(), "mandate-test-bin", testengine.Name())
+		dir := filepath.Join(os.TempDir(), "mandate-test-bin", checkout(), testengine.Name())
 		if err = os.MkdirAll(dir, 0o755); err != nil {
 			return
 		}
@@ -51,4 +54,16 @@ func Mandate(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return bin
+}
+
+// checkout names the source tree these tests were built from (a hash of
+// its directory), so that test runs of two checkouts of the repository on
+// one machine (git worktrees) never run each other's binary.
+func checkout() string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "unknown"
+	}
+	sum := sha256.Sum256([]byte(filepath.Dir(file)))
+	return hex.EncodeToString(sum[:6])
 }

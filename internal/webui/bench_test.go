@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/audit"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/runstore"
 )
 
@@ -25,7 +26,7 @@ func bigState(b *testing.B, caps, denials int) string {
 		Graph: kernel.Graph{Tasks: []kernel.GraphTask{{ID: "t1", Principal: "alice", State: kernel.TaskDone}}}}
 	for i := range caps {
 		c := kernel.GraphCap{ID: fmt.Sprintf("c%d", i+1), Kind: "net", Holder: "t1", Scope: json.RawMessage(`{"paths":["/x"]}`),
-			View: kernel.CapView{Fields: []kernel.Detail{{Name: "paths", Value: "/x"}}}}
+			View: kernel.CapView{Fields: []kindapi.Detail{{Name: "paths", Value: "/x"}}}}
 		if i%8 != 0 {
 			c.Parent = fmt.Sprintf("c%d", i)
 		}

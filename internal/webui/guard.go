@@ -3,9 +3,11 @@ package webui
 import (
 	"crypto/subtle"
 	"fmt"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -18,7 +20,8 @@ const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 
 // guard is what every request passes before the handlers: the headers
 // every response carries, the Host check (DNS rebinding), GET and HEAD
-// only, and the token.
+// only (but a POST of an approval's answer or of a client's reset,
+// checked further by answerAllowed), and the token.
 type guard struct {
 	hosts  map[string]bool // Host headers served, lower case
 	token  []byte
@@ -60,12 +63,20 @@ func (g *guard) serve(w http.ResponseWriter, r *http.Request, next http.Handler)
 		refuse(w, http.StatusForbidden, "forbidden: this server answers only to its own loopback address")
 		return
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+	// Two paths take a POST (an approval's answer, a client's reset) and
+	// nothing else; every other takes GET and HEAD only.
+	post := answerPath(r.URL.Path) || resetPath(r.URL.Path)
+	switch {
+	case post && r.Method != http.MethodPost:
+		h.Set("Allow", "POST")
+		refuse(w, http.StatusMethodNotAllowed, "method not allowed: an approval is answered, a client reset, by its page's buttons (POST)")
+		return
+	case !post && r.Method != http.MethodGet && r.Method != http.MethodHead:
 		h.Set("Allow", "GET, HEAD")
-		refuse(w, http.StatusMethodNotAllowed, "method not allowed: the UI only reads")
+		refuse(w, http.StatusMethodNotAllowed, "method not allowed: the UI only reads, but for an approval's answer and a client's reset")
 		return
 	}
-	if tok, ok := r.URL.Query()["token"]; ok {
+	if tok, ok := r.URL.Query()["token"]; ok && !post {
 		if len(tok) != 1 || !g.match(tok[0]) {
 			refuse(w, http.StatusUnauthorized, "unauthorized: the token is wrong; open the URL mandate ui printed")
 			return
@@ -84,7 +95,46 @@ func (g *guard) serve(w http.ResponseWriter, r *http.Request, next http.Handler)
 		refuse(w, http.StatusUnauthorized, "unauthorized: open the URL mandate ui printed (it carries the token)")
 		return
 	}
+	if post && !g.answerAllowed(w, r) {
+		return
+	}
 	next.ServeHTTP(w, r)
+}
+
+// answerAllowed checks what an approval's answer (or a client's reset)
+// must carry besides the cookie, and refuses it otherwise: an Origin header that is this server's
+// own (a page of another site cannot send it; a missing one is refused
+// too), a Sec-Fetch-Site that is absent or same-origin, a JSON body (a
+// cross-site form cannot send that type), of at most maxAnswerBody bytes.
+// The cookie is SameSite=Strict already: these hold even where it is not
+// honoured.
+func (g *guard) answerAllowed(w http.ResponseWriter, r *http.Request) bool {
+	origin := r.Header.Values("Origin")
+	if len(origin) != 1 || !strings.EqualFold(origin[0], "http://"+r.Host) {
+		refuse(w, http.StatusForbidden, "forbidden: an approval is answered, a client reset, only from this UI's own page (the request's Origin is not this server)")
+		return false
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+		refuse(w, http.StatusForbidden, "forbidden: an approval is answered, a client reset, only from this UI's own page (Sec-Fetch-Site "+strconv.Quote(truncateText(site, 40))+")")
+		return false
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		refuse(w, http.StatusUnsupportedMediaType, "unsupported media type: the request is JSON (Content-Type: application/json)")
+		return false
+	}
+	if r.ContentLength > maxAnswerBody {
+		refuse(w, http.StatusRequestEntityTooLarge, "request entity too large: an answer or a reset is a few bytes")
+		return false
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxAnswerBody)
+	return true
+}
+
+func truncateText(s string, n int) string {
+	if len(s) > n {
+		s = s[:n]
+	}
+	return esc(s)
 }
 
 // match compares s with the token in constant time.

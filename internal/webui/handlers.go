@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/audit"
+	"github.com/mandatevm/mandate/internal/approvals"
 	"github.com/mandatevm/mandate/runstore"
 )
 
@@ -39,6 +40,16 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/runs/{id}", s.apiRun)
 	s.mux.HandleFunc("GET /api/runs/{id}/graph.svg", s.apiGraph)
 	s.mux.HandleFunc("GET /api/events", s.events)
+	s.mux.HandleFunc("GET /approvals", s.page("approvals.html"))
+	s.mux.HandleFunc("GET /approvals/{id}", s.approvalPage)
+	s.mux.HandleFunc("POST /approvals/{id}/answer", s.answer)
+	s.mux.HandleFunc("GET /api/approvals", s.apiApprovals)
+	s.mux.HandleFunc("GET /api/approvals/{id}", s.apiApproval)
+	s.mux.HandleFunc("GET /clients", s.page("clients.html"))
+	s.mux.HandleFunc("GET /clients/{name}", s.clientPage)
+	s.mux.HandleFunc("POST /clients/{name}/reset", s.reset)
+	s.mux.HandleFunc("GET /api/clients", s.apiClients)
+	s.mux.HandleFunc("GET /api/clients/{name}", s.apiClient)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusNotFound, "not found")
 	})
@@ -59,7 +70,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) asset(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if name == "index.html" || name == "run.html" {
+	if path.Ext(name) == ".html" { // pages are served at their own paths
 		refuse(w, http.StatusNotFound, "not found")
 		return
 	}
@@ -129,6 +140,11 @@ func (s *Server) apiRuns(w http.ResponseWriter, r *http.Request) {
 		if s.stores.legacyRecords() {
 			v.Note = "This state directory holds run records of an earlier Mandate: run mandate runs once to import them (the UI writes nothing)."
 		}
+	}
+	if pending, err := s.stores.listApprovals(r.Context(), approvals.ListOptions{Pending: true}); err != nil {
+		s.logger.Warn("listing approvals", "error", err)
+	} else {
+		v.PendingApprovals = len(pending)
 	}
 	v.Took = time.Since(start)
 	writeJSON(w, http.StatusOK, v)
@@ -204,6 +220,11 @@ func (s *Server) apiRun(w http.ResponseWriter, r *http.Request) {
 	v.Audit.Entries = entriesShown
 	v.Audit.Total = len(entries)
 	v.Graph = s.o.Graph != nil
+	as, err := s.stores.listApprovals(ctx, approvals.ListOptions{Run: rec.Run.ID, Limit: 200})
+	if err != nil {
+		s.logger.Warn("listing the run's approvals", "run", rec.Run.ID, "error", err)
+	}
+	v.Approvals = approvalLines(as)
 	v.Took = time.Since(start).Nanoseconds()
 	writeJSON(w, http.StatusOK, v)
 }

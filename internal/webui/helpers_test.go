@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/mandatevm/mandate/audit"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/runstore"
 )
 
@@ -32,7 +32,7 @@ const testToken = "test-token-0123456789abcdefghij"
 // flows, outputs. t1 holds c1 (a grant), derives c2 from it and passes c3
 // (derived from c2) to its child t2.
 func hostileRecord(id, principal string, started time.Time) runstore.Record {
-	label := kernel.NewLabel([]string{"pii:" + xssImg}, nil)
+	label := kindapi.NewLabel([]string{"pii:" + xssImg}, nil)
 	return runstore.Record{
 		Run: runstore.Run{ID: id, Manifest: "/m/" + xssImg + ".hcl", Task: "task " + xssScript, Module: "/g/guest", Digest: "sha256:00",
 			Principal: principal, Engine: "wazero", Started: started, Ended: started.Add(time.Second), Exit: 1, State: "failed",
@@ -40,14 +40,14 @@ func hostileRecord(id, principal string, started time.Time) runstore.Record {
 		Graph: kernel.Graph{
 			Tasks: []kernel.GraphTask{
 				{ID: "t1", Principal: principal, Module: "sha256:00", State: kernel.TaskFailed, Label: label, Denials: 2, Error: "failed " + xssScript},
-				{ID: "t2", Parent: "t1", Principal: principal, Module: "sha256:00", State: kernel.TaskDone, Clearance: &kernel.Label{}, Error: termEsc},
+				{ID: "t2", Parent: "t1", Principal: principal, Module: "sha256:00", State: kernel.TaskDone, Clearance: &kindapi.Label{}, Error: termEsc},
 			},
 			Caps: []kernel.GraphCap{
 				{ID: "c1", Kind: "net", Name: "web", Holder: "t1", Scope: json.RawMessage(`{"origin":"http://127.0.0.1:1","paths":["/search"]}`),
 					Audited: true, When: []string{`request.path != "` + xssImg + `"`},
-					View: kernel.CapView{Fields: []kernel.Detail{{Name: "origin", Value: "http://127.0.0.1:1"}, {Name: "paths", Value: "/search"}}}},
+					View: kernel.CapView{Fields: []kindapi.Detail{{Name: "origin", Value: "http://127.0.0.1:1"}, {Name: "paths", Value: "/search"}}}},
 				{ID: "c2", Kind: "net", Holder: "t1", Parent: "c1", Scope: json.RawMessage(`{"paths":["/search/` + strings.ReplaceAll(xssImg, "<", `\u003c`) + `"]}`),
-					Rate: "10/s", View: kernel.CapView{Fields: []kernel.Detail{{Name: "paths", Value: "/search/" + xssImg + termEsc}}, MaxUses: 5, Uses: 2}},
+					Rate: "10/s", View: kernel.CapView{Fields: []kindapi.Detail{{Name: "paths", Value: "/search/" + xssImg + termEsc}}, MaxUses: 5, Uses: 2}},
 				{ID: "c3", Kind: "net", Name: xssImg, Holder: "t2", Parent: "c2", Scope: json.RawMessage(`{}`), Revoked: true,
 					View: kernel.CapView{Passed: true}},
 			},
@@ -261,5 +261,3 @@ func (s *stream) next(t *testing.T, name string, d time.Duration) sse {
 		}
 	}
 }
-
-func pathEscape(s string) string { return url.PathEscape(s) }

@@ -40,6 +40,10 @@ type change struct {
 	List bool `json:"list"`
 	// Audit: the audit log changed (entries added, a checkpoint signed).
 	Audit bool `json:"audit"`
+	// Approvals: an approval was asked, answered, expired or withdrawn.
+	Approvals bool `json:"approvals"`
+	// Clients: an MCP client's label rose, was reset or expired.
+	Clients bool `json:"clients"`
 }
 
 func (c *change) merge(o change) {
@@ -55,6 +59,8 @@ func (c *change) merge(o change) {
 	}
 	c.List = c.List || o.List
 	c.Audit = c.Audit || o.Audit
+	c.Approvals = c.Approvals || o.Approvals
+	c.Clients = c.Clients || o.Clients
 }
 
 // client is one open event stream.
@@ -191,6 +197,8 @@ type poller struct {
 	started  bool
 	runsSig  fileSig
 	auditSig fileSig
+	apprSig  fileSig
+	cliSig   fileSig
 	runs     map[string]string // run id -> its summary, as compared
 	running  bool              // a run was running at the last list
 	listed   time.Time
@@ -204,6 +212,12 @@ func (p *poller) step(ctx context.Context) (change, bool) {
 	p.started = true
 	if s := statSig(p.stores.auditPath()); s != p.auditSig {
 		p.auditSig, ch.Audit = s, true
+	}
+	if s := statSig(p.stores.approvalsPath()); s != p.apprSig {
+		p.apprSig, ch.Approvals = s, true
+	}
+	if s := statSig(p.stores.clientsPath()); s != p.cliSig {
+		p.cliSig, ch.Clients = s, true
 	}
 	filesChanged := false
 	if s := statSig(p.stores.runsPath()); s != p.runsSig {
@@ -222,7 +236,7 @@ func (p *poller) step(ctx context.Context) (change, bool) {
 	if first {
 		return change{}, false
 	}
-	return ch, ch.Audit || ch.List || len(ch.Runs) > 0
+	return ch, ch.Audit || ch.Approvals || ch.Clients || ch.List || len(ch.Runs) > 0
 }
 
 // compare notes runs as the new state and returns whether the list

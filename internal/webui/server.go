@@ -97,8 +97,8 @@ func Listen(addr string) (net.Listener, error) {
 }
 
 // Server is the web UI: an http.Handler serving the pages, their assets,
-// the JSON they read and the event stream that keeps them live. It never
-// writes a store. Close it to end the event streams and close the stores.
+// the JSON they read and the event stream that keeps them live. It writes
+// only a person's acts: an approval's answer, a client's reset. Close it to end the event streams and close the stores.
 type Server struct {
 	o      Options
 	logger hclog.Logger
@@ -107,6 +107,7 @@ type Server struct {
 	stores *stores
 	live   *hub
 	graphs *graphCache
+	resets resetNonces // the reset buttons' nonces
 
 	closeOnce sync.Once
 	done      chan struct{} // closed by Close: event streams end

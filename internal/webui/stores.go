@@ -12,6 +12,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/audit"
+	"github.com/mandatevm/mandate/internal/approvals"
+	"github.com/mandatevm/mandate/internal/mcpclients"
 	"github.com/mandatevm/mandate/runstore"
 )
 
@@ -26,9 +28,11 @@ type stores struct {
 	dir    string
 	logger hclog.Logger
 
-	mu   sync.Mutex // guards runs, log and closed
-	runs *runstore.Store
-	log  *audit.Log
+	mu        sync.Mutex // guards runs, log, approvals, clients and closed
+	runs      *runstore.Store
+	log       *audit.Log
+	approvals *approvals.Store  // opened for writing: answers are written
+	clients   *mcpclients.Store // read-only: a reset opens it for writing apart
 	// closed is set by close: nothing is opened after it.
 	closed bool
 
@@ -100,6 +104,14 @@ func (s *stores) close() error {
 	if s.log != nil {
 		errs = append(errs, s.log.Close())
 		s.log = nil
+	}
+	if s.approvals != nil {
+		errs = append(errs, s.approvals.Close())
+		s.approvals = nil
+	}
+	if s.clients != nil {
+		errs = append(errs, s.clients.Close())
+		s.clients = nil
 	}
 	return errors.Join(errs...)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/mandatevm/mandate/audit"
 	"github.com/mandatevm/mandate/internal/graphview"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/runstore"
 )
 
@@ -18,9 +19,9 @@ import (
 // UTF-8 and bidirectional overrides are shown as Go escapes (\x1b[31m), so
 // a person sees what was there, and the page only ever sets them as text.
 
-// esc is kernel.EscapeText: the bytes shown as they are, but for what a
+// esc is kindapi.EscapeText: the bytes shown as they are, but for what a
 // terminal or a text layout would act on.
-func esc(s string) string { return kernel.EscapeText(s) }
+func esc(s string) string { return kindapi.EscapeText(s) }
 
 func escAll(ss []string) []string {
 	out := make([]string, len(ss))
@@ -32,15 +33,18 @@ func escAll(ss []string) []string {
 
 // runsView is GET /api/runs.
 type runsView struct {
-	StateDir   string        `json:"state_dir"`
-	Runs       []runLine     `json:"runs"`
-	Total      int           `json:"total"` // runs before the filters
-	Principals []string      `json:"principals"`
-	States     []string      `json:"states"`
-	Filter     runsFilter    `json:"filter"`
-	Note       string        `json:"note,omitempty"`
-	Now        time.Time     `json:"now"`
-	Took       time.Duration `json:"took_ns"`
+	StateDir   string     `json:"state_dir"`
+	Runs       []runLine  `json:"runs"`
+	Total      int        `json:"total"` // runs before the filters
+	Principals []string   `json:"principals"`
+	States     []string   `json:"states"`
+	Filter     runsFilter `json:"filter"`
+	Note       string     `json:"note,omitempty"`
+	// PendingApprovals is how many approvals wait for a person's answer
+	// (GET /approvals lists them).
+	PendingApprovals int           `json:"pending_approvals"`
+	Now              time.Time     `json:"now"`
+	Took             time.Duration `json:"took_ns"`
 }
 
 type runsFilter struct {
@@ -112,7 +116,10 @@ type runView struct {
 	Audit          auditView    `json:"audit"`
 	Receipts       receiptsView `json:"receipts"`
 	Graph          bool         `json:"graph"` // a picture can be drawn (GET .../graph.svg)
-	Took           int64        `json:"took_ns"`
+	// Approvals are the questions the run asked a person (pending and
+	// answered), newest first.
+	Approvals []approvalLine `json:"approvals"`
+	Took      int64          `json:"took_ns"`
 }
 
 type runInfo struct {
@@ -136,7 +143,7 @@ type labelView struct {
 	Text  string   `json:"text"` // as mandate graph writes it
 }
 
-func newLabel(l kernel.Label) labelView {
+func newLabel(l kindapi.Label) labelView {
 	return labelView{Conf: escAll(l.Conf()), Integ: escAll(l.Integ()), Text: esc(l.String())}
 }
 

@@ -35,6 +35,11 @@ func NewBlobOwned(data []byte, label Label) *Blob {
 	return &Blob{id: blobIDs.Add(1), data: data, label: label}
 }
 
+// Relabeled returns a new blob (a new ID) of the same bytes, shared, not
+// copied (a blob is immutable), labelled label: the parts' labels are
+// not carried over.
+func (b *Blob) Relabeled(label Label) *Blob { return NewBlobOwned(b.data, label) }
+
 // ID is unique within the process.
 func (b *Blob) ID() uint64 { return b.id }
 

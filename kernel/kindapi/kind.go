@@ -122,7 +122,7 @@ type Op struct {
 	// Show describes the effect for a person: what an approver is asked
 	// and what the audit log records of an approval. Called only when an
 	// approval is needed; nil shows the operation and the argument size.
-	Show func() Effect
+	Show func() Preview
 	// NeedsApproval is the kind's own reason to ask a person before the
 	// effect, e.g. "above approve_above 500.00 USD"; "" for none.
 	NeedsApproval string
@@ -167,16 +167,16 @@ type Sink struct {
 	RefusedTaints TaintPatterns
 }
 
-// Effect is what a person is shown before approving a call: one line a
+// Preview is what a person is shown before approving a call: one line a
 // person can judge ("charge 10.00 USD to attacker.example") and the
 // details it is made of (method, URL, payee, amount...), bounded and
 // printable.
-type Effect struct {
+type Preview struct {
 	Summary string
 	Details []Detail
 }
 
-// Detail is one named value of an Effect.
+// Detail is one named value of a Preview.
 type Detail struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
@@ -302,7 +302,8 @@ func ScopeAs[T interface {
 
 // AsScope returns a kind's concrete scope as a Scope, or a nil Scope with
 // err, so a nil *T returned beside an error never becomes a non-nil Scope.
-// It lets a kind write Grant and Narrow as return kernel.AsScope(grant(spec)).
+// It lets a kind write Grant and Narrow as return
+// kindapi.AsScope(grant(spec)).
 func AsScope[T Scope](s T, err error) (Scope, error) {
 	if err != nil {
 		return nil, err

@@ -15,13 +15,24 @@ const MaxShown = 512
 // bidirectional overrides are escaped as Go escapes, and anything past
 // MaxShown bytes is cut and marked. Everything a guest can influence goes
 // through it (or EscapeText) before a person reads it.
-func Printable(s string) string { return escape(s, MaxShown, false) }
+func Printable(s string) string {
+	p, _ := escape(s, MaxShown, false)
+	return p
+}
+
+// PrintableCut is Printable, and whether s was cut to be shown.
+func PrintableCut(s string) (string, bool) { return escape(s, MaxShown, false) }
 
 // EscapeText is Printable for a text of any length and many lines: newlines
 // and tabs are kept, nothing is cut.
-func EscapeText(s string) string { return escape(s, -1, true) }
+func EscapeText(s string) string {
+	p, _ := escape(s, -1, true)
+	return p
+}
 
-func escape(s string, limit int, lines bool) string {
+// escape escapes s, cut past limit bytes (none when limit < 0), and
+// reports whether it was cut.
+func escape(s string, limit int, lines bool) (string, bool) {
 	clean := true
 	for i, r := range s {
 		if needsEscape(s, i, r, lines) {
@@ -30,13 +41,13 @@ func escape(s string, limit int, lines bool) string {
 		}
 	}
 	if clean && (limit < 0 || len(s) <= limit) {
-		return s
+		return s, false
 	}
 	var b strings.Builder
 	for i, r := range s {
 		if limit >= 0 && b.Len() >= limit {
 			fmt.Fprintf(&b, "... (%d bytes)", len(s))
-			break
+			return b.String(), true
 		}
 		switch {
 		case !needsEscape(s, i, r, lines):
@@ -48,7 +59,7 @@ func escape(s string, limit int, lines bool) string {
 			b.WriteString(q[1 : len(q)-1])
 		}
 	}
-	return b.String()
+	return b.String(), false
 }
 
 // needsEscape reports whether the rune r at s[i] must not reach a terminal

@@ -14,13 +14,16 @@
 // refuses its very next call, because that call is decided where the
 // revocation happened.
 //
-// What a Call ships is fixed per host call (Reads): each (pointer, length)
-// pair of parameters the kernel reads, when it is within the call's limit
-// and inside the guest's memory; a longer or misplaced one is not shipped
-// and the kernel refuses it from the parameters alone (ELIMIT, EFAULT),
-// exactly as for a local guest. A host function reading anything else
-// would find nothing there and fail closed (EFAULT); TestReadsCoverEveryCall
-// keeps the table and the kernel in step.
+// What a Call ships follows from the host function's declaration (the
+// Params of the kernel's sandbox.HostFunc, from which Stubs are made):
+// the guest memory at each In parameter, when its length is within the
+// parameter's limit and the memory; a longer or misplaced one is not
+// shipped and the kernel refuses it from the parameters alone (ELIMIT,
+// EFAULT), exactly as for a local guest. A Buf parameter ships nothing:
+// the view of it the kernel fills (Memory.Read) is a fresh buffer whose
+// bytes the Reply carries back. A host function reading anything else
+// would find nothing there and fail closed (EFAULT); the kernel's tests
+// check that each reads and writes only what it declares.
 //
 // The transport is the caller's: a fleet node sends Calls over NATS
 // request/reply (internal/fleet); Loopback runs the guest on a second
@@ -33,6 +36,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
@@ -142,31 +146,6 @@ func (e *Exit) Err() error {
 	return fmt.Errorf("remote guest: %s", e.Msg)
 }
 
-// span is a (pointer, length) pair of a host call's parameters that the
-// kernel reads, and the most it reads there.
-type span struct{ ptr, n, limit int }
-
-// Reads lists, for every host call, the spans of guest memory the kernel
-// reads. Calls that read nothing are listed with none, so a host call
-// missing here is a test failure, not a silent EFAULT.
-var Reads = map[string][]span{
-	abi.CapLookupName:   {{0, 1, abi.MaxNameLen}},
-	abi.CapCallName:     {{1, 2, abi.MaxOpLen}, {3, 4, abi.MaxArgLen}},
-	abi.CapDeriveName:   {{1, 2, abi.MaxArgLen}},
-	abi.CapRevokeName:   nil,
-	abi.CapDescribeName: nil,
-	abi.HandleDropName:  nil,
-	abi.BlobCreateName:  {{0, 1, abi.MaxBlobLen}},
-	abi.BlobLenName:     nil,
-	abi.BlobReadName:    nil, // the buffer is written, never read (sandbox.CopyingMemory)
-	abi.TaskInputName:   nil,
-	abi.TaskResultName:  nil,
-	abi.LastErrorName:   nil,
-	abi.TaskSpawnName:   {{1, 2, abi.MaxArgLen}},
-	abi.TaskWaitName:    nil,
-	abi.TaskKillName:    nil,
-}
-
 // Sender sends a Call to the guest's kernel and returns its Reply.
 type Sender interface {
 	Send(ctx context.Context, c *Call) (*Reply, error)
@@ -203,24 +182,37 @@ func Failed(ctx context.Context) error {
 	return nil
 }
 
-// Stubs are the host functions of a guest's node: each forwards its call
-// through the Sender of its ctx (WithSender). A call from a context with
-// none, or one the transport fails, is EINTERNAL: nothing is performed that
-// the kernel did not decide.
-func Stubs() []sandbox.HostFunc {
-	calls := abi.HostCalls()
-	funcs := make([]sandbox.HostFunc, 0, len(calls))
-	for _, hc := range calls {
-		reads, ok := Reads[hc.Name]
-		if !ok {
-			panic("forward: no Reads entry for host call " + hc.Name)
-		}
-		funcs = append(funcs, sandbox.HostFunc{Name: hc.Name, Params: hc.Params, Fn: stub(hc.Name, hc.Params, reads)})
+// Stubs are the host functions of a guest's node, one for each of host
+// (the kernel's, kernel.HostCallFuncs): the same name and parameters, and
+// a function that forwards the call through the Sender of its ctx
+// (WithSender), shipping the guest memory at each of its In parameters.
+// A call from a context with none, or one the transport fails, is
+// EINTERNAL: nothing is performed that the kernel did not decide.
+func Stubs(host []sandbox.HostFunc) []sandbox.HostFunc {
+	funcs := make([]sandbox.HostFunc, len(host))
+	for i, f := range host {
+		funcs[i] = sandbox.HostFunc{Name: f.Name, Params: slices.Clone(f.Params), Fn: stub(f.Name, f.Params)}
 	}
 	return funcs
 }
 
-func stub(name string, n int, reads []span) func(context.Context, sandbox.Memory, []uint64) {
+// span is a (pointer, length) pair of a host call's parameters, and the
+// most the function reads or fills there.
+type span struct{ ptr, n, limit int }
+
+// spans lists the (pointer, length) pairs of params of the kind k.
+func spans(params []sandbox.Param, k sandbox.ParamKind) []span {
+	var ss []span
+	for i, p := range params {
+		if p.Kind == k && i+1 < len(params) {
+			ss = append(ss, span{i, i + 1, p.Limit})
+		}
+	}
+	return ss
+}
+
+func stub(name string, params []sandbox.Param) func(context.Context, sandbox.Memory, []uint64) {
+	n, reads := len(params), spans(params, sandbox.In)
 	return func(ctx context.Context, mem sandbox.Memory, stack []uint64) {
 		s, _ := ctx.Value(senderKey{}).(*session)
 		if s == nil {
@@ -273,7 +265,7 @@ func stub(name string, n int, reads []span) func(context.Context, sandbox.Memory
 func Serve(ctx context.Context, host map[string]sandbox.HostFunc, c *Call) *Reply {
 	r := &Reply{Seq: c.Seq, Result: uint64(abi.EINTERNAL)}
 	f, ok := host[c.Name]
-	if !ok || len(c.Params) != f.Params || ctx.Err() != nil {
+	if !ok || len(c.Params) != len(f.Params) || ctx.Err() != nil {
 		return r
 	}
 	for _, g := range c.Regions {
@@ -282,10 +274,25 @@ func Serve(ctx context.Context, host map[string]sandbox.HostFunc, c *Call) *Repl
 		}
 	}
 	m := &proxy{size: c.Size, regions: c.Regions}
+	for _, b := range spans(f.Params, sandbox.Buf) {
+		// i32 parameters: an engine may leave the upper bits set.
+		ptr, n := uint64(uint32(c.Params[b.ptr])), uint64(uint32(c.Params[b.n]))
+		m.bufs = append(m.bufs, [2]uint64{ptr, ptr + min(n, uint64(b.limit))})
+	}
 	stack := make([]uint64, max(1, len(c.Params)))
 	copy(stack, c.Params)
 	f.Fn(ctx, m, stack)
 	r.Result, r.Writes = stack[0], m.writes
+	if r.Result != uint64(abi.ESUCCESS) {
+		// A function writes its results only on success (ABI.md): a
+		// buffer it took a view of is not one of them.
+		r.Writes = m.writes[:0:0]
+		for i, w := range m.writes {
+			if !m.views[i] {
+				r.Writes = append(r.Writes, w)
+			}
+		}
+	}
 	return r
 }
 
@@ -299,19 +306,23 @@ func HostMap(funcs []sandbox.HostFunc) map[string]sandbox.HostFunc {
 }
 
 // proxy is a remote guest's memory during one call: the regions the call
-// shipped, and the writes the reply carries back.
+// shipped (its In parameters), the spans of its Buf parameters, and the
+// writes the reply carries back.
 type proxy struct {
 	size    uint32
 	regions []Region
+	bufs    [][2]uint64 // [start, end) of each Buf parameter, within its limit
 	writes  []Region
+	views   map[int]bool // writes that are views of a Buf
 }
-
-var _ sandbox.CopyingMemory = (*proxy)(nil)
-
-func (m *proxy) ReadCopies() {}
 
 func (m *proxy) Size() uint32 { return m.size }
 
+// Read returns the bytes of a region the call shipped. Within a Buf
+// parameter, which the function fills and never reads, it returns a fresh
+// buffer instead, the view of guest memory the function fills: all of it
+// reaches the guest with the reply, when the call succeeds. Anything else
+// was not shipped: it fails closed.
 func (m *proxy) Read(off, n uint32) ([]byte, bool) {
 	end := uint64(off) + uint64(n)
 	if end > uint64(m.size) {
@@ -320,6 +331,20 @@ func (m *proxy) Read(off, n uint32) ([]byte, bool) {
 	for _, g := range m.regions {
 		if off >= g.Off && end <= uint64(g.Off)+uint64(len(g.Data)) {
 			return g.Data[off-g.Off : uint64(off-g.Off)+uint64(n)], true
+		}
+	}
+	for _, b := range m.bufs {
+		if uint64(off) >= b[0] && end <= b[1] {
+			if n == 0 {
+				return []byte{}, true
+			}
+			view := make([]byte, n)
+			if m.views == nil {
+				m.views = map[int]bool{}
+			}
+			m.views[len(m.writes)] = true
+			m.writes = append(m.writes, Region{Off: off, Data: view})
+			return view, true
 		}
 	}
 	return nil, false // not shipped: fail closed

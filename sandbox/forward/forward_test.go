@@ -15,43 +15,63 @@ import (
 	"github.com/mandatevm/mandate/sandbox"
 )
 
-// TestReadsCoverEveryCall: Reads has an entry for every host call of the
-// ABI and none for anything else, and each span names a (pointer, length)
-// pair of the call's own parameters with a limit.
-func TestReadsCoverEveryCall(t *testing.T) {
-	calls := map[string]int{}
-	for _, hc := range abi.HostCalls() {
-		calls[hc.Name] = hc.Params
-		spans, ok := Reads[hc.Name]
-		if !ok {
-			t.Errorf("host call %s has no Reads entry", hc.Name)
-			continue
-		}
-		used := map[int]bool{}
-		for _, s := range spans {
-			if s.ptr < 0 || s.ptr >= hc.Params || s.n < 0 || s.n >= hc.Params || s.ptr == s.n {
-				t.Errorf("%s: span (%d, %d) is not a pair of its %d parameters", hc.Name, s.ptr, s.n, hc.Params)
-			}
-			if used[s.ptr] || used[s.n] {
-				t.Errorf("%s: span (%d, %d) shares a parameter with another span", hc.Name, s.ptr, s.n)
-			}
-			used[s.ptr], used[s.n] = true, true
-			if s.limit <= 0 || s.limit > abi.MaxBlobLen {
-				t.Errorf("%s: span (%d, %d) has limit %d, want 1..%d", hc.Name, s.ptr, s.n, s.limit, abi.MaxBlobLen)
-			}
+// Parameters as the kernel declares them (kernel/hostcall.go), for
+// host functions of the shapes these tests use.
+var (
+	pHandle = sandbox.Param{Name: "h", Kind: sandbox.Handle}
+	pLen    = sandbox.Param{Name: "len", Kind: sandbox.Len}
+	pOut    = sandbox.Param{Name: "out", Kind: sandbox.Out, Size: 4}
+	pOp     = sandbox.Param{Name: "op_ptr", Kind: sandbox.In, Limit: abi.MaxOpLen}
+	pArg    = sandbox.Param{Name: "arg_ptr", Kind: sandbox.In, Limit: abi.MaxArgLen}
+	pBuf    = sandbox.Param{Name: "buf_ptr", Kind: sandbox.Buf, Limit: 64}
+
+	capCallParams  = []sandbox.Param{pHandle, pOp, pLen, pArg, pLen, pOut}
+	blobLenParams  = []sandbox.Param{pHandle, pOut}
+	blobReadParams = []sandbox.Param{pHandle, {Name: "offset"}, pBuf, pLen, pOut}
+)
+
+// declared is a host module of those shapes, whose functions answer
+// ENOTSUP.
+func declared() []sandbox.HostFunc {
+	fn := func(_ context.Context, _ sandbox.Memory, p []uint64) { p[0] = uint64(abi.ENOTSUP) }
+	return []sandbox.HostFunc{
+		{Name: abi.CapCallName, Params: capCallParams, Fn: fn},
+		{Name: abi.BlobLenName, Params: blobLenParams, Fn: fn},
+		{Name: abi.BlobReadName, Params: blobReadParams, Fn: fn},
+	}
+}
+
+// TestStubsFollowDeclarations: Stubs makes one stub for each declared
+// host function, with its name and parameters (a copy), and the spans it
+// ships are its In parameters.
+func TestStubsFollowDeclarations(t *testing.T) {
+	host := declared()
+	stubs := Stubs(host)
+	if len(stubs) != len(host) {
+		t.Fatalf("%d stubs for %d host functions", len(stubs), len(host))
+	}
+	for i, f := range stubs {
+		if f.Name != host[i].Name || !reflect.DeepEqual(f.Params, host[i].Params) {
+			t.Errorf("stub %d is %s%v, want %s%v", i, f.Name, f.Params, host[i].Name, host[i].Params)
 		}
 	}
-	for name := range Reads {
-		if _, ok := calls[name]; !ok {
-			t.Errorf("Reads has an entry for %q, which is no host call", name)
-		}
+	stubs[0].Params[1].Limit = 1 // the stubs' parameters are their own
+	if host[0].Params[1].Limit != abi.MaxOpLen {
+		t.Errorf("changing a stub's parameters changed the declaration's")
 	}
-	if got, want := len(Stubs()), len(calls); got != want {
-		t.Errorf("%d stubs for %d host calls", got, want)
-	}
-	for _, f := range Stubs() {
-		if f.Params != calls[f.Name] {
-			t.Errorf("stub %s has %d params, want %d", f.Name, f.Params, calls[f.Name])
+	for _, tc := range []struct {
+		params []sandbox.Param
+		kind   sandbox.ParamKind
+		want   []span
+	}{
+		{capCallParams, sandbox.In, []span{{1, 2, abi.MaxOpLen}, {3, 4, abi.MaxArgLen}}},
+		{capCallParams, sandbox.Buf, nil},
+		{blobLenParams, sandbox.In, nil},
+		{blobReadParams, sandbox.In, nil},
+		{blobReadParams, sandbox.Buf, []span{{2, 3, 64}}},
+	} {
+		if got := spans(tc.params, tc.kind); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("spans(%v, %v) = %v, want %v", tc.params, tc.kind, got, tc.want)
 		}
 	}
 }
@@ -421,12 +441,9 @@ func (m *fakeMem) WriteUint32Le(off, v uint32) bool {
 func TestProxyMemory(t *testing.T) {
 	var saw []string
 	var gotCtx context.Context
-	host := HostMap([]sandbox.HostFunc{{Name: abi.CapCallName, Params: 6, Fn: func(ctx context.Context, mem sandbox.Memory, p []uint64) {
+	host := HostMap([]sandbox.HostFunc{{Name: abi.CapCallName, Params: capCallParams, Fn: func(ctx context.Context, mem sandbox.Memory, p []uint64) {
 		gotCtx = ctx
 		saw = saw[:0]
-		if _, ok := mem.(sandbox.CopyingMemory); !ok {
-			t.Errorf("the proxy is not a CopyingMemory")
-		}
 		if mem.Size() != 1000 {
 			t.Errorf("Size() = %d, want 1000", mem.Size())
 		}
@@ -478,7 +495,7 @@ func TestProxyMemory(t *testing.T) {
 
 	// Malformed calls run nothing and are EINTERNAL.
 	ran := 0
-	host[abi.BlobLenName] = sandbox.HostFunc{Name: abi.BlobLenName, Params: 2, Fn: func(_ context.Context, _ sandbox.Memory, p []uint64) {
+	host[abi.BlobLenName] = sandbox.HostFunc{Name: abi.BlobLenName, Params: blobLenParams, Fn: func(_ context.Context, _ sandbox.Memory, p []uint64) {
 		ran++
 		p[0] = 0
 	}}
@@ -519,7 +536,7 @@ func (f sendFunc) Send(ctx context.Context, c *Call) (*Reply, error) { return f(
 
 func stubOf(t *testing.T, name string) func(context.Context, sandbox.Memory, []uint64) {
 	t.Helper()
-	for _, f := range Stubs() {
+	for _, f := range Stubs(declared()) {
 		if f.Name == name {
 			return f.Fn
 		}
@@ -699,7 +716,7 @@ func TestForwardedRunStops(t *testing.T) {
 			conn.next <- &Call{Seq: 1, Name: abi.TaskWaitName, Params: []uint64{1, 0}, Size: 10}
 			served := map[string]int{}
 			host := []sandbox.HostFunc{
-				{Name: abi.TaskWaitName, Params: 2, Fn: func(ctx context.Context, _ sandbox.Memory, p []uint64) {
+				{Name: abi.TaskWaitName, Params: blobLenParams, Fn: func(ctx context.Context, _ sandbox.Memory, p []uint64) {
 					served[abi.TaskWaitName]++
 					select { // a call that waits (a child, a person's yes)
 					case <-ctx.Done():
@@ -708,7 +725,7 @@ func TestForwardedRunStops(t *testing.T) {
 						p[0] = 0
 					}
 				}},
-				{Name: abi.TaskKillName, Params: 1, Fn: func(_ context.Context, _ sandbox.Memory, p []uint64) {
+				{Name: abi.TaskKillName, Params: []sandbox.Param{pHandle}, Fn: func(_ context.Context, _ sandbox.Memory, p []uint64) {
 					served[abi.TaskKillName]++
 					p[0] = 0
 				}},
@@ -742,5 +759,47 @@ func TestForwardedRunStops(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProxyBufView: within a Buf parameter (and its limit) the proxy's
+// Read is a fresh buffer the function fills, carried back whole when the
+// call succeeds and not at all when it fails; past the parameter's length
+// or limit, or anywhere else unshipped, Read fails closed.
+func TestProxyBufView(t *testing.T) {
+	var fill []byte
+	var result abi.Errno
+	var saw []string
+	host := HostMap([]sandbox.HostFunc{{Name: abi.BlobReadName, Params: blobReadParams, Fn: func(_ context.Context, mem sandbox.Memory, p []uint64) {
+		saw = saw[:0]
+		for _, r := range [][2]uint32{{110, 10}, {100, 41}, {100, 65}, {99, 2}, {200, 4}} {
+			_, ok := mem.Read(r[0], r[1])
+			saw = append(saw, fmt.Sprintf("%d+%d:%v", r[0], r[1], ok))
+		}
+		v, ok := mem.Read(uint32(p[2]), uint32(len(fill)))
+		if !ok {
+			t.Fatalf("no view of the buffer")
+		}
+		copy(v, fill)
+		mem.WriteUint32Le(uint32(p[4]), uint32(len(fill)))
+		p[0] = uint64(result)
+	}}})
+	call := func() *Reply {
+		// The upper bits of an i32 parameter are not the guest's.
+		return Serve(context.Background(), host, &Call{Seq: 1, Name: abi.BlobReadName, Params: []uint64{7, 0, 1<<40 | 100, 1<<33 | 1000, 8}, Size: 4096})
+	}
+	fill, result = []byte("blob bytes"), abi.ESUCCESS
+	r := call()
+	// The span is 100+min(1000, 64): the limit bounds it.
+	if want := []string{"110+10:true", "100+41:true", "100+65:false", "99+2:false", "200+4:false"}; !reflect.DeepEqual(saw, want) {
+		t.Errorf("reads %q, want %q", saw, want)
+	}
+	want := []Region{{Off: 110, Data: make([]byte, 10)}, {Off: 100, Data: make([]byte, 41)}, {Off: 100, Data: []byte("blob bytes")}, {Off: 8, Data: []byte{10, 0, 0, 0}}}
+	if r.Result != uint64(abi.ESUCCESS) || !reflect.DeepEqual(r.Writes, want) {
+		t.Errorf("a successful call: result %d, writes %+v, want %+v", r.Result, r.Writes, want)
+	}
+	fill, result = nil, abi.EFLOW
+	if r := call(); r.Result != uint64(abi.EFLOW) || !reflect.DeepEqual(r.Writes, []Region{{Off: 8, Data: []byte{0, 0, 0, 0}}}) {
+		t.Errorf("a failed call: result %d, writes %+v; want no buffer written", r.Result, r.Writes)
 	}
 }

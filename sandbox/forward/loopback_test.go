@@ -17,6 +17,7 @@ import (
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/sandbox"
 	"github.com/mandatevm/mandate/sandbox/forward"
 )
@@ -63,7 +64,7 @@ func byDigest(d string) ([]byte, bool) {
 func guestEngine(t testing.TB) sandbox.Engine {
 	t.Helper()
 	eng := testengine.New(t)
-	if err := eng.Host(abi.ModuleName, forward.Stubs()); err != nil {
+	if err := eng.Host(abi.ModuleName, forward.Stubs(kernel.HostCallFuncs())); err != nil {
 		t.Fatal(err)
 	}
 	return eng
@@ -90,7 +91,7 @@ func TestForwardedLoopbackStops(t *testing.T) {
 	var host []sandbox.HostFunc
 	blocked := make(chan struct{}, 1)
 	cut := make(chan bool, 1) // whether the deadline ended the waiting call
-	for _, hc := range abi.HostCalls() {
+	for _, hc := range kernel.HostCallFuncs() {
 		var f func(context.Context, sandbox.Memory, []uint64)
 		switch hc.Name {
 		case abi.CapLookupName: // waits, as for a person's yes
@@ -169,7 +170,7 @@ func benchEnv(b *testing.B, forwarded bool) (*kernel.Kernel, kernel.TaskSpec) {
 	b.Helper()
 	ctx := context.Background()
 	eng := &kernelEngine{Engine: testengine.New(b)}
-	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kernel.Kind{kerneltest.New()}})
+	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kindapi.Kind{kerneltest.New()}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func benchEnv(b *testing.B, forwarded bool) (*kernel.Kernel, kernel.TaskSpec) {
 	if forwarded {
 		mod = forward.NewModule(mod, eng.funcs, forward.Loopback(guestEngine(b), byDigest))
 	}
-	scope, err := k.Grant("test", kernel.GrantContext{}, []byte(`{"level":5}`))
+	scope, err := k.Grant("test", kindapi.GrantContext{}, []byte(`{"level":5}`))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -32,7 +32,7 @@ type Starter func(ctx context.Context, mod sandbox.Module, cfg sandbox.RunConfig
 
 // KillGrace is how long a killed remote guest's node has to say it stopped
 // before the run ends without its word.
-var KillGrace = 5 * time.Second
+const KillGrace = 5 * time.Second
 
 // NewModule returns a module with mod's digest and kind whose Run runs the
 // guest through start and serves each of its calls with host (the

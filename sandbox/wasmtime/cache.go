@@ -137,9 +137,20 @@ func (c *diskCache) store(digest string, mod *wt.Module) {
 	if err != nil {
 		return
 	}
+	_ = c.write(digest, payload)
+}
+
+// write writes a serialized module to the cache.
+func (c *diskCache) write(digest string, payload []byte) error {
+	return c.writeFile(c.path(digest), payload)
+}
+
+// writeFile writes payload to path, with the cache's magic and checksum,
+// whole or not at all.
+func (c *diskCache) writeFile(path string, payload []byte) error {
 	f, err := os.CreateTemp(c.dir, ".tmp-*")
 	if err != nil {
-		return
+		return err
 	}
 	sum := sha256.Sum256(payload)
 	_, err = f.Write(append(append([]byte(cacheMagic), sum[:]...), payload...))
@@ -147,11 +158,12 @@ func (c *diskCache) store(digest string, mod *wt.Module) {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(f.Name(), c.path(digest))
+		err = os.Rename(f.Name(), path)
 	}
 	if err != nil {
 		os.Remove(f.Name())
 	}
+	return err
 }
 
 // unwrapCacheFile checks a cache file's magic and checksum and returns its
@@ -167,4 +179,73 @@ func unwrapCacheFile(b []byte) ([]byte, bool) {
 		return nil, false
 	}
 	return payload, true
+}
+
+// refusal returns why the module of digest has no snapshot, when a task's
+// init showed it.
+func (c *diskCache) refusal(digest string) (string, bool) {
+	if c == nil {
+		return "", false
+	}
+	b, err := os.ReadFile(strings.TrimSuffix(c.path(digest), ".cwasm") + ".none")
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
+// refuse remembers why the module of digest has no snapshot. A failure
+// only costs a task's watched init later.
+func (c *diskCache) refuse(digest, why string) {
+	if c == nil {
+		return
+	}
+	f, err := os.CreateTemp(c.dir, ".tmp-*")
+	if err != nil {
+		return
+	}
+	_, err = f.WriteString(why)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), strings.TrimSuffix(c.path(digest), ".cwasm")+".none")
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+}
+
+// snapshotPath is where the snapshot of the module of digest is kept, as
+// WebAssembly, until its compiled form replaces the module's in the cache.
+func (c *diskCache) snapshotPath(digest string) string {
+	return strings.TrimSuffix(c.path(digest), ".cwasm") + ".snap"
+}
+
+// loadSnapshot returns the kept snapshot of the module of digest.
+func (c *diskCache) loadSnapshot(digest string) ([]byte, bool) {
+	if c == nil {
+		return nil, false
+	}
+	b, err := os.ReadFile(c.snapshotPath(digest))
+	if err != nil {
+		return nil, false
+	}
+	return unwrapCacheFile(b)
+}
+
+// storeSnapshot keeps snap, the snapshot of the module of digest: a
+// process that ends before compiling it leaves it to the next. A failure
+// only costs a task's init later.
+func (c *diskCache) storeSnapshot(digest string, snap []byte) {
+	if c != nil {
+		_ = c.writeFile(c.snapshotPath(digest), snap)
+	}
+}
+
+// dropSnapshot forgets the kept snapshot of the module of digest.
+func (c *diskCache) dropSnapshot(digest string) {
+	if c != nil {
+		os.Remove(c.snapshotPath(digest))
+	}
 }

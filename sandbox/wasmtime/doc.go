@@ -92,4 +92,24 @@
 // checked with a SHA-256 before wasmtime loads it; a damaged or stale file
 // is ignored and the module compiled again. The cache holds native code:
 // keep the directory as private as the binary.
+//
+// # Compiling
+//
+// Cranelift's time and memory are not bounded by a module's size (50,000
+// nested loops or 10^6 functions hold a core for minutes; a function of
+// 10^6 values live at once takes a gigabyte), so on Linux a module that is
+// not in the cache is compiled in a child process
+// (sandbox/internal/isolate): the current executable started again, which
+// bounds its own address space, CPU time and Go heap from
+// CompileConfig.MemoryLimit and Timeout, and is killed when ctx is done or
+// the timeout passes. A compile past them fails with ErrTimeout or
+// ErrMemoryLimit (wrapped), a canceled one with ErrCanceled, and what the
+// compiler allocated never lives in this process. The child builds a
+// wasmtime engine with the engine's settings (wasmtimeConfig, without the
+// pooling allocator, which changes no code), compiles the prepared bytes,
+// serializes the module and stores it in the disk cache as the engine
+// would; the engine loads it from there. Without Config.CacheDir the child
+// hands the serialized module over on its output. A cache hit starts no
+// child. On other systems modules are compiled in process, bounded by
+// nothing but ctx.
 package wasmtime

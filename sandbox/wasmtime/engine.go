@@ -14,6 +14,7 @@ import (
 	wt "github.com/bytecodealliance/wasmtime-go/v39"
 
 	"github.com/mandatevm/mandate/sandbox"
+	"github.com/mandatevm/mandate/sandbox/internal/snapstate"
 	"github.com/mandatevm/mandate/sandbox/internal/wasmbin"
 )
 
@@ -62,6 +63,9 @@ type Engine struct {
 	// modules caches compiled modules by digest (protected by mu).
 	modules map[string]*compiled
 	closed  bool // protected by mu
+	// static holds each module's static counts, checked against every
+	// compile's limits (cfg.Limits), bytes already compiled included.
+	static wasmbin.StaticCache
 	// handles are the host functions' cgo handles (define), deleted by
 	// Close (protected by mu).
 	handles []cgo.Handle
@@ -118,6 +122,9 @@ type options struct {
 	// instead of faulting on an unmapped one, the reuse BENCHMARKS.md
 	// rejects for wazero; and the pool caps concurrent instances.
 	pooling bool
+	// compileInProcess compiles in the calling process, bounded by
+	// nothing but ctx (benchmarks only: isolate.go).
+	compileInProcess bool
 }
 
 // funcSig is a function signature: its parameter and result kinds.
@@ -206,17 +213,7 @@ func newEngine(_ context.Context, cfg sandbox.Config, opt options) (*Engine, err
 	case !linked || !viewLinked || !hostcallLinked:
 		return nil, errors.New("sandbox/wasmtime: the wasmtime C API functions interrupt.go, view.go and hostcall_c.go declare are not linked in")
 	}
-	wc := wt.NewConfig()
-	switch opt.preempt {
-	case preemptEpoch:
-		wc.SetEpochInterruption(true)
-	case preemptFuel:
-		wc.SetConsumeFuel(true)
-	}
-	if opt.pooling {
-		setPooling(wc, 16<<20, 100_000, 100)
-	}
-	eng := wt.NewEngineWithConfig(wc)
+	eng := wt.NewEngineWithConfig(wasmtimeConfig(opt.preempt, opt.pooling))
 	e := &Engine{
 		wt:      eng,
 		linker:  wt.NewLinker(eng),
@@ -280,7 +277,7 @@ func (e *Engine) Host(module string, funcs []sandbox.HostFunc) error {
 	}
 	sigs := make(map[string]funcSig, len(funcs))
 	for _, f := range funcs {
-		params := make([]byte, f.Params)
+		params := make([]byte, len(f.Params))
 		for i := range params {
 			params[i] = 'i'
 		}
@@ -298,15 +295,11 @@ func (e *Engine) Host(module string, funcs []sandbox.HostFunc) error {
 // the run's view of the guest memory, its result as the i32 it returns. A
 // panic in f becomes a trap of the calling task.
 func hostCall(module string, f sandbox.HostFunc) *hostFunc {
-	fn, params := f.Fn, f.Params
-	what := "host function " + module + "." + f.Name
+	fn, params := f.Fn, len(f.Params)
+	what, qualified := "host function "+module+"."+f.Name, module+"."+f.Name
 	return &hostFunc{what: what, call: func(r *run, caller unsafe.Pointer, vals []rawVal) unsafe.Pointer {
-		if r.snapshot != nil {
-			// A module's init reaching for Mandate: no snapshot.
-			if r.snapshot.touched == "" {
-				r.snapshot.touched = module + "." + f.Name
-			}
-			return r.trap(what + " called during a snapshot's init")
+		if r.watch != nil {
+			r.watch.touch(qualified) // a call from _initialize: no snapshot of it
 		}
 		stack := r.stack[:max(params, 1)]
 		for i := range params {
@@ -327,7 +320,19 @@ func hostCall(module string, f sandbox.HostFunc) *hostFunc {
 // compiled returns the same underlying module; it is released when every
 // Module returned for it is closed.
 func (e *Engine) Compile(ctx context.Context, wasm []byte) (sandbox.Module, error) {
+	return e.CompileWith(ctx, wasm, sandbox.CompileConfig{})
+}
+
+// CompileWith implements sandbox.Engine.
+func (e *Engine) CompileWith(ctx context.Context, wasm []byte, cfg sandbox.CompileConfig) (sandbox.Module, error) {
 	digest := sandbox.Digest(wasm)
+	// Before anything reads the module's counts, and for bytes already
+	// compiled too (each task has its own limits): its static limits.
+	if err := e.static.Check(digest, wasm, cfg.Limits); errors.Is(err, sandbox.ErrStaticLimit) {
+		return nil, fmt.Errorf("sandbox/wasmtime: %w", err)
+	} else if err != nil {
+		return nil, fmt.Errorf("sandbox/wasmtime: invalid module: %w", err)
+	}
 
 	e.mu.Lock()
 	if e.closed {
@@ -341,7 +346,7 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte) (sandbox.Module, erro
 		e.modules[digest] = c
 		c.refs++
 		e.mu.Unlock()
-		c.err = e.compile(c, wasm)
+		c.err = e.compile(ctx, c, wasm, cfg)
 		close(c.ready)
 		if c.err != nil {
 			e.mu.Lock()
@@ -371,7 +376,7 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte) (sandbox.Module, erro
 
 // compile checks wasm's imports and compiles it into c, through the disk
 // cache.
-func (e *Engine) compile(c *compiled, wasm []byte) error {
+func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte, cfg sandbox.CompileConfig) error {
 	bin, err := wasmbin.Parse(wasm)
 	if err != nil {
 		return fmt.Errorf("sandbox/wasmtime: invalid module: %w", err)
@@ -385,61 +390,125 @@ func (e *Engine) compile(c *compiled, wasm []byte) error {
 	if err := wasmbin.ReservedExport(bin); err != nil {
 		return fmt.Errorf("sandbox/wasmtime: %w", err)
 	}
-	c.memMin = bin.MemMin << 16
 	c.allExports = bin.Exports
 	c.tables = bin.Tables
 	c.tableLimit = max(uint64(MaxTableElements), bin.TableMin)
+	memMin := bin.MemMin << 16
+	_, init := bin.Exports["_initialize"]
+	_, start := bin.Exports["_start"]
 
+	// A reactor starts from its snapshot when the cache has it, or may get
+	// one from its first task's _initialize (snapshot.go).
 	mod := e.cache.load(c.digest, e.wt)
-	if mod == nil {
-		src := wasm
-		if !e.opt.noCoalesce {
-			if merged, ok := wasmbin.Coalesce(wasm, bin); ok {
-				src = merged
+	snapshot := init && !start && mod != nil && !exportsInit(mod)
+	if init && !start && !snapshot && !e.opt.noSnapshot {
+		// A snapshot kept by a process that ended before compiling it.
+		if snap, ok := e.cache.loadSnapshot(c.digest); ok {
+			sm, err := e.compileBounded(ctx, c.digest, snap, cfg)
+			switch {
+			case err == nil:
+				if mod != nil {
+					mod.Close()
+				}
+				mod, snapshot = sm, true
+			case ctx.Err() != nil:
+				if mod != nil {
+					mod.Close()
+				}
+				return err
+			default:
+				e.cache.dropSnapshot(c.digest)
 			}
 		}
-		if src, err = wasmbin.CapTables(src, MaxTableElements); err != nil {
-			return fmt.Errorf("sandbox/wasmtime: invalid module: %w", err)
+	}
+	wantTaker := false
+	switch {
+	case !init || start || snapshot:
+	case e.opt.noSnapshot:
+		c.noSnapshot = "snapshots are off (Config.NoSnapshots)"
+	default:
+		if why, ok := e.cache.refusal(c.digest); ok {
+			c.noSnapshot = why
+		} else {
+			wantTaker = true
 		}
-		if !e.opt.noTrackGrowth {
-			// Every memory.grow records a refused growth (outcome reads it).
-			if src, _, err = wasmbin.TrackGrowth(src); err != nil {
-				return fmt.Errorf("sandbox/wasmtime: rewriting memory.grow: %w", err)
-			}
+	}
+	if mod == nil || wantTaker {
+		src, err := e.prepare(wasm, bin)
+		if err != nil {
+			return err
 		}
-		// A reactor starts from its snapshot when it can (snapshot.go).
-		_, init := bin.Exports["_initialize"]
-		_, start := bin.Exports["_start"]
-		if init && !start && !e.opt.noSnapshot {
-			if snap, err := e.takeSnapshot(src); err == nil {
-				src = snap
-			} else {
+		if wantTaker {
+			variant, globals, err := wasmbin.ExportGlobals(src)
+			if err != nil {
 				c.noSnapshot = err.Error()
+				if errors.Is(err, wasmbin.ErrNoSnapshot) {
+					e.cache.refuse(c.digest, err.Error())
+				}
+			} else {
+				c.taker = &snapshotTaker{c: c, src: src, globals: globals, cfg: cfg, Taker: snapstate.NewTaker()}
+				src = variant
 			}
 		}
-		if mod, err = wt.NewModule(e.wt, src); err != nil {
-			return fmt.Errorf("sandbox/wasmtime: compile: %w", err)
+		// In a child process bounded by cfg, into the cache (isolate.go).
+		if mod == nil {
+			if mod, err = e.compileBounded(ctx, c.digest, src, cfg); err != nil {
+				return err
+			}
 		}
-		e.cache.store(c.digest, mod)
 	}
 	if err := c.describe(mod, e.imports); err != nil {
 		mod.Close()
 		return err
 	}
-	// A reactor without _initialize that had one is its snapshot (made
-	// now, or compiled from the cache), its memory sized by it.
-	if _, init := bin.Exports["_initialize"]; init && !c.hasInit && c.kind == sandbox.Reactor {
-		c.snapshot = true
-		for _, ex := range mod.Exports() {
-			if mt := ex.Type().MemoryType(); mt != nil && ex.Name() == "memory" {
-				c.memMin = mt.Minimum() << 16
-			}
-		}
-	} else if init && c.noSnapshot == "" && e.opt.noSnapshot {
-		c.noSnapshot = "snapshots are off (Config.NoSnapshots)"
+	if snapshot {
+		memMin = memoryMin(mod, memMin)
 	}
-	c.mod = mod
+	c.install(&startForm{mod: mod, memMin: memMin, snapshot: snapshot, hasInit: exportsInit(mod)})
 	return nil
+}
+
+// prepare returns wasm as it is compiled: its data segments merged, its
+// tables capped and its memory growth tracked.
+func (e *Engine) prepare(wasm []byte, bin *wasmbin.Module) ([]byte, error) {
+	src := wasm
+	if !e.opt.noCoalesce {
+		if merged, ok := wasmbin.Coalesce(wasm, bin); ok {
+			src = merged
+		}
+	}
+	src, err := wasmbin.CapTables(src, MaxTableElements)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox/wasmtime: invalid module: %w", err)
+	}
+	if !e.opt.noTrackGrowth {
+		// Every memory.grow records a refused growth (outcome reads it).
+		if src, _, err = wasmbin.TrackGrowth(src); err != nil {
+			return nil, fmt.Errorf("sandbox/wasmtime: rewriting memory.grow: %w", err)
+		}
+	}
+	return src, nil
+}
+
+// exportsInit reports whether mod exports _initialize: a reactor's
+// compiled form without it is its snapshot.
+func exportsInit(mod *wt.Module) bool {
+	for _, ex := range mod.Exports() {
+		if ex.Name() == "_initialize" && ex.Type().FuncType() != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// memoryMin is the initial size in bytes of mod's exported memory, or def.
+func memoryMin(mod *wt.Module, def uint64) uint64 {
+	for _, ex := range mod.Exports() {
+		if mt := ex.Type().MemoryType(); mt != nil && ex.Name() == "memory" {
+			return mt.Minimum() << 16
+		}
+	}
+	return def
 }
 
 // describe checks mod's imported signatures against the host's and records
@@ -470,7 +539,6 @@ func (c *compiled) describe(mod *wt.Module, imports map[string]map[string]funcSi
 	}
 	start, hasStart := c.exports["_start"]
 	init, hasInit := c.exports["_initialize"]
-	c.hasInit = hasInit
 	if hasStart {
 		c.kind = sandbox.Command
 		if start != (funcSig{}) {
@@ -483,6 +551,23 @@ func (c *compiled) describe(mod *wt.Module, imports map[string]map[string]funcSi
 		}
 	}
 	return nil
+}
+
+// goBackground runs fn on a goroutine of its own, counted among the runs
+// Close waits for; it reports false, running nothing, when the engine is
+// closed.
+func (e *Engine) goBackground(fn func()) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.running.Add(1)
+	go func() {
+		defer e.running.Done()
+		fn()
+	}()
+	return true
 }
 
 // Close implements sandbox.Engine: it stops every run in progress (they

@@ -73,7 +73,7 @@ func BenchmarkHostCall(b *testing.B) {
 	b.Run("engine", func(b *testing.B) {
 		ctx := context.Background()
 		e := benchEngine(b, sandbox.Config{}, options{})
-		if err := e.Host("env", []sandbox.HostFunc{{Name: "f", Params: hostCallParams, Fn: func(_ context.Context, _ sandbox.Memory, stack []uint64) {
+		if err := e.Host("env", []sandbox.HostFunc{{Name: "f", Params: sandbox.Values(hostCallParams), Fn: func(_ context.Context, _ sandbox.Memory, stack []uint64) {
 			stack[0] = 0
 		}}}); err != nil {
 			b.Fatal(err)

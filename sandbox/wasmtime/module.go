@@ -36,21 +36,51 @@ type compiled struct {
 	ready  chan struct{} // closed once err, mod and the fields below are set
 	err    error
 
-	mod        *wt.Module
 	kind       sandbox.ModuleKind
-	hasInit    bool
 	exports    map[string]funcSig
-	memMin     uint64          // initial memory in bytes
 	allExports map[string]byte // every export's kind, to explain a wrong entry
 	tables     int             // tables the module defines
 	tableLimit uint64          // elements a table may reach
-	// snapshot: tasks start from the module's pre-initialised snapshot;
-	// noSnapshot says why they do not, for a reactor.
-	snapshot   bool
+	// start is what the next task's instance is made from: the module as
+	// compiled, until a snapshot taken by a task replaces it (taker).
+	start atomic.Pointer[startForm]
+	// taker takes the module's snapshot from a task's _initialize; nil
+	// when the module has or can have none (snapshot.go).
+	taker *snapshotTaker
+
+	mu sync.Mutex
+	// forms are every compiled form start has held, closed with the
+	// module; released is set once they are (protected by mu).
+	forms    []*wt.Module
+	released bool
+	// noSnapshot says why a reactor's tasks do not start from a snapshot
+	// (protected by mu).
 	noSnapshot string
 
-	closeOnce sync.Once
-	refs      int // handles and runs in progress; protected by eng.mu
+	refs int // handles and runs in progress; protected by eng.mu
+}
+
+// startForm is one compiled form of a module and how its tasks start.
+type startForm struct {
+	mod    *wt.Module
+	memMin uint64 // initial memory in bytes
+	// snapshot: the form is the module's snapshot, which starts where
+	// _initialize ended and exports none.
+	snapshot bool
+	hasInit  bool
+}
+
+// install makes f the form the next tasks start from, unless the module
+// was released meanwhile; it reports whether it did.
+func (c *compiled) install(f *startForm) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released {
+		return false
+	}
+	c.forms = append(c.forms, f.mod)
+	c.start.Store(f)
+	return true
 }
 
 func (c *compiled) release() {
@@ -68,11 +98,13 @@ func (c *compiled) release() {
 }
 
 func (c *compiled) closeModule() {
-	c.closeOnce.Do(func() {
-		if c.mod != nil {
-			c.mod.Close()
-		}
-	})
+	c.mu.Lock()
+	forms := c.forms
+	c.forms, c.released = nil, true
+	c.mu.Unlock()
+	for _, mod := range forms {
+		mod.Close()
+	}
 }
 
 // Module is a compiled module. Run may be called concurrently.
@@ -101,9 +133,9 @@ func (m *Module) Close(context.Context) error {
 type run struct {
 	ctx  context.Context // the run's context, passed to host functions
 	name string
-	// snapshot is set while the run takes a module's snapshot: every
-	// host function of a Host module then traps (snapshot.go).
-	snapshot       *snapshotRun
+	// watch is set while the run's _initialize may become the module's
+	// snapshot: host functions and output note themselves (snapshot.go).
+	watch          *initWatch
 	stdout, stderr io.Writer
 	closedFDs      [3]bool // stdio descriptors the guest closed
 
@@ -172,13 +204,14 @@ func (m *Module) Run(ctx context.Context, cfg sandbox.RunConfig) (err error) {
 		}
 	}
 
+	f := c.start.Load()
 	limit := cfg.MemoryLimit
 	if limit == 0 || limit > defaultMemoryLimit {
 		limit = defaultMemoryLimit
 	}
-	if c.memMin > limit {
+	if f.memMin > limit {
 		return fmt.Errorf("sandbox/wasmtime: initial memory of %d bytes exceeds the limit of %d: %w",
-			c.memMin, limit, sandbox.ErrMemoryLimit)
+			f.memMin, limit, sandbox.ErrMemoryLimit)
 	}
 
 	// Hold the engine and the compiled module open for the whole run.
@@ -214,6 +247,16 @@ func (m *Module) Run(ctx context.Context, cfg sandbox.RunConfig) (err error) {
 	if r.stderr == nil {
 		r.stderr = io.Discard
 	}
+	// A task whose _initialize may become the module's snapshot runs it
+	// watched (snapshot.go), with the argv every task of a snapshot sees.
+	var watch *initWatch
+	if f.hasInit && c.taker.open() {
+		watch = &initWatch{}
+		r.stdout, r.stderr = watch.Writer(r.stdout), watch.Writer(r.stderr)
+		r.name = snapshotArgv
+	} else if f.snapshot {
+		r.name = snapshotArgv
+	}
 
 	store := wt.NewStore(e.wt)
 	defer store.Close()
@@ -233,7 +276,7 @@ func (m *Module) Run(ctx context.Context, cfg sandbox.RunConfig) (err error) {
 		}
 	}
 
-	inst, err := e.linker.Instantiate(store, c.mod)
+	inst, err := e.linker.Instantiate(store, f.mod)
 	if err != nil {
 		return r.outcome(err, store, nil, limit)
 	}
@@ -249,9 +292,15 @@ func (m *Module) Run(ctx context.Context, cfg sandbox.RunConfig) (err error) {
 		_, err = call("_start")
 		return r.outcome(err, store, inst, limit)
 	}
-	if c.hasInit {
-		if _, err = call("_initialize"); err != nil {
+	if f.hasInit {
+		r.watch = watch
+		_, err = call("_initialize")
+		r.watch = nil
+		if err != nil || r.exited {
 			return r.outcome(err, store, inst, limit)
+		}
+		if watch != nil {
+			c.taker.take(store, inst, watch)
 		}
 	}
 	res, err := call(entryName)

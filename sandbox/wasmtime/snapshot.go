@@ -4,103 +4,115 @@ package wasmtime
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"io"
 	"math"
-	"time"
 
 	wt "github.com/bytecodealliance/wasmtime-go/v39"
 
 	"github.com/mandatevm/mandate/sandbox"
+	"github.com/mandatevm/mandate/sandbox/internal/snapstate"
 	"github.com/mandatevm/mandate/sandbox/internal/wasmbin"
 )
 
 // Pre-initialised snapshots, as sandbox/wazero takes them (see its
-// snapshot.go and wasmbin.ApplySnapshot): a reactor's _initialize runs once
-// per module, in a store of its own where every host function registered
-// with Host traps and marks the run (a module calling into Mandate during
-// init gets no snapshot), and the module is rewritten to start from the
-// memory and globals init left. Only the rewritten module is compiled and
-// cached (the compilation cache keys it by the original module's digest,
-// with snapshots in its configuration); wasmtime then initialises each
-// task's memory from the module's data, copy-on-write where it can.
+// snapshot.go for the rules and wasmbin.ApplySnapshot): the first task of a
+// reactor runs its _initialize in its own store, under its own limits and
+// preemption, watched; when that init made no host call, wrote no output
+// and was refused no memory growth (the growth-tracking global of
+// wasmbin.TrackGrowth is still zero, so a refusal is never part of a
+// snapshot), the memory and globals it left become the module that later
+// tasks start from. The snapshot is compiled in the background and stored
+// in the compilation cache under the original module's digest (the cache
+// directory's key includes whether snapshots are on), replacing the
+// compiled module that exports its globals. The snapshot itself, as
+// WebAssembly, is kept there first (a ".snap" file), so that a process
+// that ends before compiling it (mandate run of one task) leaves it to the
+// next, which compiles it; a module that can not be snapshotted is
+// remembered there with why (a ".none" file). wasmtime then
+// initialises each task's memory from the module's data, copy-on-write
+// where it can.
 
-// Bounds of a snapshot's init, as on wazero.
-const (
-	snapshotMemoryLimit = 256 << 20
-	snapshotTimeout     = 30 * time.Second
-)
-
-// snapshotRun marks a run that takes a snapshot: touched names the first
-// host function init called.
-type snapshotRun struct{ touched string }
+// snapshotArgv is argv[0] in every task of a module that has or may get a
+// snapshot: what init reads of it is kept.
+const snapshotArgv = "task"
 
 var _ sandbox.Snapshotter = (*Module)(nil)
 
 // Snapshot implements sandbox.Snapshotter.
-func (m *Module) Snapshot() (used bool, why string) { return m.c.snapshot, m.c.noSnapshot }
+func (m *Module) Snapshot() (used bool, why string) {
+	c := m.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.start.Load().snapshot, c.noSnapshot
+}
 
-// takeSnapshot runs src's _initialize once, host calls refused, and
-// returns the module starting where it ended.
-func (e *Engine) takeSnapshot(src []byte) ([]byte, error) {
-	variant, globals, err := wasmbin.ExportGlobals(src)
-	if err != nil {
-		return nil, err
-	}
-	mod, err := wt.NewModule(e.wt, variant)
-	if err != nil {
-		return nil, fmt.Errorf("%w: compiling: %v", wasmbin.ErrNoSnapshot, err)
-	}
-	defer mod.Close()
-	ctx, cancel := context.WithTimeout(e.closeCtx, snapshotTimeout)
-	defer cancel()
-	snap := &snapshotRun{}
-	// argv is the same for every task of the snapshot.
-	r := &run{ctx: ctx, name: "task", stdout: io.Discard, stderr: io.Discard, start: e.start, snapshot: snap}
-	store := wt.NewStore(e.wt)
-	defer store.Close()
-	unregister := register(store, r)
-	defer unregister()
-	store.Limiter(snapshotMemoryLimit, math.MaxInt32, 1, 64, 1)
-	switch e.opt.preempt {
-	case preemptEpoch:
-		stop := watchEpoch(store, e.wt, ctx)
-		defer stop()
-	case preemptFuel:
-		if err := store.SetFuel(math.MaxUint64); err != nil {
-			return nil, err
-		}
-	}
-	inst, err := e.linker.Instantiate(store, mod)
-	if err != nil {
-		return nil, fmt.Errorf("%w: instantiating: %v", wasmbin.ErrNoSnapshot, err)
-	}
-	r.lookUpMemory(store, inst)
-	f := inst.GetFunc(store, "_initialize")
-	if f == nil {
-		return nil, fmt.Errorf("%w: no _initialize", wasmbin.ErrNoSnapshot)
-	}
-	if _, err := f.Call(store); err != nil || snap.touched != "" || r.exited {
-		if snap.touched != "" {
-			return nil, fmt.Errorf("%w: _initialize calls %s (a task's authority or input is never part of a snapshot)", wasmbin.ErrNoSnapshot, snap.touched)
-		}
-		return nil, fmt.Errorf("%w: _initialize failed: %v", wasmbin.ErrNoSnapshot, err)
+// SnapshotPending reports whether a task's init is being made the
+// module's snapshot (taken, not yet installed), for tests.
+func (m *Module) SnapshotPending() bool {
+	t := m.c.taker
+	return t != nil && t.Pending()
+}
+
+// snapshotTaker keeps the first clean _initialize of a module's tasks as
+// the module's snapshot.
+type snapshotTaker struct {
+	*snapstate.Taker
+	c *compiled
+	// src is the module a snapshot applies to (as prepared for compiling,
+	// its globals not exported), and globals its globals.
+	src     []byte
+	globals []wasmbin.Global
+	// cfg bounded the module's compile; its memory bounds the snapshot's
+	// (the same code compiled within it), not its time: the snapshot is
+	// compiled in the background, no task waiting for it.
+	cfg sandbox.CompileConfig
+}
+
+// open reports whether a task's init may still give the snapshot.
+func (t *snapshotTaker) open() bool { return t != nil && t.Open() }
+
+// refuse closes t for good: the module has no snapshot, for why.
+func (t *snapshotTaker) refuse(why error) {
+	t.c.mu.Lock()
+	t.c.noSnapshot = why.Error()
+	t.c.mu.Unlock()
+	t.c.eng.cache.refuse(t.c.digest, why.Error())
+	t.Close()
+}
+
+// take keeps inst's state, just after its _initialize returned, as the
+// module's snapshot when the init was one a snapshot reproduces and no
+// other task's is kept.
+func (t *snapshotTaker) take(store *wt.Store, inst *wt.Instance, w *initWatch) {
+	switch {
+	case !t.open():
+		return
+	case w.touched != "":
+		t.refuse(fmt.Errorf("%w: _initialize calls %s (a task's authority or input is never part of a snapshot)", wasmbin.ErrNoSnapshot, w.touched))
+		return
+	case w.Wrote():
+		t.refuse(fmt.Errorf("%w: _initialize writes output (a task started from a snapshot would not)", wasmbin.ErrNoSnapshot))
+		return
+	case growthRefused(store, inst):
+		return // a growth was refused; another task's init may not be
+	case !t.Claim():
+		return
 	}
 	ext := inst.GetExport(store, "memory")
 	if ext == nil || ext.Memory() == nil {
-		return nil, fmt.Errorf("%w: no exported memory", wasmbin.ErrNoSnapshot)
+		t.refuse(fmt.Errorf("%w: no exported memory", wasmbin.ErrNoSnapshot))
+		return
 	}
-	mem := ext.Memory()
-	image := bytes.Clone(mem.UnsafeData(store))
-	vals := make([]uint64, len(globals))
-	for i, g := range globals {
+	image := bytes.Clone(ext.Memory().UnsafeData(store))
+	vals := make([]uint64, len(t.globals))
+	for i, g := range t.globals {
 		if !g.Mutable {
 			continue
 		}
 		x := inst.GetExport(store, wasmbin.SnapshotGlobalExport(i))
 		if x == nil || x.Global() == nil {
-			return nil, fmt.Errorf("%w: global %d not exported", wasmbin.ErrNoSnapshot, i)
+			t.refuse(fmt.Errorf("%w: global %d not exported", wasmbin.ErrNoSnapshot, i))
+			return
 		}
 		v := x.Global().Get(store)
 		switch v.Kind() {
@@ -113,8 +125,62 @@ func (e *Engine) takeSnapshot(src []byte) ([]byte, error) {
 		case wt.KindF64:
 			vals[i] = math.Float64bits(v.F64())
 		default:
-			return nil, fmt.Errorf("%w: global %d of kind %v", wasmbin.ErrNoSnapshot, i, v.Kind())
+			t.refuse(fmt.Errorf("%w: global %d of kind %v", wasmbin.ErrNoSnapshot, i, v.Kind()))
+			return
 		}
 	}
-	return wasmbin.ApplySnapshot(src, image, vals)
+	if !t.c.eng.goBackground(func() { t.install(image, vals) }) {
+		t.Close()
+	}
+}
+
+// growthRefused reports whether a memory.grow of inst was refused: the
+// global wasmbin.TrackGrowth adds is not zero.
+func growthRefused(store *wt.Store, inst *wt.Instance) bool {
+	ext := inst.GetExport(store, wasmbin.GrowthExport)
+	return ext != nil && ext.Global() != nil && ext.Global().Get(store).I64() != 0
+}
+
+// install compiles the snapshot of image and vals, stores it in the cache
+// and makes it the form the module's next tasks start from.
+func (t *snapshotTaker) install(image []byte, vals []uint64) {
+	defer t.Close()
+	e := t.c.eng
+	snap, err := wasmbin.ApplySnapshot(t.src, image, vals)
+	if err != nil {
+		t.refuse(err)
+		return
+	}
+	// Kept before it is compiled: a process that ends sooner (mandate run
+	// of one task) leaves it to the next, which compiles it.
+	e.cache.storeSnapshot(t.c.digest, snap)
+	// The same code as the module's, bounded as its compile was; stored
+	// in the cache in the place of the module that exports its globals.
+	mod, err := e.compileBounded(e.closeCtx, t.c.digest, snap, sandbox.CompileConfig{Limits: t.cfg.Limits, MemoryLimit: t.cfg.MemoryLimit})
+	if err != nil {
+		if e.closeCtx.Err() == nil {
+			// Not a snapshot any process should compile again.
+			e.cache.dropSnapshot(t.c.digest)
+			t.refuse(fmt.Errorf("%w: compiling the snapshot: %v", wasmbin.ErrNoSnapshot, err))
+		}
+		return
+	}
+	f := &startForm{mod: mod, memMin: memoryMin(mod, 0), snapshot: true}
+	if !t.c.install(f) {
+		mod.Close()
+	}
+}
+
+// initWatch notes, while a task's _initialize runs, a host call and
+// (through Output.Writer) a write of output. A run's calls never overlap:
+// touched needs no lock.
+type initWatch struct {
+	snapstate.Output
+	touched string // the first host function called
+}
+
+func (w *initWatch) touch(fn string) {
+	if w.touched == "" {
+		w.touched = fn
+	}
 }

@@ -63,7 +63,7 @@ func TestHostCallMemoryView(t *testing.T) {
 				mu    sync.Mutex
 				sizes []uint32
 			)
-			if err := e.Host("env", []sandbox.HostFunc{{Name: "size", Params: 1, Fn: func(_ context.Context, mem sandbox.Memory, stack []uint64) {
+			if err := e.Host("env", []sandbox.HostFunc{{Name: "size", Params: sandbox.Values(1), Fn: func(_ context.Context, mem sandbox.Memory, stack []uint64) {
 				mu.Lock()
 				sizes = append(sizes, mem.Size())
 				mu.Unlock()
@@ -91,7 +91,7 @@ func TestHostCallMemoryView(t *testing.T) {
 func TestHostCallAllocs(t *testing.T) {
 	ctx := context.Background()
 	e := newTestEngine(t, sandbox.Config{}, options{})
-	if err := e.Host("env", []sandbox.HostFunc{{Name: "f", Params: hostCallParams, Fn: func(_ context.Context, mem sandbox.Memory, stack []uint64) {
+	if err := e.Host("env", []sandbox.HostFunc{{Name: "f", Params: sandbox.Values(hostCallParams), Fn: func(_ context.Context, mem sandbox.Memory, stack []uint64) {
 		b, _ := mem.Read(0, 4)
 		stack[0] = uint64(len(b) + int(mem.Size()>>16)) // 5, an errno's size
 	}}}); err != nil {

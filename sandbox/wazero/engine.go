@@ -62,6 +62,32 @@
 // (wasmbin.MaxTableElements), so a table.grow bomb gets -1 instead of
 // gigabytes.
 //
+// # Compiling
+//
+// wazero's compiler takes time and memory that no check on a module's size
+// bounds (50,000 nested loops in 150 KB hold a core for minutes; 32 KB of
+// functions with 50,000 locals each take gigabytes), so on Linux a module
+// is compiled in a child process (sandbox/internal/isolate): the current
+// executable started again, which bounds its own address space, CPU time
+// and Go heap from CompileConfig.MemoryLimit and Timeout, and is killed
+// when ctx is done or the timeout passes. A compile past them fails with
+// ErrTimeout or ErrMemoryLimit (wrapped), a canceled one with ErrCanceled,
+// and what the compile allocated never lives in this process. The child
+// compiles the prepared bytes (merged, capped, rewritten) with a runtime
+// configured exactly as the engine's (runtimeConfig: the same
+// WithCloseOnContextDone, which is part of wazero's cache key) into wazero's
+// compilation cache under the engine's cache directory, and the engine's
+// runtime then loads it from there. Without Config.CacheDir the engine
+// makes a private temporary cache directory, removed by Close.
+//
+// A cache hit starts no child: after a child's compile the engine writes a
+// marker (mandate-compiled/ in the cache directory) for those bytes naming
+// wazero's file, and a compile whose marker names a file that is there
+// loads it directly. A marker whose file is gone (a pruned cache) starts a
+// child again: the marker does not say under which limits the module
+// compiled. On other systems modules are compiled in process, bounded by
+// nothing but ctx.
+//
 // # Memory
 //
 // RunConfig.MemoryLimit is enforced with wazero's experimental memory
@@ -102,9 +128,16 @@ type Engine struct {
 	rt       wazero.Runtime
 	cache    wazero.CompilationCache // nil without Config.CacheDir
 	cacheDir string                  // Config.CacheDir: snapshots go under it
+	private  string                  // a temporary cacheDir, removed by Close (isolate.go)
 	opt      options
 
 	seq atomic.Uint64 // names instances uniquely
+
+	// bg is work an engine does for its modules in the background (a
+	// snapshot's compile), stopped by bgCtx's end and waited for by Close.
+	bg       sync.WaitGroup
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
 
 	mu sync.Mutex
 	// imports maps an import module to its functions' signatures
@@ -116,6 +149,9 @@ type Engine struct {
 	// modules caches compiled modules by digest (protected by mu).
 	modules map[string]*compiled
 	closed  bool // protected by mu
+	// static holds each module's static counts, checked against every
+	// compile's limits (cfg.Limits), bytes already compiled included.
+	static wasmbin.StaticCache
 }
 
 // funcSig is an imported function's signature, as wazero types.
@@ -151,6 +187,9 @@ type options struct {
 	noCoalesce bool
 	// noSnapshot starts every task with _initialize (Config.NoSnapshots).
 	noSnapshot bool
+	// compileInProcess compiles in the calling process, bounded by
+	// nothing but ctx (benchmarks only: isolate.go).
+	compileInProcess bool
 }
 
 // New returns an engine with the WASI preview1 module instantiated. With
@@ -160,13 +199,16 @@ func New(ctx context.Context, cfg sandbox.Config) (*Engine, error) {
 }
 
 func newEngine(ctx context.Context, cfg sandbox.Config, opt options) (*Engine, error) {
-	rc := wazero.NewRuntimeConfig(). // the compiler where supported
-						WithCloseOnContextDone(opt.preempt == preemptCloseOnDone)
+	rc := runtimeConfig(opt.preempt == preemptCloseOnDone)
+	cfg, private, err := privateCache(cfg, opt)
+	if err != nil {
+		return nil, err
+	}
 	var cache wazero.CompilationCache
 	if cfg.CacheDir != "" {
-		var err error
 		cache, err = wazero.NewCompilationCacheWithDir(cfg.CacheDir)
 		if err != nil {
+			removePrivate(private)
 			return nil, fmt.Errorf("sandbox/wazero: compilation cache: %w", err)
 		}
 		rc = rc.WithCompilationCache(cache)
@@ -177,6 +219,7 @@ func newEngine(ctx context.Context, cfg sandbox.Config, opt options) (*Engine, e
 		if cache != nil {
 			cache.Close(ctx)
 		}
+		removePrivate(private)
 		return nil, fmt.Errorf("sandbox/wazero: instantiating %s: %w", wasmbin.PreemptModule, err)
 	}
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
@@ -184,16 +227,21 @@ func newEngine(ctx context.Context, cfg sandbox.Config, opt options) (*Engine, e
 		if cache != nil {
 			cache.Close(ctx)
 		}
+		removePrivate(private)
 		return nil, fmt.Errorf("sandbox/wazero: instantiating WASI: %w", err)
 	}
 	sigs := map[string]funcSig{}
 	for name, def := range rt.Module(wasiModule).ExportedFunctionDefinitions() {
 		sigs[name] = sigOf(def)
 	}
+	bgCtx, bgCancel := context.WithCancel(context.WithoutCancel(ctx))
 	return &Engine{
+		bgCtx:    bgCtx,
+		bgCancel: bgCancel,
 		rt:       rt,
 		cache:    cache,
 		cacheDir: cfg.CacheDir,
+		private:  private,
 		opt:      opt,
 		imports:  map[string]map[string]funcSig{wasiModule: sigs},
 		modules:  map[string]*compiled{},
@@ -226,7 +274,7 @@ func (e *Engine) Host(module string, funcs []sandbox.HostFunc) error {
 	b := e.rt.NewHostModuleBuilder(module)
 	sigs := make(map[string]funcSig, len(funcs))
 	for _, f := range funcs {
-		params := make([]api.ValueType, f.Params)
+		params := make([]api.ValueType, len(f.Params))
 		for i := range params {
 			params[i] = api.ValueTypeI32
 		}
@@ -260,6 +308,9 @@ func (p *hostPanic) Error() string {
 func hostAdapter(module string, f sandbox.HostFunc) api.GoModuleFunc {
 	fn, qualified := f.Fn, module+"."+f.Name
 	return func(ctx context.Context, mod api.Module, stack []uint64) {
+		if w, ok := ctx.(*initWatch); ok {
+			w.touch(qualified) // a call from _initialize: no snapshot of it
+		}
 		defer func() {
 			if r := recover(); r != nil {
 				// wazero recovers this panic and fails the call with it,
@@ -275,7 +326,19 @@ func hostAdapter(module string, f sandbox.HostFunc) api.GoModuleFunc {
 // compiled returns the same underlying module; it is released when every
 // Module returned for it is closed.
 func (e *Engine) Compile(ctx context.Context, wasm []byte) (sandbox.Module, error) {
+	return e.CompileWith(ctx, wasm, sandbox.CompileConfig{})
+}
+
+// CompileWith implements sandbox.Engine.
+func (e *Engine) CompileWith(ctx context.Context, wasm []byte, cfg sandbox.CompileConfig) (sandbox.Module, error) {
 	digest := sandbox.Digest(wasm)
+	// Before anything reads the module's counts, and for bytes already
+	// compiled too (each task has its own limits): its static limits.
+	if err := e.static.Check(digest, wasm, cfg.Limits); errors.Is(err, sandbox.ErrStaticLimit) {
+		return nil, fmt.Errorf("sandbox/wazero: %w", err)
+	} else if err != nil {
+		return nil, fmt.Errorf("sandbox/wazero: invalid module: %w", err)
+	}
 
 	e.mu.Lock()
 	if e.closed {
@@ -289,7 +352,7 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte) (sandbox.Module, erro
 		e.modules[digest] = c
 		c.refs++
 		e.mu.Unlock()
-		c.err = e.compile(ctx, c, wasm)
+		c.err = e.compile(ctx, c, wasm, cfg)
 		close(c.ready)
 		if c.err != nil {
 			e.mu.Lock()
@@ -318,7 +381,7 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte) (sandbox.Module, erro
 }
 
 // compile checks wasm's imports and compiles it into c.
-func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte) error {
+func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte, cfg sandbox.CompileConfig) error {
 	bin, err := wasmbin.Parse(wasm)
 	if err != nil {
 		return fmt.Errorf("sandbox/wazero: invalid module: %w", err)
@@ -327,8 +390,8 @@ func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte) error {
 	if err := wasmbin.CheckImports(bin, e.imports); err != nil {
 		return fmt.Errorf("sandbox/wazero: %w", err)
 	}
-	c.memMin = bin.MemMin << 16
 	c.allExports = bin.Exports
+	memMin := bin.MemMin << 16
 
 	src := wasm
 	if !e.opt.noCoalesce {
@@ -340,38 +403,37 @@ func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte) error {
 	if src, err = wasmbin.CapTables(src, wasmbin.MaxTableElements); err != nil {
 		return fmt.Errorf("sandbox/wazero: invalid module: %w", err)
 	}
-	// Before anything compiles the module, the snapshot's init included:
-	// wazero allocates what the module's counts say before reading, and
-	// the rewrite decodes every one of them (preempt.go).
+	// A reactor starts from its snapshot when it has one, or may get one
+	// from its first task's _initialize (snapshot.go).
+	snapshot := false
+	_, init := bin.Exports["_initialize"]
+	_, start := bin.Exports["_start"]
+	if init && !start && !e.opt.noSnapshot {
+		snap, taker, why := e.snapshotOf(c, src, cfg)
+		switch {
+		case snap != nil:
+			src, snapshot = snap, true
+			if sb, err := wasmbin.Parse(snap); err == nil {
+				memMin = sb.MemMin << 16
+			}
+		case taker != nil:
+			src, c.taker = taker.variant, taker
+		default:
+			c.noSnapshot = why
+		}
+	} else if init && !start {
+		c.noSnapshot = "snapshots are off (Config.NoSnapshots)"
+	}
+	// Before anything compiles the module: wazero allocates what the
+	// module's counts say before reading, and the rewrite decodes every
+	// one of them (preempt.go). What is compiled is what runs.
 	rewritten, err := e.preempt(src)
 	if err != nil {
 		return fmt.Errorf("sandbox/wazero: %w", err)
 	}
-	// A reactor starts from its snapshot when it has one (snapshot.go).
-	_, init := bin.Exports["_initialize"]
-	_, start := bin.Exports["_start"]
-	if init && !start && !e.opt.noSnapshot {
-		snap, err := e.snapshotOf(ctx, c.digest, src)
-		switch {
-		case err == nil:
-			src = snap
-			if sb, err := wasmbin.Parse(snap); err == nil {
-				c.memMin = sb.MemMin << 16
-			}
-			c.snapshot = true
-		case ctx.Err() != nil:
-			return ctx.Err()
-		default:
-			c.noSnapshot = err.Error()
-		}
-	}
-	// What is compiled is what runs: a snapshot is rewritten too.
-	if c.snapshot {
-		if rewritten, err = e.preempt(src); err != nil {
-			return fmt.Errorf("sandbox/wazero: %w", err)
-		}
-	}
-	cm, err := e.rt.CompileModule(ctx, rewritten)
+	// In a child process bounded by cfg when it is not in the cache
+	// (isolate.go).
+	cm, err := e.compileBounded(ctx, e.rt, e.opt.preempt == preemptCloseOnDone, rewritten, cfg)
 	if err != nil {
 		return fmt.Errorf("sandbox/wazero: compile: %w", err)
 	}
@@ -385,7 +447,7 @@ func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte) error {
 	}
 	exports := cm.ExportedFunctions()
 	_, hasStart := exports["_start"]
-	_, c.hasInit = exports["_initialize"]
+	_, hasInit := exports["_initialize"]
 	if hasStart {
 		c.kind = sandbox.Command
 		if def := exports["_start"]; len(def.ParamTypes()) != 0 || len(def.ResultTypes()) != 0 {
@@ -396,8 +458,25 @@ func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte) error {
 		c.kind = sandbox.Reactor
 	}
 	c.exports = exports
-	c.cm = cm
+	c.install(&startForm{cm: cm, memMin: memMin, snapshot: snapshot, hasInit: hasInit})
 	return nil
+}
+
+// goBackground runs fn on a goroutine of its own, with a context that ends
+// when the engine closes; it reports false, running nothing, when the
+// engine is closed.
+func (e *Engine) goBackground(fn func(ctx context.Context)) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		fn(e.bgCtx)
+	}()
+	return true
 }
 
 // Close implements sandbox.Engine: it closes every instance and compiled
@@ -411,11 +490,14 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.closed = true
 	e.modules = map[string]*compiled{}
 	e.mu.Unlock()
+	e.bgCancel()
+	e.bg.Wait()
 	err := e.rt.Close(ctx)
 	if e.cache != nil {
 		if cerr := e.cache.Close(ctx); err == nil {
 			err = cerr
 		}
 	}
+	removePrivate(e.private)
 	return err
 }

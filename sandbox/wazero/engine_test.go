@@ -70,7 +70,7 @@ func TestHostCallAllocs(t *testing.T) {
 	}
 	var mod api.Module = &fakeModule{mem: inst.Memory()}
 	var sum uint32
-	fn := hostAdapter("m", sandbox.HostFunc{Name: "f", Params: 2, Fn: func(ctx context.Context, mem sandbox.Memory, stack []uint64) {
+	fn := hostAdapter("m", sandbox.HostFunc{Name: "f", Params: sandbox.Values(2), Fn: func(ctx context.Context, mem sandbox.Memory, stack []uint64) {
 		b, _ := mem.Read(uint32(stack[0]), uint32(stack[1]))
 		sum += uint32(len(b))
 		stack[0] = 0

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,22 +33,41 @@ const maxTrapLen = 4 << 10
 type compiled struct {
 	eng    *Engine
 	digest string
-	ready  chan struct{} // closed once err, cm and the fields below are set
+	ready  chan struct{} // closed once err and the fields below are set
 	err    error
 
-	cm      wazero.CompiledModule
 	kind    sandbox.ModuleKind
-	hasInit bool
 	exports map[string]api.FunctionDefinition
-	memMin  uint64 // initial memory in bytes
-	// snapshot: tasks start from the module's pre-initialised snapshot;
-	// noSnapshot says why they do not, for a reactor.
-	snapshot   bool
-	noSnapshot string
 	// allExports is every export's kind, to explain a wrong entry.
 	allExports map[string]byte
+	// start is what the next task's instance is made from: the module as
+	// compiled, until a snapshot taken by a task replaces it (taker).
+	start atomic.Pointer[startForm]
+	// taker takes the module's snapshot from a task's _initialize; nil
+	// when the module has or can have none (snapshot.go).
+	taker *snapshotTaker
+
+	mu sync.Mutex
+	// forms are every compiled form start has held, closed with the
+	// module (a task may still run an older one); released is set once
+	// they are (protected by mu).
+	forms    []wazero.CompiledModule
+	released bool
+	// noSnapshot says why a reactor's tasks do not start from a snapshot
+	// (protected by mu).
+	noSnapshot string
 
 	refs int // protected by eng.mu
+}
+
+// startForm is one compiled form of a module and how its tasks start.
+type startForm struct {
+	cm     wazero.CompiledModule
+	memMin uint64 // initial memory in bytes
+	// snapshot: the form is the module's snapshot, which starts where
+	// _initialize ended and exports none.
+	snapshot bool
+	hasInit  bool
 }
 
 func (c *compiled) release(ctx context.Context) error {
@@ -59,10 +79,33 @@ func (c *compiled) release(ctx context.Context) error {
 		delete(e.modules, c.digest)
 	}
 	e.mu.Unlock()
-	if last && c.cm != nil {
-		return c.cm.Close(ctx)
+	if !last {
+		return nil
 	}
-	return nil
+	c.mu.Lock()
+	forms := c.forms
+	c.forms, c.released = nil, true
+	c.mu.Unlock()
+	var err error
+	for _, cm := range forms {
+		if cerr := cm.Close(ctx); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// install makes f the form the next tasks start from, unless the module
+// was released meanwhile; it reports whether it did.
+func (c *compiled) install(f *startForm) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released {
+		return false
+	}
+	c.forms = append(c.forms, f.cm)
+	c.start.Store(f)
+	return true
 }
 
 // Module is a compiled module. Run may be called concurrently.
@@ -122,13 +165,14 @@ func (m *Module) Run(ctx context.Context, cfg sandbox.RunConfig) error {
 		}
 	}
 
+	f := c.start.Load()
 	limit := cfg.MemoryLimit
 	if limit == 0 || limit > defaultMemoryLimit {
 		limit = defaultMemoryLimit
 	}
-	if c.memMin > limit {
+	if f.memMin > limit {
 		return fmt.Errorf("sandbox/wazero: initial memory of %d bytes exceeds the limit of %d: %w",
-			c.memMin, limit, sandbox.ErrMemoryLimit)
+			f.memMin, limit, sandbox.ErrMemoryLimit)
 	}
 
 	runCtx := ctx
@@ -140,8 +184,8 @@ func (m *Module) Run(ctx context.Context, cfg sandbox.RunConfig) error {
 	var lim *memoryLimiter
 	if limit < defaultMemoryLimit {
 		lim = &memoryLimiter{limit: limit}
-		if c.snapshot {
-			lim.startup = c.memMin
+		if f.snapshot {
+			lim.startup = f.memMin
 		}
 		runCtx = experimental.WithMemoryAllocator(runCtx, lim)
 	}
@@ -157,15 +201,26 @@ func (m *Module) Run(ctx context.Context, cfg sandbox.RunConfig) error {
 	if stderr == nil {
 		stderr = io.Discard
 	}
+	// A task whose _initialize may become the module's snapshot runs it
+	// watched (snapshot.go), with the argv every task of a snapshot sees.
+	var watch *initWatch
+	args := name
+	if f.hasInit && c.taker.open() {
+		watch = &initWatch{}
+		stdout, stderr = watch.Writer(stdout), watch.Writer(stderr)
+		args = snapshotArgv
+	} else if f.snapshot {
+		args = snapshotArgv
+	}
 	done := runCtx.Done()
 	mc := baseConfig.
 		WithName(name + "#" + strconv.FormatUint(c.eng.seq.Add(1), 10)).
-		WithArgs(name).
+		WithArgs(args).
 		WithStdout(stdout).
 		WithStderr(stderr).
 		WithNanosleep(func(ns int64) { sleep(done, ns) })
 
-	inst, err := instantiate(runCtx, c.eng.rt, c.cm, mc)
+	inst, err := instantiate(runCtx, c.eng.rt, f.cm, mc)
 	if err != nil {
 		return outcome(runCtx, err, lim)
 	}
@@ -176,9 +231,17 @@ func (m *Module) Run(ctx context.Context, cfg sandbox.RunConfig) error {
 		_, err = inst.ExportedFunction("_start").Call(runCtx)
 		return outcome(runCtx, err, lim)
 	}
-	if c.hasInit {
-		if _, err = inst.ExportedFunction("_initialize").Call(runCtx); err != nil {
+	if f.hasInit {
+		initCtx := runCtx
+		if watch != nil {
+			watch.Context = runCtx
+			initCtx = watch
+		}
+		if _, err = inst.ExportedFunction("_initialize").Call(initCtx); err != nil {
 			return outcome(runCtx, err, lim)
+		}
+		if watch != nil {
+			c.taker.take(inst, watch, lim)
 		}
 	}
 	res, err := inst.ExportedFunction(entryName).Call(runCtx)

@@ -46,9 +46,6 @@ const (
 	preemptNone
 )
 
-// yieldSig is the signature of wasmbin.PreemptYield, as wazero types.
-var yieldSig = funcSig{}
-
 // instantiateYield instantiates the host module the rewritten modules
 // import wasmbin.PreemptYield from.
 func instantiateYield(ctx context.Context, rt wazero.Runtime) error {

@@ -37,17 +37,24 @@ func TestSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := mod.(*Module).c
-	if !c.snapshot || c.hasInit {
-		t.Fatalf("the reactor has no snapshot: %s", c.noSnapshot)
+	if used, why := mod.(*Module).Snapshot(); used || why != "" {
+		t.Fatalf("a snapshot before any task ran: %v %q", used, why)
+	}
+	// The first task's init is the snapshot.
+	if err := mod.Run(ctx, sandbox.RunConfig{Entry: "run", MemoryLimit: 64 << 20}); err != nil {
+		t.Fatalf("the first run: %v", err)
+	}
+	sandboxtest.Settled(t, mod)
+	if used, why := mod.(*Module).Snapshot(); !used {
+		t.Fatalf("the reactor has no snapshot: %s", why)
 	}
 	for i := range 3 {
 		if err := mod.Run(ctx, sandbox.RunConfig{Entry: "run", MemoryLimit: 64 << 20}); err != nil {
 			t.Fatalf("run %d from the snapshot: %v", i, err)
 		}
 	}
-	if n := len(h.Calls()); n != 3 {
-		t.Errorf("%d host calls, want 3 (one per run, none from the snapshot's init)", n)
+	if n := len(h.Calls()); n != 4 {
+		t.Errorf("%d host calls, want 4 (one per run, none from the snapshot's init)", n)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "snapshots", "v*-*.wasm"))
 	if len(files) != 1 {
@@ -64,11 +71,21 @@ func TestSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := mod2.(*Module).c; !c.snapshot {
-		t.Fatalf("no snapshot after a damaged one: %s", c.noSnapshot)
-	}
 	if err := mod2.Run(ctx, sandbox.RunConfig{Entry: "run"}); err != nil {
 		t.Fatal(err)
+	}
+	sandboxtest.Settled(t, mod2)
+	if used, why := mod2.(*Module).Snapshot(); !used {
+		t.Fatalf("no snapshot after a damaged one: %s", why)
+	}
+	// An engine of a later process starts from the cached one at once.
+	e5, _ := snapshotEngine(t, sandbox.Config{CacheDir: dir})
+	mod5, err := e5.Compile(ctx, sandboxtest.Guest("reactor"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used, why := mod5.(*Module).Snapshot(); !used {
+		t.Fatalf("the cached snapshot is not used: %s", why)
 	}
 
 	// A host call during init: no snapshot, and the task still runs.
@@ -76,16 +93,18 @@ func TestSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c3 := mod3.(*Module).c
-	if c3.snapshot || !strings.Contains(c3.noSnapshot, "mandate_test.echo") {
-		t.Fatalf("a reactor calling the host in init: snapshot %v (%s)", c3.snapshot, c3.noSnapshot)
+	for i := range 2 {
+		before := len(h.Calls())
+		if err := mod3.Run(ctx, sandbox.RunConfig{Entry: "run"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := h.Calls()[before:]; len(got) != 1 || !strings.HasSuffix(got[0], ":init") {
+			t.Errorf("run %d: init's host call in the task: %q", i, got)
+		}
 	}
-	before := len(h.Calls())
-	if err := mod3.Run(ctx, sandbox.RunConfig{Entry: "run"}); err != nil {
-		t.Fatal(err)
-	}
-	if got := h.Calls()[before:]; len(got) != 1 || !strings.HasSuffix(got[0], ":init") {
-		t.Errorf("init's host call in the task: %q", got)
+	sandboxtest.Settled(t, mod3)
+	if used, why := mod3.(*Module).Snapshot(); used || !strings.Contains(why, "mandate_test.echo") {
+		t.Fatalf("a reactor calling the host in init: snapshot %v (%s)", used, why)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "snapshots")); err != nil {
 		t.Fatal(err)
@@ -100,7 +119,10 @@ func TestSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := mod4.(*Module).c; c.snapshot || !c.hasInit {
-		t.Fatal("NoSnapshots took a snapshot")
+	if err := mod4.Run(ctx, sandbox.RunConfig{Entry: "run"}); err != nil {
+		t.Fatal(err)
+	}
+	if used, why := mod4.(*Module).Snapshot(); used || mod4.(*Module).c.taker != nil {
+		t.Fatalf("NoSnapshots took a snapshot (%s)", why)
 	}
 }

@@ -25,7 +25,8 @@ import (
 	"github.com/mandatevm/mandate/caps/data"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/kerneltest"
-	"github.com/mandatevm/mandate/kernel"
+	"github.com/mandatevm/mandate/kernel/kindapi"
+	"github.com/mandatevm/mandate/kernel/kindapi/kindtest"
 )
 
 // Open returns a new, empty backend, closed when t ends.
@@ -405,17 +406,17 @@ func testLimits(t *testing.T, b data.Backend) {
 }
 
 // call runs op through the data kind over b, as principal.
-func call(t *testing.T, k *data.Kind, spec, principal, op, args string) (*kernel.Result, error) {
+func call(t *testing.T, k *data.Kind, spec, principal, op, args string) (*kindapi.Result, error) {
 	t.Helper()
-	s, err := k.Grant(kernel.GrantContext{}, []byte(spec))
+	s, err := k.Grant(kindapi.GrantContext{}, []byte(spec))
 	if err != nil {
 		t.Fatalf("grant %s: %v", spec, err)
 	}
-	c := kernel.NewCall(op, []byte(args), s, kernel.TaskInfo{ID: "t1", Principal: principal}, hclog.NewNullLogger(), nil)
+	c := kindtest.NewCall(op, []byte(args), s, kindapi.TaskInfo{ID: "t1", Principal: principal}, hclog.NewNullLogger(), nil)
 	return kerneltest.Invoke(ctx, k, c)
 }
 
-func ids(t *testing.T, res *kernel.Result) []string {
+func ids(t *testing.T, res *kindapi.Result) []string {
 	t.Helper()
 	var out struct {
 		Records []struct{ ID string }
@@ -464,7 +465,7 @@ func testKindReach(t *testing.T, b data.Backend) {
 	if err != nil || !strings.Contains(string(res.Data), `"id":"b-dave"`) {
 		t.Errorf("read owner dave as carol: %v %v", res, err)
 	}
-	if _, err := call(t, k, managers, "carol", data.OpRead, `{"id":"b-bob"}`); kernel.ErrnoOf(err) != abi.EDENIED {
+	if _, err := call(t, k, managers, "carol", data.OpRead, `{"id":"b-bob"}`); kindapi.ErrnoOf(err) != abi.EDENIED {
 		t.Errorf("read b-bob as carol: %v, want EDENIED", err)
 	}
 	// A write within the slice lands; outside it, nothing changes.
@@ -476,11 +477,11 @@ func testKindReach(t *testing.T, b data.Backend) {
 	}
 	before := dump(t, b)
 	for _, args := range []string{`{"id":"b-bob","fields":{"salary":1}}`, `{"id":"b-nobody","fields":{"salary":1}}`, `{"id":"b-dave","fields":{"bonus":1}}`} {
-		if _, err := call(t, k, managers, "carol", data.OpWrite, args); kernel.ErrnoOf(err) != abi.EDENIED {
+		if _, err := call(t, k, managers, "carol", data.OpWrite, args); kindapi.ErrnoOf(err) != abi.EDENIED {
 			t.Errorf("write %s: %v, want EDENIED", args, err)
 		}
 	}
-	if _, err := call(t, k, managers, "carol", data.OpWrite, `{"id":"b-dave","fields":{"salary":"`+strings.Repeat("x", data.MaxRecordBytes)+`"}}`); kernel.ErrnoOf(err) != abi.ELIMIT {
+	if _, err := call(t, k, managers, "carol", data.OpWrite, `{"id":"b-dave","fields":{"salary":"`+strings.Repeat("x", data.MaxRecordBytes)+`"}}`); kindapi.ErrnoOf(err) != abi.ELIMIT {
 		t.Errorf("write past MaxRecordBytes: %v, want ELIMIT", err)
 	}
 	if after := dump(t, b); after != before {
@@ -542,8 +543,8 @@ func testUpdate(t *testing.T, b data.Backend) {
 	if err != sentinel {
 		t.Errorf("got %v, want fn's error as it is", err)
 	}
-	errno := kernel.Errorf(abi.EFLOW, "flow")
-	if err := b.Update(ctx, "benefits", "b-bob", func(data.Reader, *data.Record, bool) error { return errno }); kernel.ErrnoOf(err) != abi.EFLOW {
+	errno := kindapi.Errorf(abi.EFLOW, "flow")
+	if err := b.Update(ctx, "benefits", "b-bob", func(data.Reader, *data.Record, bool) error { return errno }); kindapi.ErrnoOf(err) != abi.EFLOW {
 		t.Errorf("got %v, want EFLOW through", err)
 	}
 	// A missing record: ok false, and nothing is created.

@@ -58,6 +58,22 @@
     return body;
   }
 
+  // postJSON posts body as JSON to one of this UI's two POST paths (an
+  // approval's answer, a client's reset) and returns the reply, or throws
+  // the server's error. Every page's Referrer-Policy is no-referrer, with
+  // which a browser sends "Origin: null" on a POST; the server wants the
+  // page's own origin, which same-origin sends.
+  async function postJSON(url, body) {
+    const r = await fetch(url, {
+      method: 'POST', credentials: 'same-origin', cache: 'no-store', referrerPolicy: 'same-origin',
+      headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+    });
+    let reply = null;
+    try { reply = await r.json(); } catch (e) { /* not JSON */ }
+    if (!r.ok) throw new Error((reply && reply.error) || (r.status + ' ' + r.statusText));
+    return reply;
+  }
+
   function showError(err) {
     const p = $('#error');
     if (!p) return;
@@ -182,6 +198,9 @@
       choices(fs, d.states, params.get('state'));
       fill($('#count'), d.runs.length === d.total ? String(d.total) : d.runs.length + ' of ' + d.total);
       fill($('#state-dir'), 'state directory ' + d.state_dir);
+      const pa = $('#approvals-link');
+      pa.hidden = !d.pending_approvals;
+      fill(pa, el('a', { href: '/approvals' }, d.pending_approvals + (d.pending_approvals === 1 ? ' approval waits' : ' approvals wait') + ' for your answer'));
       const note = $('#note');
       note.hidden = !d.note;
       fill(note, d.note || '');
@@ -213,7 +232,7 @@
     fd.addEventListener('change', changed);
 
     load();
-    live(load, (c) => { if (c.list || c.runs.length) load(); });
+    live(load, (c) => { if (c.list || c.runs.length || c.approvals) load(); });
   }
 
   // ---- A run's page ----
@@ -296,6 +315,7 @@
       renderOutputs();
       renderAudit();
       fill($('#receipts'), data.receipts.note);
+      renderApprovals();
       renderDetail();
     }
 
@@ -459,6 +479,11 @@
       a.total > a.entries.length ? el('p', { class: 'muted' }, 'The first ' + a.entries.length + ' of ' + a.total + ' entries are shown: mandate audit --run ' + data.run.id + ' lists them all.') : null);
     }
 
+    function renderApprovals() {
+      fill($('#approvals-count'), String(data.approvals.length));
+      fill($('#approvals'), approvalsTable(data.approvals, 'This run asked no person anything.'));
+    }
+
     async function renderGraph() {
       const sec = $('#graph-sec');
       sec.hidden = !data.graph;
@@ -569,13 +594,243 @@
     load();
     live(load, (c) => {
       if (!data) { load(); return; }
-      if (c.audit || c.runs.includes(data.run.id) || (id === 'last' && c.list)) load();
+      if (c.audit || c.approvals || c.runs.includes(data.run.id) || (id === 'last' && c.list)) load();
     });
+  }
+
+  // ---- Approvals ----
+
+  const approvalURL = (id) => '/approvals/' + encodeURIComponent(id);
+
+  function answerText(a) {
+    if (a.state === 'pending') return 'waiting until ' + fmtTime(a.expires);
+    const parts = [];
+    if (a.channel) parts.push('on ' + a.channel);
+    if (a.by) parts.push('by ' + a.by);
+    if (a.answered) parts.push(fmtTime(a.answered));
+    if (a.note) parts.push('(' + a.note + ')');
+    return parts.join(' ');
+  }
+
+  function approvalsTable(list, empty) {
+    return table([
+      { title: 'Approval', get: (a) => el('a', { href: approvalURL(a.id), class: 'mono' }, a.id) },
+      { title: 'Asks to', get: (a) => a.summary },
+      { title: 'Task', get: (a) => [el('span', { class: 'mono' }, a.task), ' for ', a.principal] },
+      { title: 'Capability', get: (a) => a.kind + ' "' + a.cap_name + '"' },
+      { title: 'State', get: (a) => badge(a.state) },
+      { title: 'Answer', get: (a) => answerText(a) },
+      { title: 'Asked', get: (a) => clock(a.created), cls: 'nowrap' },
+    ], list.map((v) => ({ v })), empty);
+  }
+
+  function approvalsPage() {
+    let last = null, timer = null;
+    const load = refresher(async () => {
+      const d = await getJSON('/api/approvals');
+      // A pending approval expires, or its waiter ends, with no file
+      // changing: look again while one is pending.
+      clearTimeout(timer);
+      if (d.pending.length) timer = setTimeout(load, 3000);
+      const key = JSON.stringify(d);
+      if (key === last) return;
+      last = key;
+      fill($('#pending-count'), String(d.pending.length));
+      const note = $('#note');
+      note.hidden = !d.note;
+      fill(note, d.note || '');
+      fill($('#pending'), d.pending.length ? d.pending.map((a) => el('div', { class: 'approval-line', dataset: { approval: a.id } },
+        el('a', { href: approvalURL(a.id), class: 'approval-link' }, a.summary),
+        el('div', { class: 'small muted' }, 'task ', el('span', { class: 'mono' }, a.task), ' acting for ', a.principal,
+          ' · ', a.kind, ' "', a.cap_name, '" · asked by ', a.waiter, a.run ? [' in run ', el('a', { href: runURL(a.run), class: 'mono' }, a.run)] : '',
+          ' · ', answerText(a)))) : el('p', { class: 'muted' }, 'Nothing waits for an answer.'));
+      fill($('#answered'), approvalsTable(d.answered, 'None yet.'));
+    });
+    load();
+    live(load, (c) => { if (c.approvals) load(); });
+  }
+
+  function approvalPage() {
+    const id = decodeURIComponent(location.pathname.slice('/approvals/'.length));
+    let last = null, timer = null, sending = false;
+    const load = refresher(async () => {
+      const a = await getJSON('/api/approvals/' + encodeURIComponent(id));
+      clearTimeout(timer);
+      if (a.state === 'pending') timer = setTimeout(load, 3000);
+      const key = JSON.stringify(a);
+      if (key === last) return;
+      last = key;
+      render(a);
+    });
+
+    async function answer(yes, nonce) {
+      if (sending) return;
+      sending = true;
+      for (const b of document.querySelectorAll('#answer-buttons button')) b.disabled = true;
+      const msg = $('#answer-result');
+      msg.hidden = false;
+      try {
+        await postJSON('/approvals/' + encodeURIComponent(id) + '/answer', { nonce: nonce, yes: yes });
+        fill(msg, yes ? 'Approved.' : 'Refused.');
+        msg.className = 'verdict ok';
+      } catch (e) {
+        fill(msg, String(e.message || e));
+        msg.className = 'verdict bad';
+      }
+      sending = false;
+      last = null;
+      load();
+    }
+
+    function render(a) {
+      document.title = 'Mandate: approval ' + a.id;
+      fill($('#crumb-approval'), a.id);
+      const rows = [
+        ['Asks to', el('strong', { id: 'summary' }, a.summary)],
+        ['Task', [el('span', { class: 'mono' }, a.task), ' acting for ', el('strong', {}, a.principal)]],
+        ['Capability', [a.kind, ' "', a.cap_name, '" ', el('span', { class: 'mono' }, a.cap)]],
+        ['Operation', el('span', { class: 'mono' }, a.op)],
+        ['Module', el('span', { class: 'mono' }, a.module)],
+        ['Because', a.reasons.length ? el('ul', { class: 'plain' }, a.reasons.map((r) => el('li', {}, r))) : '—'],
+        ['Effect digest', el('span', { class: 'mono', id: 'digest' }, a.digest)],
+        ['Asked by', [a.waiter, ' (pid ', String(a.pid), ')', a.run ? [' in run ', el('a', { href: runURL(a.run), class: 'mono' }, a.run)] : '']],
+        ['Asked', fmtTime(a.created)],
+        ['Expires', fmtTime(a.expires)],
+        ['State', [badge(a.state), ' ', el('span', { id: 'answer-text' }, answerText(a))]],
+      ];
+      const pending = a.state === 'pending' && a.nonce;
+      const result = $('#answer-result') || el('p', { id: 'answer-result', class: 'verdict', hidden: true });
+      fill($('#approval'),
+        el('h1', {}, 'Approval ', el('span', { class: 'mono' }, a.id)),
+        el('dl', { class: 'facts' }, rows.map(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])),
+        pending ? el('div', { id: 'answer-buttons', class: 'answer-buttons', dataset: { nonce: a.nonce } },
+          el('button', { type: 'button', id: 'approve', class: 'approve', on: { click: () => answer(true, a.nonce) } }, 'Approve'),
+          el('button', { type: 'button', id: 'refuse', class: 'refuse', on: { click: () => answer(false, a.nonce) } }, 'Refuse'),
+          el('span', { class: 'muted small' }, ' A yes is to the effect below, digest ' + a.digest + '.')) : null,
+        result);
+      fill($('#details'), a.details.length ? a.details.map((d) => el('div', { class: 'output detail-part' },
+        el('h3', {}, d.name, el('span', { class: 'muted small' }, ' ' + d.bytes + ' bytes')),
+        el('pre', { class: 'out' }, d.value))) : el('p', { class: 'muted' }, 'The kind showed no details.'));
+    }
+
+    load();
+    live(load, (c) => { if (c.approvals) load(); });
+  }
+
+  // ---- MCP clients ----
+
+  const clientURL = (name) => '/clients/' + encodeURIComponent(name);
+
+  // clientLabel is a client's label as mandate graph writes it, or
+  // 'unlabelled' (written {}/{}).
+  const clientLabel = (l) => (l.conf.length || l.integ.length ? l.text : 'unlabelled');
+
+  function clientsPage() {
+    let last = null;
+    const load = refresher(async () => {
+      const d = await getJSON('/api/clients');
+      const key = JSON.stringify(d);
+      if (key === last) return;
+      last = key;
+      fill($('#count'), String(d.clients.length));
+      const note = $('#note');
+      note.hidden = !d.note;
+      fill(note, d.note || '');
+      fill($('#clients'), table([
+        { title: 'Client', get: (c) => el('a', { href: clientURL(c.name), class: 'mono' }, c.name) },
+        { title: 'Label', get: (c) => el('span', { class: 'mono' }, clientLabel(c.label)) },
+        { title: 'Last rose', get: (c) => fmtTime(c.raised) },
+        { title: 'Sessions', get: (c) => String(c.sessions), num: true },
+      ], d.clients.map((v) => ({ v })), 'No client yet.'));
+    });
+    load();
+    live(load, (c) => { if (c.clients || c.list) load(); });
+  }
+
+  function eventText(e) {
+    switch (e.event) {
+      case 'raise': return ['raised by ', el('span', { class: 'mono' }, e.label.text), e.tool ? [' (tool ', el('span', { class: 'mono' }, e.tool), ')'] : '',
+        e.run ? [' in session ', el('a', { href: runURL(e.run), class: 'mono' }, e.run)] : ''];
+      case 'reset': return ['reset by ', el('strong', {}, e.by), ': ', el('span', { class: 'why' }, e.why), ' (dropped ', el('span', { class: 'mono' }, clientLabel(e.label)), ')'];
+      case 'expiry': return ['expired: ', e.why, ' (dropped ', el('span', { class: 'mono' }, e.label.text), ')'];
+    }
+    return [e.event, ' ', e.by, ' ', e.why];
+  }
+
+  function clientPage() {
+    const name = decodeURIComponent(location.pathname.slice('/clients/'.length));
+    let last = null, nonce = null, sending = false;
+    const button = $('#reset'), reason = $('#reset-reason'), msg = $('#reset-result');
+    const ready = () => { button.disabled = sending || !nonce || !reason.value.trim(); };
+    reason.addEventListener('input', ready);
+    const load = refresher(async () => {
+      const c = await getJSON('/api/clients/' + encodeURIComponent(name));
+      nonce = c.nonce;
+      ready();
+      delete c.nonce;
+      const key = JSON.stringify(c);
+      if (key === last) return;
+      last = key;
+      render(c);
+    });
+
+    button.addEventListener('click', async () => {
+      if (sending || !nonce) return;
+      sending = true;
+      ready();
+      msg.hidden = false;
+      const n = nonce;
+      nonce = null;
+      try {
+        await postJSON('/clients/' + encodeURIComponent(name) + '/reset', { nonce: n, reason: reason.value });
+        fill(msg, 'Reset: sessions of ' + name + ' started from now on begin unlabelled.');
+        msg.className = 'verdict ok';
+        reason.value = '';
+      } catch (e) {
+        fill(msg, String(e.message || e));
+        msg.className = 'verdict bad';
+      }
+      sending = false;
+      last = null;
+      load();
+    });
+
+    function render(c) {
+      document.title = 'Mandate: MCP client ' + c.name;
+      fill($('#crumb-client'), c.name);
+      fill($('#client'),
+        el('h1', {}, 'MCP client ', el('span', { class: 'mono' }, c.name)),
+        el('dl', { class: 'facts' },
+          el('dt', {}, 'Label'), el('dd', {}, el('span', { class: 'mono', id: 'client-label' }, clientLabel(c.label))),
+          el('dt', {}, 'Last rose'), el('dd', {}, fmtTime(c.raised)),
+          el('dt', {}, 'Sessions'), el('dd', {}, String(c.sessions))));
+      fill($('#history-count'), String(c.history.length));
+      fill($('#history'), table([
+        { title: 'When', get: (e) => fmtTime(e.time), cls: 'nowrap' },
+        { title: 'Event', get: (e) => badge(e.event) },
+        { title: 'What', get: (e) => eventText(e) },
+      ], c.history.slice().reverse().map((v) => ({ v, cls: 'event-' + cls(v.event) })), 'Nothing yet.'));
+      fill($('#runs-count'), String(c.runs.length));
+      fill($('#runs'), table([
+        { title: 'Run', get: (r) => el('a', { href: runURL(r.id) }, r.id), mono: true },
+        { title: 'Principal', get: (r) => r.principal },
+        { title: 'State', get: (r) => badge(r.state) },
+        { title: 'Started', get: (r) => fmtTime(r.started) },
+        { title: 'Denials', get: (r) => String(r.denials), num: true },
+      ], c.runs.map((v) => ({ v })), 'No session recorded.'));
+    }
+
+    load();
+    live(load, (c) => { if (c.clients || c.list) load(); });
   }
 
   document.addEventListener('DOMContentLoaded', () => {
     const page = document.body.dataset.page;
     if (page === 'runs') runsPage();
     if (page === 'run') runPage();
+    if (page === 'approvals') approvalsPage();
+    if (page === 'approval') approvalPage();
+    if (page === 'clients') clientsPage();
+    if (page === 'client') clientPage();
   });
 })();

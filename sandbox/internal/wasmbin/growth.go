@@ -656,6 +656,16 @@ type codeScanner struct {
 	// and no open block is an if: until the first loop, the body runs
 	// straight to it.
 	straight, merged bool
+	// tableWrite names the first instruction seen that changes a table or
+	// drops an element segment (table.set, table.grow, table.fill,
+	// table.copy, table.init, elem.drop), empty for none.
+	tableWrite string
+
+	// depth is the number of open blocks, loops and ifs (-1 after the
+	// function's end), maxDepth the most so far in the body, and
+	// maxTargets the most targets of a br_table in it (a scanner without
+	// preempt sets them; Static reads them).
+	depth, maxDepth, maxTargets int
 }
 
 // frame is an open block, loop or if: the cur to return to at its end.
@@ -666,40 +676,12 @@ type frame struct {
 
 // scanCode decodes the code section payload p, which must hold n bodies.
 func (s *codeScanner) scanCode(p []byte, n uint32) ([]body, error) {
-	if p == nil {
-		if n != 0 {
-			return nil, fmt.Errorf("%w: %d functions without a code section", ErrMalformed, n)
+	var bodies []body
+	err := s.eachBody(p, n, func(hdr, start, entry int) {
+		if bodies == nil {
+			bodies = make([]body, 0, n)
 		}
-		return nil, nil
-	}
-	r := &reader{b: p}
-	count, err := r.u32()
-	if err != nil {
-		return nil, err
-	}
-	if count != n {
-		return nil, fmt.Errorf("%w: %d function bodies for %d functions", ErrMalformed, count, n)
-	}
-	if uint64(count) > uint64(len(p)) {
-		return nil, fmt.Errorf("%w: %d bodies in %d bytes", ErrMalformed, count, len(p))
-	}
-	bodies := make([]body, 0, count)
-	for i := uint32(0); i < count; i++ {
-		hdr := r.off
-		size, err := r.u32()
-		if err != nil {
-			return nil, err
-		}
-		start := r.off
-		if _, err := r.bytes(size); err != nil {
-			return nil, fmt.Errorf("%w: function body %d overruns the code section", ErrMalformed, i)
-		}
-		s.b, s.off, s.sites = p[:r.off], start, s.sites[:0]
-		entry, err := s.scanBody()
-		if err != nil {
-			return nil, fmt.Errorf("function body %d (offset %d in the code section): %w", i, s.off, err)
-		}
-		b := body{hdr: hdr, start: start, end: r.off}
+		b := body{hdr: hdr, start: start, end: len(s.b)}
 		if len(s.sites) > 0 {
 			b.sites = append([]growSite(nil), s.sites...)
 		}
@@ -711,11 +693,53 @@ func (s *codeScanner) scanCode(p []byte, n uint32) ([]body, error) {
 			b.locals = s.locals
 		}
 		bodies = append(bodies, b)
+	})
+	return bodies, err
+}
+
+// eachBody decodes the code section payload p (nil: absent), which must
+// hold n bodies, calling f after each body is decoded: the body is
+// p[hdr:len(s.b)] with its size, p[start:len(s.b)] without, and its first
+// instruction is at entry; the scanner holds what scanBody found in it.
+func (s *codeScanner) eachBody(p []byte, n uint32, f func(hdr, start, entry int)) error {
+	if p == nil {
+		if n != 0 {
+			return fmt.Errorf("%w: %d functions without a code section", ErrMalformed, n)
+		}
+		return nil
+	}
+	r := &reader{b: p}
+	count, err := r.u32()
+	if err != nil {
+		return err
+	}
+	if count != n {
+		return fmt.Errorf("%w: %d function bodies for %d functions", ErrMalformed, count, n)
+	}
+	if uint64(count) > uint64(len(p)) {
+		return fmt.Errorf("%w: %d bodies in %d bytes", ErrMalformed, count, len(p))
+	}
+	for i := uint32(0); i < count; i++ {
+		hdr := r.off
+		size, err := r.u32()
+		if err != nil {
+			return err
+		}
+		start := r.off
+		if _, err := r.bytes(size); err != nil {
+			return fmt.Errorf("%w: function body %d overruns the code section", ErrMalformed, i)
+		}
+		s.b, s.off, s.sites = p[:r.off], start, s.sites[:0]
+		entry, err := s.scanBody()
+		if err != nil {
+			return fmt.Errorf("function body %d (offset %d in the code section): %w", i, s.off, err)
+		}
+		f(hdr, start, entry)
 	}
 	if r.off != len(p) {
-		return nil, fmt.Errorf("%w: trailing bytes in the code section", ErrMalformed)
+		return fmt.Errorf("%w: trailing bytes in the code section", ErrMalformed)
 	}
-	return bodies, nil
+	return nil
 }
 
 var errTruncated = fmt.Errorf("%w: truncated instruction", ErrMalformed)
@@ -897,6 +921,8 @@ func (s *codeScanner) scanBody() (int, error) {
 		}
 		if s.locals += uint64(n); s.preempt && s.locals > MaxLocals {
 			return 0, fmt.Errorf("%w: more than %d locals in a function", ErrTooLarge, MaxLocals)
+		} else if s.locals > 1<<32-1 {
+			return 0, fmt.Errorf("%w: more than 2^32-1 locals in a function", ErrMalformed)
 		}
 		t, err := s.byte()
 		if err != nil {
@@ -908,9 +934,23 @@ func (s *codeScanner) scanBody() (int, error) {
 	}
 	entry := s.off
 	if !s.preempt {
+		// Only the depth of blocks is followed (Static reads it), and
+		// that no code follows the function's end (as count does).
+		s.depth, s.maxDepth, s.maxTargets = 0, 0, 0
 		for s.off < len(s.b) {
+			if s.depth < 0 {
+				return 0, fmt.Errorf("%w: code after the function's end", ErrMalformed)
+			}
+			op := s.b[s.off]
 			if err := s.instr(); err != nil {
 				return 0, err
+			}
+			switch op {
+			case 0x02, 0x03, 0x04: // block, loop, if
+				s.depth++
+				s.maxDepth = max(s.maxDepth, s.depth)
+			case 0x0b: // end
+				s.depth--
 			}
 		}
 		return entry, nil
@@ -953,6 +993,9 @@ func (s *codeScanner) instr() error {
 	case 0x0c, 0x0d, // br, br_if
 		0x20, 0x21, 0x22, // local.get, local.set, local.tee
 		0x25, 0x26: // table.get, table.set
+		if op == 0x26 && s.tableWrite == "" {
+			s.tableWrite = "table.set"
+		}
 		_, err := s.u32()
 		return err
 	case 0x0e: // br_table
@@ -963,6 +1006,7 @@ func (s *codeScanner) instr() error {
 		if uint64(n) > uint64(len(s.b)-s.off) {
 			return errTruncated
 		}
+		s.maxTargets = max(s.maxTargets, int(n)+1)
 		for i := uint64(0); i <= uint64(n); i++ {
 			if _, err := s.u32(); err != nil {
 				return err
@@ -1046,6 +1090,9 @@ func (s *codeScanner) prefixFC(start int) error {
 	if s.preempt {
 		s.bulkSite(start, sub)
 	}
+	if s.tableWrite == "" {
+		s.tableWrite = tableWrites[sub]
+	}
 	var imm int // u32 immediates
 	switch {
 	case sub <= 0x07: // *.trunc_sat_*
@@ -1063,6 +1110,10 @@ func (s *codeScanner) prefixFC(start int) error {
 	}
 	return nil
 }
+
+// tableWrites names the 0xfc instructions that change a table or drop an
+// element segment.
+var tableWrites = map[uint32]string{0x0c: "table.init", 0x0d: "elem.drop", 0x0e: "table.copy", 0x0f: "table.grow", 0x11: "table.fill"}
 
 // simdNoImm marks the 0xfd sub-opcodes below 0x100 that take no immediate.
 var simdNoImm = func() (set [256]bool) {

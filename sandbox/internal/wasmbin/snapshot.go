@@ -28,9 +28,14 @@ import (
 //
 // What this reader cannot prove equivalent is refused (ErrNoSnapshot): a
 // start function (it would run again), passive data segments or a
-// DataCount section (memory.init would see the image, not the segment), a
-// memory64 or shared memory, v128 or reference-typed mutable globals, or
-// constant expressions it does not know.
+// DataCount section (memory.init would see the image, not the segment, and
+// a data.drop would be forgotten), code that changes a table or drops an
+// element segment (the snapshot keeps memory and globals, not tables:
+// TableWrites), a memory64 or shared memory, v128 or reference-typed
+// mutable globals, or constant expressions it does not know. What init
+// does is the engine's to check: that it made no host call, wrote no
+// output and was refused no memory growth, each a difference a snapshot
+// would hide.
 
 // ErrNoSnapshot is what ExportGlobals and ApplySnapshot return, wrapped,
 // for a module that cannot be snapshotted.
@@ -210,6 +215,11 @@ func ApplySnapshot(wasm []byte, mem []byte, globals []uint64) ([]byte, error) {
 
 // snapshotable refuses what ApplySnapshot cannot make equivalent.
 func snapshotable(wasm []byte, m *Module) error {
+	if what, err := tableWrite(wasm, m); err != nil {
+		return err
+	} else if what != "" {
+		return noSnapshot("its code changes a table or drops an element segment (%s): a snapshot keeps memory and globals only", what)
+	}
 	if !m.HasMem {
 		return noSnapshot("no memory")
 	}
@@ -436,4 +446,35 @@ func replaceSection(wasm []byte, s *Section, id byte, body []byte) []byte {
 	out = append(out, body...)
 	out = append(out, wasm[s.End:]...)
 	return out
+}
+
+// tableWrite returns the first instruction of wasm's code that changes a
+// table or drops an element segment, or "" when none does.
+func tableWrite(wasm []byte, m *Module) (string, error) {
+	at, err := indexSections(m)
+	if err != nil {
+		return "", err
+	}
+	payload := func(id byte) []byte { return at.payload(wasm, m, id) }
+	imp, err := scanImports(payload(SecImport))
+	if err != nil {
+		return "", fmt.Errorf("import section: %w", err)
+	}
+	types, _, _, err := scanTypes(payload(secType), growSig)
+	if err != nil {
+		return "", fmt.Errorf("type section: %w", err)
+	}
+	funcs, err := checkFunctions(payload(secFunction), types)
+	if err != nil {
+		return "", fmt.Errorf("function section: %w", err)
+	}
+	globals, err := sectionCount(payload(secGlobal))
+	if err != nil {
+		return "", fmt.Errorf("global section: %w", err)
+	}
+	sc := &codeScanner{types: uint64(types), funcs: uint64(imp.funcs) + uint64(funcs), globals: uint64(imp.globals) + uint64(globals)}
+	if _, err := sc.scanCode(payload(secCode), funcs); err != nil {
+		return "", err
+	}
+	return sc.tableWrite, nil
 }

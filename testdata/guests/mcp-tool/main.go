@@ -9,6 +9,9 @@
 //	plan {owner}       the owner's record, declassified through the
 //	                   capability "declass" (never read here)
 //	spin               never ends
+//	delegate {text}    spawns its own module (the first of the spawn
+//	                   capability "spawner"'s modules) to echo text, and
+//	                   returns "child said: " and the child's result
 package main
 
 import (
@@ -94,6 +97,38 @@ func main() {
 	case "spin":
 		for {
 		}
+	case "delegate":
+		sp := lookup("spawner")
+		desc, err := sp.Describe()
+		if err != nil {
+			fail(err)
+		}
+		var d struct {
+			Scope struct {
+				Modules []string `json:"modules"`
+			} `json:"scope"`
+		}
+		if err := json.Unmarshal(desc, &d); err != nil || len(d.Scope.Modules) == 0 {
+			fail(fmt.Errorf("the spawner names no module: %s", desc))
+		}
+		in, _ := json.Marshal(map[string]string{"op": "echo", "text": a.Text})
+		msg, err := mandate.NewBlob(in)
+		if err != nil {
+			fail(err)
+		}
+		child, err := mandate.Spawn(sp, abi.SpawnRequest{Module: d.Scope.Modules[0], Input: msg.Handle(), Timeout: "20s"})
+		if err != nil {
+			fail(err)
+		}
+		res, err := child.Wait()
+		if err != nil {
+			fail(err)
+		}
+		b, err := res.Bytes()
+		if err != nil {
+			fail(err)
+		}
+		mandate.SetResult(append([]byte("child said: "), b...))
 	default:
 		fail(fmt.Errorf("unknown op %q", a.Op))
 	}
