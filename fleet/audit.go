@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/audit"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -143,43 +144,41 @@ func verifyNode(ctx context.Context, js jetstream.JetStream, s jetstream.Stream,
 		na.Err = fmt.Errorf("no checkpoint: %w", err)
 		return na
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subjectAudit + node + ".entry"}})
+	want, err := audit.OpenCheckpoint(cm.Data, na.Key)
 	if err != nil {
 		na.Err = err
 		return na
 	}
-	ci, err := cons.Info(ctx)
-	if err != nil {
-		na.Err = err
-		return na
-	}
-	pending := ci.NumPending
+	// A read can come up short of the checkpoint without anything being
+	// missing: the consumer's server may be a replica still catching up
+	// (just after a restart, say), or a fetch may time out while leaders
+	// change. Read again, a little later each time, for up to auditReread;
+	// what is still short after that is reported as it is.
 	var entries []audit.Entry
-	runs := map[string]bool{}
-	for uint64(len(entries)) < pending {
-		batch, err := cons.Fetch(auditMaxBatch, jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			na.Err = err
-			return na
-		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			var e audit.Entry
-			if err := json.Unmarshal(m.Data(), &e); err != nil {
-				na.Err = fmt.Errorf("an entry that does not decode: %w", err)
-				return na
-			}
-			entries = append(entries, e)
-			if e.Run != "" {
-				runs[e.Run] = true
-			}
-		}
-		if got == 0 {
+	delay := 100 * time.Millisecond
+	deadline := time.Now().Add(auditReread)
+	for {
+		entries, err = readEntries(ctx, s, node)
+		if err == nil && int64(len(entries)) >= want.Size || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 3*time.Second)
+	}
+	if err != nil {
+		na.Err = err
+		return na
 	}
 	na.Entries = int64(len(entries))
+	runs := map[string]bool{}
+	for _, e := range entries {
+		if e.Run != "" {
+			runs[e.Run] = true
+		}
+	}
 	for r := range runs {
 		na.Runs = append(na.Runs, r)
 	}
@@ -188,4 +187,44 @@ func verifyNode(ctx context.Context, js jetstream.JetStream, s jetstream.Stream,
 	na.Checkpoint = c.Size
 	na.Err = err
 	return na
+}
+
+// auditReread is how long verifyNode reads a node's entries again while
+// they fall short of its checkpoint.
+var auditReread = 30 * time.Second
+
+// readEntries reads node's copied entries, in order, as far as one
+// consumer sees them now.
+func readEntries(ctx context.Context, s jetstream.Stream, node string) ([]audit.Entry, error) {
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subjectAudit + node + ".entry"}})
+	if err != nil {
+		return nil, err
+	}
+	ci, err := cons.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var entries []audit.Entry
+	for uint64(len(entries)) < ci.NumPending {
+		batch, err := cons.Fetch(auditMaxBatch, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			var e audit.Entry
+			if err := json.Unmarshal(m.Data(), &e); err != nil {
+				return nil, fmt.Errorf("an entry that does not decode: %w", err)
+			}
+			entries = append(entries, e)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
+			return nil, err
+		}
+		if got == 0 {
+			break
+		}
+	}
+	return entries, nil
 }
