@@ -377,7 +377,7 @@ func TaskOutputs(k *kernel.Kernel) []runstore.Output {
 		}{{runstore.StreamStdout, t.Stdout()}, {runstore.StreamStderr, t.Stderr()}} {
 			if len(s.o.Data) > 0 || s.o.Truncated {
 				o := runstore.Output{Task: t.ID(), Stream: s.name, Data: s.o.Data,
-					Truncated: s.o.Truncated, Dropped: s.o.Dropped, Size: int64(len(s.o.Data)) + s.o.Dropped}
+					Truncated: s.o.Truncated, Dropped: s.o.Dropped, Size: int64(len(s.o.Data)) + s.o.Dropped, Withheld: s.o.Withheld}
 				if int64(len(o.Data)) > keep {
 					o.Dropped += int64(len(o.Data)) - keep
 					o.Data, o.Truncated = bytes.Clone(o.Data[:keep]), true

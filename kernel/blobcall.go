@@ -97,7 +97,11 @@ func (t *Task) SetResult(ctx context.Context, h abi.Handle) error {
 		return t.deny(ctx, nil, "task_result", err)
 	}
 	if t.refuseTaintedResult && len(b.Label().Integ()) > 0 {
-		return t.deny(ctx, nil, "task_result", taintErr("the result", b.Label(), "task "+t.id+"'s result (result { accepts_untrusted = false })"))
+		err := taintErr("the result", b.Label(), "task "+t.id+"'s result (result { accepts_untrusted = false })")
+		t.mu.Lock()
+		t.refusedResult = err.Error()
+		t.mu.Unlock()
+		return t.deny(ctx, nil, "task_result", err)
 	}
 	t.mu.Lock()
 	t.result = b

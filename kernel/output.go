@@ -36,6 +36,13 @@ type outputWriter struct {
 	truncated bool         // protected by mu
 	logged    int          // what forwarded lines cost so far; protected by mu
 	unlogged  int          // lines not forwarded once the cost reached the limit; protected by mu
+	// withhold, when set, reports that what the task writes now may be
+	// influenced by data its answer must not carry (its result refuses
+	// untrusted data and its label has an integrity taint): from then on
+	// the stream is withheld, kept but never forwarded to the log.
+	withhold func() bool
+	withheld bool // protected by mu
+	held     int  // lines withheld; protected by mu
 }
 
 func newOutputWriter(stream string, logger hclog.Logger, limit int) *outputWriter {
@@ -49,6 +56,11 @@ func (w *outputWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := len(p)
+	if w.withhold != nil && !w.withheld && w.withhold() {
+		w.withheld = true
+		w.logger.Warn("guest output withheld from the log: the task read untrusted data, and its answer may not carry it (result { accepts_untrusted = false }); mandate logs --raw shows it",
+			"stream", w.stream)
+	}
 	room := w.limit - w.buf.Len()
 	if room < len(p) {
 		if room < 0 {
@@ -87,6 +99,8 @@ func (w *outputWriter) flushLine() {
 	}
 	cost := len(w.line) + logLineCost
 	switch {
+	case w.withheld:
+		w.held++
 	case w.logged+cost <= w.limit:
 		w.logged += cost
 		w.logger.Info(w.stream, "line", string(w.line))
@@ -113,6 +127,9 @@ func (w *outputWriter) close() {
 	if w.unlogged > 0 {
 		w.logger.Warn("guest output lines not forwarded to the log", "stream", w.stream, "lines", w.unlogged)
 	}
+	if w.held > 0 {
+		w.logger.Warn("guest output lines withheld", "stream", w.stream, "lines", w.held)
+	}
 }
 
 // Output is what was kept of a stream.
@@ -120,13 +137,43 @@ type Output struct {
 	Data      []byte
 	Truncated bool
 	Dropped   int64
+	// Withheld: some of it was written once the task carried untrusted
+	// data that its answer refuses (result { accepts_untrusted = false }):
+	// it is not the task's answer, and is shown only on request.
+	Withheld bool
 }
 
 func (w *outputWriter) output() Output {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return Output{Data: bytes.Clone(w.buf.Bytes()), Truncated: w.truncated, Dropped: w.dropped}
+	return Output{Data: bytes.Clone(w.buf.Bytes()), Truncated: w.truncated, Dropped: w.dropped, Withheld: w.withheld}
 }
+
+// isWithheld reports whether the stream was withheld (Output.Withheld).
+func (w *outputWriter) isWithheld() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.withheld
+}
+
+// lastLine is the last line of what was kept that is not blank, cut to
+// maxReasonLine bytes: what a failing guest said last.
+func (w *outputWriter) lastLine() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b := bytes.TrimRight(w.buf.Bytes(), " \t\r\n")
+	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+		b = b[i+1:]
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) > maxReasonLine {
+		return string(b[:maxReasonLine]) + "..."
+	}
+	return string(b)
+}
+
+// maxReasonLine bounds what a failed task's error quotes of its stderr.
+const maxReasonLine = 300
 
 // String renders the output with a visible truncation mark.
 func (o Output) String() string {

@@ -44,3 +44,33 @@ func TestOutputLogBounded(t *testing.T) {
 		t.Fatalf("lines not forwarded: %q", small.String())
 	}
 }
+
+// TestOutputWithheld: once withhold says the task carries untrusted data
+// its answer refuses, its lines are kept but no longer forwarded to the
+// log, and the stream is marked withheld; lastLine is what it said last.
+func TestOutputWithheld(t *testing.T) {
+	var log bytes.Buffer
+	tainted := false
+	w := newOutputWriter("stdout", hclog.New(&hclog.LoggerOptions{Output: &log}), 1<<20)
+	w.withhold = func() bool { return tainted }
+	w.Write([]byte("before reading\n"))
+	tainted = true
+	w.Write([]byte("SMUGGLED words\nmore\n\n  \n"))
+	w.close()
+	out := w.output()
+	if !out.Withheld || string(out.Data) != "before reading\nSMUGGLED words\nmore\n\n  \n" {
+		t.Errorf("kept %q, withheld %v", out.Data, out.Withheld)
+	}
+	if !strings.Contains(log.String(), "before reading") || strings.Contains(log.String(), "SMUGGLED") ||
+		!strings.Contains(log.String(), "guest output withheld") {
+		t.Errorf("the log:\n%s", &log)
+	}
+	if got := w.lastLine(); got != "more" {
+		t.Errorf("lastLine = %q", got)
+	}
+	long := newOutputWriter("stderr", hclog.NewNullLogger(), 1<<20)
+	long.Write([]byte("first\n" + strings.Repeat("x", 1000)))
+	if got := long.lastLine(); len(got) != maxReasonLine+3 || !strings.HasSuffix(got, "...") {
+		t.Errorf("a long last line: %d bytes", len(got))
+	}
+}

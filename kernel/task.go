@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -180,12 +181,15 @@ type Task struct {
 	clearance *kindapi.Label
 	// refuseTaintedResult is TaskSpec.RefuseTaintedResult. Immutable.
 	refuseTaintedResult bool
-	children            int             // tasks spawned by this one; protected by mu
-	kids                []*Task         // the children launched; protected by mu
-	runCtx              context.Context // the context the task runs in, once launched; protected by mu
-	lastDenial          abi.Errno       // the errno of the last denied call; protected by mu
-	state               TaskState       // protected by mu
-	err                 error           // protected by mu
+	// refusedResult is why SetResult refused a result (a tainted one);
+	// protected by mu.
+	refusedResult string
+	children      int             // tasks spawned by this one; protected by mu
+	kids          []*Task         // the children launched; protected by mu
+	runCtx        context.Context // the context the task runs in, once launched; protected by mu
+	lastDenial    abi.Errno       // the errno of the last denied call; protected by mu
+	state         TaskState       // protected by mu
+	err           error           // protected by mu
 }
 
 // ID is unique within the kernel, e.g. "t1".
@@ -334,6 +338,10 @@ func (k *Kernel) newTask(spec TaskSpec, parent *Task) (*Task, error) {
 		t.clearance = &c
 	}
 	t.refuseTaintedResult = spec.RefuseTaintedResult
+	if t.refuseTaintedResult {
+		tainted := func() bool { return len(t.Label().Integ()) > 0 }
+		t.stdout.withhold, t.stderr.withhold = tainted, tainted
+	}
 	if spec.Input != nil {
 		if int64(len(spec.Input)) > limits.MaxBlobBytes {
 			return nil, fmt.Errorf("kernel: input of %d bytes exceeds the task's blob limit of %d", len(spec.Input), limits.MaxBlobBytes)
@@ -422,9 +430,31 @@ func (t *Task) run(ctx context.Context, mod sandbox.Module, cfg sandbox.RunConfi
 		state = TaskFailed
 		err = fmt.Errorf("task %s failed: %w", t.id, err)
 	}
+	var ee *sandbox.ExitError
+	said := ""
+	if state == TaskFailed && errors.As(err, &ee) {
+		// A guest that gives up says why on stderr, last (the agent
+		// loop's "stopped at step 3: the token budget ..."): that is the
+		// reason runs, logs and results show.
+		if said = t.stderr.lastLine(); said != "" && !t.stderr.isWithheld() {
+			err = fmt.Errorf("%w: it said: %s", err, kindapi.Printable(said))
+		}
+	}
+	stdoutWithheld := t.stdout.isWithheld() // (before mu: a write takes the stream's lock, then mu)
 	t.mu.Lock()
-	if state == TaskFailed && t.lastErr != "" {
+	if state == TaskFailed && t.lastErr != "" && !strings.Contains(said, t.lastErr) {
 		err = fmt.Errorf("%w (last denied call: %s)", err, t.lastErr)
+	}
+	if state == TaskDone && t.result == nil {
+		// Its answer was refused (result { accepts_untrusted = false }):
+		// a run that has no answer to show did not succeed.
+		switch {
+		case t.refusedResult != "":
+			state, err = TaskFailed, fmt.Errorf("task %s's answer was withheld: %s", t.id, t.refusedResult)
+		case stdoutWithheld:
+			state, err = TaskFailed, fmt.Errorf("task %s's answer was withheld: it wrote its stdout after it read data labelled %s, "+
+				"and its result may not carry untrusted data (result { accepts_untrusted = false })", t.id, t.label)
+		}
 	}
 	t.state, t.err = state, err
 	t.mu.Unlock()

@@ -316,7 +316,7 @@ func (s *Store) Outputs(ctx context.Context, id, task string) ([]Output, error) 
 	if n == 0 {
 		return nil, notFound(fmt.Sprintf("no run %s recorded in %s", id, s.dir))
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT outputs.task, stream, data, truncated, dropped FROM outputs
+	rows, err := s.db.QueryContext(ctx, `SELECT outputs.task, stream, data, truncated, dropped, withheld FROM outputs
 		LEFT JOIN tasks ON tasks.run = outputs.run AND tasks.id = outputs.task
 		WHERE outputs.run = ? AND (? = '' OR outputs.task = ?)
 		ORDER BY coalesce(tasks.ord, 1 << 62), outputs.task,
@@ -328,7 +328,7 @@ func (s *Store) Outputs(ctx context.Context, id, task string) ([]Output, error) 
 	out := []Output{}
 	for rows.Next() {
 		var o Output
-		if err := rows.Scan(&o.Task, &o.Stream, &o.Data, &o.Truncated, &o.Dropped); err != nil {
+		if err := rows.Scan(&o.Task, &o.Stream, &o.Data, &o.Truncated, &o.Dropped, &o.Withheld); err != nil {
 			return nil, s.errorf("run %s is corrupted: %v", id, err)
 		}
 		if o.Data == nil {

@@ -66,7 +66,7 @@ const (
 
 // schemaVersion is the schema this code writes; migrations upgrade older
 // files.
-const schemaVersion = 4
+const schemaVersion = 5
 
 const schema = `
 CREATE TABLE runs (
@@ -166,7 +166,12 @@ CREATE TABLE outputs (
 	dropped   INTEGER NOT NULL,       -- bytes past the limit, not kept
 	PRIMARY KEY (run, task, stream)
 );
-` + approvalsTable
+` + approvalsTable + withheldColumn
+
+// withheldColumn marks the output a task wrote once it carried untrusted
+// data its answer refuses (schema 5).
+const withheldColumn = `ALTER TABLE outputs ADD COLUMN withheld INTEGER NOT NULL DEFAULT 0;
+`
 
 // approvalsTable holds every question a person was asked about a call,
 // and the answer (schema 4).
@@ -219,6 +224,8 @@ CREATE INDEX edges_run ON edges (run, kind, src);`,
 );`,
 		// 3 -> 4: the approvals asked and their answers (issue 25).
 		3: approvalsTable,
+		// 4 -> 5: outputs withheld as answers (issue 27).
+		4: withheldColumn,
 	},
 	Pragmas: []string{"synchronous(NORMAL)", "foreign_keys(1)"},
 }
@@ -371,6 +378,11 @@ type Output struct {
 	Data      []byte `json:"data"`
 	Truncated bool   `json:"truncated,omitempty"`
 	Dropped   int64  `json:"dropped,omitempty"`
+	// Withheld: the task wrote (some of) it once it carried untrusted
+	// data that its answer refuses (result { accepts_untrusted = false }):
+	// it is not shown as the task's answer, only on request (mandate logs
+	// --raw).
+	Withheld bool `json:"withheld,omitempty"`
 	// Size is len(Data) + Dropped (not stored: Outputs computes it).
 	Size int64 `json:"size"`
 }
@@ -715,8 +727,8 @@ func writeRecord(ctx context.Context, tx *sql.Tx, rec Record, next *nextOrd, kno
 		if data == nil {
 			data = []byte{}
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO outputs (run, task, stream, data, truncated, dropped) VALUES (?, ?, ?, ?, ?, ?)`,
-			r.ID, o.Task, o.Stream, data, o.Truncated, o.Dropped); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO outputs (run, task, stream, data, truncated, dropped, withheld) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, o.Task, o.Stream, data, o.Truncated, o.Dropped, o.Withheld); err != nil {
 			return fmt.Errorf("output %s of task %s: %w", o.Stream, o.Task, err)
 		}
 	}

@@ -201,7 +201,7 @@ func story(ctx context.Context, stdout, stderr io.Writer, stateDir string, compr
 		name = "compromised"
 	}
 	fmt.Fprintf(stdout, "== mandate run planner.hcl, %s models\n", name)
-	rep, err := run(ctx, stdout, stderr, stateDir, s, planner.URL(), "planner", reader.URL(), "reader")
+	rep, err := run(ctx, stdout, stderr, stateDir, "", s, planner.URL(), "planner", reader.URL(), "reader")
 	if err != nil {
 		return err
 	}
@@ -280,7 +280,7 @@ func book(ctx context.Context, stdout, stderr io.Writer, stateDir, endpoint, mod
 	}
 	s := startSites()
 	defer s.close()
-	rep, err := run(ctx, stdout, stderr, stateDir, s, endpoint, model, endpoint, model)
+	rep, err := run(ctx, stdout, stderr, stateDir, "", s, endpoint, model, endpoint, model)
 	if err != nil {
 		return rep, err
 	}
@@ -291,16 +291,20 @@ func book(ctx context.Context, stdout, stderr io.Writer, stateDir, endpoint, mod
 	return rep, nil
 }
 
-// run runs `mandate run planner.hcl --format json` through the CLI code.
-func run(ctx context.Context, stdout, stderr io.Writer, stateDir string, s *sites, model, modelName, readerModel, readerName string) (report, error) {
-	dir, err := exampledir.Find("planner.hcl", "examples/staybooker")
-	if err != nil {
-		return report{}, err
+// run runs `mandate run planner.hcl --format json` through the CLI code
+// (or manifest, when it is not "").
+func run(ctx context.Context, stdout, stderr io.Writer, stateDir, manifest string, s *sites, model, modelName, readerModel, readerName string) (report, error) {
+	if manifest == "" {
+		dir, err := exampledir.Find("planner.hcl", "examples/staybooker")
+		if err != nil {
+			return report{}, err
+		}
+		manifest = filepath.Join(dir, "planner.hcl")
 	}
 	if os.Getenv("STAY_MODEL_KEY") == "" {
 		os.Setenv("STAY_MODEL_KEY", modelKey)
 	}
-	args := []string{"run", filepath.Join(dir, "planner.hcl"),
+	args := []string{"run", manifest,
 		"--var", "model=" + model, "--var", "model_name=" + modelName,
 		"--var", "reader_model=" + readerModel, "--var", "reader_model_name=" + readerName,
 		"--var", "listings=" + s.listings.URL, "--var", "booking=" + s.booking.URL,

@@ -31,6 +31,12 @@ const (
 // answers without a final one.
 var ErrMaxSteps = errors.New("agent: out of steps")
 
+// ErrNoAnswer is the error (errors.Is) of a run whose model's last answer
+// asked for no tool but is no answer either: it was cut at max_tokens
+// (finish_reason "length", or "content_filter"), or it is empty. The
+// Outcome's Final holds what there was of it.
+var ErrNoAnswer = errors.New("agent: no final answer")
+
 // Chatter asks a model: one chat-completions round trip. Run uses the
 // llm capability's chat operation (CapChatter); tests script one.
 type Chatter interface {
@@ -102,8 +108,8 @@ type Call struct {
 
 // Outcome is what a run did.
 type Outcome struct {
-	Final        string // the model's final answer
-	FinishReason string // of the final answer ("length": cut at max tokens)
+	Final        string // the model's final answer (or what there was of it: ErrNoAnswer)
+	FinishReason string // of the final answer ("length": cut at max tokens, ErrNoAnswer)
 	Steps        []Step
 	Usage        abi.ChatUsage // the sum over the steps
 	// Transcript is the conversation as the model was last shown it,
@@ -124,7 +130,13 @@ type Outcome struct {
 // schema. A failed model call ends the run with its error (errors.Is
 // matches its errno; ELIMIT: the token budget or a size limit), as does
 // running out of steps (ErrMaxSteps; the calls of the last answer are
-// not run). The Outcome holds the steps taken either way.
+// not run), and so does a last answer that is none (ErrNoAnswer: cut at
+// max_tokens, or empty). The Outcome holds the steps taken either way.
+//
+// Run returns nil only when the model gave its final answer: a guest
+// that stops on an error must say so by failing (setting what it has as
+// its result, printing the error to stderr and exiting non-zero), so
+// that the run is recorded as failed, with the reason, never "done".
 func Run(model mandate.Cap, cfg Config) (Outcome, error) {
 	return RunWith(CapChatter(model), cfg)
 }
@@ -253,6 +265,12 @@ func (r *runner) run() (Outcome, error) {
 			r.messages = append(r.messages, abi.ChatMessage{Role: "assistant", Content: m.Content})
 			r.out.Final, r.out.FinishReason = m.Content, resp.FinishReason
 			r.step(st)
+			switch {
+			case resp.FinishReason == "length" || resp.FinishReason == "content_filter":
+				return r.finish(), fmt.Errorf("%w: stopped at step %d: the model's answer was cut (finish_reason %q)", ErrNoAnswer, step, resp.FinishReason)
+			case strings.TrimSpace(m.Content) == "":
+				return r.finish(), fmt.Errorf("%w: stopped at step %d: the model answered nothing", ErrNoAnswer, step)
+			}
 			return r.finish(), nil
 		}
 

@@ -195,8 +195,11 @@ func TestPrintSteps(t *testing.T) {
 		{resp: abi.ChatResponse{Message: abi.ChatMessage{Content: "Done: " + strings.Repeat("x", 300)}, FinishReason: "length",
 			Usage: abi.ChatUsage{PromptTokens: 1040, CompletionTokens: 25}}},
 	}}
-	if _, err := agent.RunWith(m, agent.Config{User: "x", Tools: []agent.ToolDef{counter(&n), deny}, OnStep: agent.PrintSteps(&buf)}); err != nil {
-		t.Fatal(err)
+	// An answer cut at max tokens is printed, and is no final answer.
+	out, err := agent.RunWith(m, agent.Config{User: "x", Tools: []agent.ToolDef{counter(&n), deny}, OnStep: agent.PrintSteps(&buf)})
+	if !errors.Is(err, agent.ErrNoAnswer) || !strings.Contains(err.Error(), `stopped at step 3: the model's answer was cut (finish_reason "length")`) ||
+		!strings.HasPrefix(out.Final, "Done: ") {
+		t.Fatalf("a cut answer: %v (final %.20q)", err, out.Final)
 	}
 	want := `agent: step 1 (812+40 tokens): 1 tool call: Let me\nlook \x1b[31m
 agent:   tick {} -> 1
@@ -228,5 +231,17 @@ func TestConfigErrors(t *testing.T) {
 	_, err := agent.Run(mandate.CapFromHandle(1), agent.Config{User: "x", OnStep: quiet})
 	if !errors.Is(err, abi.ENOTSUP) {
 		t.Errorf("Run on the host: %v", err)
+	}
+}
+
+// TestEmptyAnswer: an answer with no tool call and no words is no final
+// answer; one with words is.
+func TestEmptyAnswer(t *testing.T) {
+	for content, final := range map[string]bool{"": false, " \n\t": false, "Booked L1.": true} {
+		m := &script{t: t, replies: []reply{{resp: abi.ChatResponse{Message: abi.ChatMessage{Content: content}, FinishReason: "stop"}}}}
+		_, err := agent.RunWith(m, agent.Config{User: "x", OnStep: quiet})
+		if final && err != nil || !final && !errors.Is(err, agent.ErrNoAnswer) {
+			t.Errorf("answer %q: %v", content, err)
+		}
 	}
 }

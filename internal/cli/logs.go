@@ -25,11 +25,17 @@ A guest chose these bytes: on a terminal, control characters and escape
 sequences in them are escaped, unless --raw; a pipe or a file gets them
 as they are.
 
+What a task wrote once it carried untrusted data that its answer refuses
+(result { accepts_untrusted = false }) is withheld: it is not the task's
+answer, and only --raw shows it (its heading says "withheld"; in JSON,
+"withheld": true, and its data only with --raw).
+
 Flags:
 
 	--stream NAME   only that stream, with no headings: the bytes alone
 	                (for scripts: mandate logs RUN t2 --stream stdout > out)
-	--raw           write the bytes as they are even to a terminal
+	--raw           write the bytes as they are even to a terminal, and
+	                show withheld output
 	--format json   a JSON array of {"task", "stream", "data" (base64),
 	                "truncated", "dropped", "size" (the whole: data and
 	                dropped)}
@@ -114,7 +120,19 @@ func runLogs(e *env, args []string) int {
 		}
 		outs = kept
 	}
+	if !*raw {
+		for i := range outs {
+			if outs[i].Withheld {
+				outs[i].Data = nil // its size stays: Size
+			}
+		}
+	}
 	if *format == "json" {
+		for i := range outs {
+			if outs[i].Data == nil {
+				outs[i].Data = []byte{}
+			}
+		}
 		if err := writeJSON(e.stdout, outs); err != nil {
 			fmt.Fprintf(e.stderr, "mandate logs: %v\n", err)
 			return exitUsage
@@ -139,7 +157,15 @@ func runLogs(e *env, args []string) int {
 		return exitOK
 	}
 	for _, o := range outs {
+		if o.Withheld && !*raw {
+			fmt.Fprintf(e.stdout, "== %s %s (%d bytes withheld: written after the task read untrusted data, which its answer refuses; --raw shows them)\n",
+				o.Task, o.Stream, o.Size)
+			continue
+		}
 		fmt.Fprintf(e.stdout, "== %s %s (%d bytes", o.Task, o.Stream, len(o.Data))
+		if o.Withheld {
+			fmt.Fprint(e.stdout, "; withheld: written after the task read untrusted data, which its answer refuses")
+		}
 		if o.Truncated {
 			fmt.Fprintf(e.stdout, "; truncated at the limit: %d bytes dropped of %d", o.Dropped, o.Size)
 		}

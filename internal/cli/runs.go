@@ -3,11 +3,13 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/mandatevm/mandate/kernel/kindapi"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
+	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/runstore"
 )
 
@@ -114,15 +116,34 @@ func (e *env) listRuns(format, dir string, runs []runstore.Summary) int {
 		return exitOK
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "RUN\tSTATE\tEXIT\tPRINCIPAL\tTASKS\tCAPS\tDENIALS\tMANIFEST")
+	fmt.Fprintln(w, "RUN\tSTATE\tEXIT\tPRINCIPAL\tTASKS\tCAPS\tDENIALS\tMANIFEST\tREASON")
 	for _, r := range runs {
 		exit := strconv.Itoa(r.Exit)
 		if r.Ended.IsZero() {
 			exit = "-" // still running, or its process died before recording the end
 		}
 		p := kindapi.Printable
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", p(r.ID), p(r.State), exit, p(r.Principal), r.Tasks, r.Caps, r.Denials, p(r.Manifest))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", p(r.ID), p(r.State), exit, p(r.Principal), r.Tasks, r.Caps, r.Denials, p(r.Manifest),
+			p(shortReason(r.Error)))
 	}
 	w.Flush()
 	return exitOK
+}
+
+// maxReasonShown bounds the reason "mandate runs" shows of a run's error
+// (--format json and "mandate graph RUN" have the whole).
+const maxReasonShown = 120
+
+// shortReason is a run's error as one line of at most maxReasonShown
+// bytes.
+func shortReason(err string) string {
+	err = strings.Join(strings.Fields(err), " ")
+	if len(err) <= maxReasonShown {
+		return err
+	}
+	cut := maxReasonShown
+	for cut > 0 && !utf8.RuneStart(err[cut]) {
+		cut--
+	}
+	return err[:cut] + "..."
 }

@@ -64,6 +64,7 @@ func hostileRecord(id, principal string, started time.Time) runstore.Record {
 		Outputs: []runstore.Output{
 			{Task: "t1", Stream: runstore.StreamResult, Data: []byte("result " + xssImg + termEsc + "\xff\xfe")},
 			{Task: "t1", Stream: runstore.StreamStdout, Data: []byte("stdout " + xssScript + "\n"), Truncated: true, Dropped: 10},
+			{Task: "t2", Stream: runstore.StreamStdout, Data: []byte("the withheld answer\n"), Withheld: true},
 		},
 	}
 }

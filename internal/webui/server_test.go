@@ -285,6 +285,10 @@ func TestUIEscaping(t *testing.T) {
 			t.Errorf("GET %s: a raw control character at byte %d: %q", p, i, b[max(0, i-30):min(len(b), i+10)])
 		}
 	}
+	// Output withheld as an answer is not served at all.
+	if _, b := u.get("/api/runs/" + runA); bytes.Contains(b, []byte("withheld answer")) || !bytes.Contains(b, []byte(`"withheld": true`)) && !bytes.Contains(b, []byte(`"withheld":true`)) {
+		t.Errorf("the withheld output is served, or not marked withheld")
+	}
 	var v runView
 	u.getJSON("/api/runs/"+runA, &v)
 	escaped := `\x1b[31mRED\x1b]8;;http://evil.example\alink\x1b]8;;\a\u009b2J\u202eevil`
@@ -300,6 +304,7 @@ func TestUIEscaping(t *testing.T) {
 		{"the run's error", v.Run.Error, "exit 1: " + escaped},
 		{"the result", v.Outputs[0].Text, "result " + xssImg + escaped + `\xff\xfe`},
 		{"stdout", v.Outputs[1].Text, "stdout " + xssScript + "\n"},
+		{"withheld stdout", v.Outputs[2].Text, ""},
 		{"a flow's reason", v.Flows[0].Reason, "label {pii:" + xssImg + "} may not flow to http://127.0.0.1:1"},
 		{"the task name", v.Run.Task, "task " + xssScript},
 		{"a label", v.Tasks[0].Label.Conf[0], "pii:" + xssImg},

@@ -245,6 +245,10 @@ type outputView struct {
 	Cut       bool   `json:"cut,omitempty"`
 	Truncated bool   `json:"truncated,omitempty"` // the task passed its output limit
 	Dropped   int64  `json:"dropped,omitempty"`
+	// Withheld: written once the task carried untrusted data its answer
+	// refuses (result { accepts_untrusted = false }); Text is empty (the
+	// bytes are for mandate logs --raw only).
+	Withheld bool `json:"withheld,omitempty"`
 }
 
 // maxOutputShown bounds the bytes of one output the page shows.
@@ -450,7 +454,11 @@ func newRunView(rec *runstore.Record, outs []runstore.Output, entries []audit.En
 			Decision: esc(f.Decision), Errno: esc(f.Errno), Label: esc(f.Label.String()), Reason: esc(reasons[i])})
 	}
 	for _, o := range outs {
-		ov := outputView{Task: esc(o.Task), Stream: esc(o.Stream), Bytes: len(o.Data), Truncated: o.Truncated, Dropped: o.Dropped}
+		ov := outputView{Task: esc(o.Task), Stream: esc(o.Stream), Bytes: len(o.Data), Truncated: o.Truncated, Dropped: o.Dropped, Withheld: o.Withheld}
+		if o.Withheld {
+			v.Outputs = append(v.Outputs, ov)
+			continue
+		}
 		data := o.Data
 		if len(data) > maxOutputShown {
 			data, ov.Cut = data[:maxOutputShown], true

@@ -162,10 +162,15 @@ func main() {
 	}
 	fmt.Fprintf(&report, "tokens: %d prompt, %d completion\n", out.Usage.PromptTokens, out.Usage.CompletionTokens)
 	if err != nil {
+		// No final answer (the budget, a bound, the model unreachable, out
+		// of steps): the run fails, with what was done as its result and
+		// the reason as the last line on stderr, which the kernel quotes.
 		fmt.Fprintf(&report, "stopped: %v\n", err)
-	} else {
-		fmt.Fprintf(&report, "answer: %s\n", oneLine(out.Final))
+		mandate.SetResult([]byte(report.String()))
+		fmt.Fprintln(os.Stderr, "planner:", err)
+		os.Exit(1)
 	}
+	fmt.Fprintf(&report, "answer: %s\n", oneLine(out.Final))
 	mandate.SetResult([]byte(report.String()))
 }
 

@@ -435,7 +435,9 @@
         el('h3', {}, el('span', { class: 'mono' }, o.task), ' ', o.stream,
           el('span', { class: 'muted small' }, ' ' + o.bytes + ' bytes' + (o.cut ? ', first ' + o.text.length + ' characters shown' : '') +
             (o.truncated ? ', truncated at the task\'s output limit (' + o.dropped + ' bytes dropped)' : ''))),
-        el('pre', { class: 'out' }, o.text))) : el('p', { class: 'muted' }, 'No output was kept.'));
+        o.withheld ? el('p', { class: 'muted' }, 'Withheld: the task wrote this after it read untrusted data, and its answer may not carry any ' +
+          '(result { accepts_untrusted = false }). It is not shown as the task\'s answer; mandate logs --raw shows it.')
+          : el('pre', { class: 'out' }, o.text))) : el('p', { class: 'muted' }, 'No output was kept.'));
     }
 
     const entryCols = [

@@ -5,6 +5,8 @@
 //	fetch     GETs /search?q=x and /admin through the "web" capability and
 //	          returns what happened to each
 //	redirect  GETs /search/redirect, which redirects to another origin
+//	talk      GETs /search?q=x, prints what it read on stdout and stderr,
+//	          tries to set it as the result, ignores the refusal and exits 0
 //	fail      makes a denied call, then exits 1
 //	spin      loops forever
 //	membomb   allocates until its memory limit stops it
@@ -41,6 +43,12 @@ func main() {
 		result(get("/search?q=x") + get("/admin"))
 	case "redirect":
 		result(get("/search/redirect"))
+	case "talk":
+		fmt.Println("hello before reading")
+		answer := get("/search?q=x")
+		fmt.Print("the answer: " + answer)
+		fmt.Fprint(os.Stderr, "the answer: "+answer)
+		mandate.SetResult([]byte(answer)) // refused when untrusted: talk anyway
 	case "fail":
 		fmt.Print(get("/admin"))
 		os.Exit(1)
