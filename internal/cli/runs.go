@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -115,7 +116,8 @@ func (e *env) listRuns(format, dir string, runs []runstore.Summary) int {
 		fmt.Fprintf(e.stdout, "no runs recorded yet in %s\n", kindapi.Printable(dir))
 		return exitOK
 	}
-	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	var table bytes.Buffer
+	w := tabwriter.NewWriter(&table, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "RUN\tSTATE\tEXIT\tPRINCIPAL\tTASKS\tCAPS\tDENIALS\tMANIFEST\tREASON")
 	for _, r := range runs {
 		exit := strconv.Itoa(r.Exit)
@@ -127,6 +129,12 @@ func (e *env) listRuns(format, dir string, runs []runstore.Summary) int {
 			p(shortReason(r.Error)))
 	}
 	w.Flush()
+	for _, line := range strings.SplitAfter(table.String(), "\n") {
+		// A run with no reason leaves its row padded: no trailing blanks.
+		if l := strings.TrimRight(line, " \n"); l != "" {
+			fmt.Fprintln(e.stdout, l)
+		}
+	}
 	return exitOK
 }
 
