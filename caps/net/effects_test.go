@@ -54,7 +54,7 @@ func TestEffectsAreAudited(t *testing.T) {
 	mod, _ := kerneltest.WaitEngine{}.Compile(ctx, nil)
 	parent, err := k.Start(ctx, kernel.TaskSpec{Module: mod, Principal: "alice", Limits: kernel.Limits{Timeout: time.Hour},
 		Grants: []kernel.GrantSpec{
-			{Name: "book", Kind: "net", Scope: grant(spec)},                // not audited
+			{Name: "book", Kind: "net", Scope: grant(spec)},                 // not audited
 			{Name: "audited", Kind: "net", Scope: grant(spec), Audit: true}, // audited
 		}})
 	if err != nil {
