@@ -85,7 +85,7 @@ func (l *Log) checkHead(ctx context.Context) error {
 		return tampered("the tree has %d entries, the last entry row is %d", size, last)
 	}
 	from := min(covered, max(size-1, 0))
-	rows, err := tx.QueryContext(ctx, `SELECT idx, time, run, task, principal, module, cap, ancestry, kind, op, args, decision, errno, reason, label
+	rows, err := tx.QueryContext(ctx, `SELECT `+entryColumns+`
 		FROM entries WHERE idx >= ? ORDER BY idx`, from)
 	if err != nil {
 		return fmt.Errorf("audit log %s: %w", l.path, err)

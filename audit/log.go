@@ -6,7 +6,11 @@
 //
 // An entry is the canonical JSON of an [Entry]: its sequence number, time,
 // run, task, principal, module, capability id, kind, op, decision, errno
-// and reason. Entries never contain call arguments. Record is write-ahead:
+// and reason, and, on the outcome entry of a call that changed something
+// outside the kernel, what the effect was and how it came out (effect,
+// effect_outcome: the kind's account as the task wrote it, never a spliced
+// blob, and withheld when the task's label had confidentiality tags).
+// Entries never contain call arguments otherwise. Record is write-ahead:
 // the entry is committed (fsync'd, synchronous=FULL) before it returns,
 // and an error from it denies the call. Concurrent Record calls are
 // group-committed: callers that arrive while a commit is in flight share
@@ -28,10 +32,12 @@
 //	rep, err := log.Verify(ctx)     // err is a *TamperError naming the first bad entry
 //	fmt.Println(log.VerifierKey())  // publish to check checkpoints offline (OpenCheckpoint)
 //
-// Schema (SQLite application_id "MNDA", user_version 1):
+// Schema (SQLite application_id "MNDA", user_version 2; a version 1 file
+// is upgraded in place):
 //
 //	entries(idx INTEGER PRIMARY KEY, time, run, task, principal, module,
-//	        cap, kind, op, decision, errno, reason)   -- idx = seq = tlog record index
+//	        cap, ancestry, kind, op, args, decision, errno, reason, label,
+//	        effect, effect_outcome)                   -- idx = seq = tlog record index
 //	hashes(idx INTEGER PRIMARY KEY, hash BLOB)        -- tlog stored hashes (tlog.StoredHashIndex)
 //	tree(id = 0, size)                                -- number of entries in the tree
 //	checkpoints(id INTEGER PRIMARY KEY, size, hash, signed, time)
@@ -60,7 +66,7 @@ import (
 )
 
 const (
-	schemaVersion = 1
+	schemaVersion = 2
 	applicationID = 0x4d4e4441 // "MNDA"
 	// KeyFile is the name of the signing key file, next to the database.
 	KeyFile = "audit.key"
@@ -83,7 +89,9 @@ CREATE TABLE entries (
 	decision  TEXT NOT NULL,
 	errno     TEXT NOT NULL,
 	reason    TEXT NOT NULL,
-	label     TEXT NOT NULL        -- the task's label at the decision
+	label     TEXT NOT NULL,       -- the task's label at the decision
+	effect    TEXT NOT NULL DEFAULT '', -- what an effect was (an outcome entry), or ""
+	effect_outcome TEXT NOT NULL DEFAULT '' -- how it came out, or ""
 );
 CREATE INDEX entries_run_task ON entries (run, task);
 CREATE TABLE hashes (
@@ -108,6 +116,12 @@ CREATE TABLE checkpoints (
 var config = sqlitedb.Config{
 	What: "audit log", AppID: applicationID, Version: schemaVersion, Schema: schema,
 	Pragmas: []string{"synchronous(FULL)"}, // write-ahead: a commit is on disk
+	Migrations: map[int]string{
+		// 1 -> 2: what an effect was and how it came out (issue 27). An
+		// old entry has neither, and its canonical JSON is unchanged.
+		1: `ALTER TABLE entries ADD COLUMN effect TEXT NOT NULL DEFAULT '';
+ALTER TABLE entries ADD COLUMN effect_outcome TEXT NOT NULL DEFAULT '';`,
+	},
 }
 
 // Entry is one audit log entry. Its canonical JSON (this struct, fields in
@@ -128,6 +142,13 @@ type Entry struct {
 	Errno     string `json:"errno"`
 	Reason    string `json:"reason"`
 	Label     string `json:"label"` // the task's label at the decision
+	// Effect and EffectOutcome are set on the outcome entry of a call that
+	// changed something outside the kernel (kernel.EffectRecord): what
+	// was done, as the task wrote it, and how it came out. Empty, they
+	// are left out of the canonical JSON, so entries written before they
+	// existed keep their bytes.
+	Effect        string `json:"effect,omitempty"`
+	EffectOutcome string `json:"effect_outcome,omitempty"`
 }
 
 // canonical returns the entry's record bytes.
@@ -242,6 +263,9 @@ func (l *Log) record(ctx context.Context, run string, ev kernel.AuditEvent) erro
 		Errno:     ev.Errno.String(),
 		Reason:    clean(ev.Reason),
 	}}
+	if ev.Effect != nil {
+		p.e.Effect, p.e.EffectOutcome = clean(ev.Effect.Summary), clean(ev.Effect.Outcome)
+	}
 	l.mu.Lock()
 	l.queue = append(l.queue, p)
 	if l.writing {
@@ -283,7 +307,7 @@ func (l *Log) append(batch []*pending) (err error) {
 	if err := tx.QueryRowContext(ctx, "SELECT size FROM tree WHERE id = 0").Scan(&n); err != nil {
 		return err
 	}
-	insE, err := tx.PrepareContext(ctx, `INSERT INTO entries (idx, time, run, task, principal, module, cap, ancestry, kind, op, args, decision, errno, reason, label) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
+	insE, err := tx.PrepareContext(ctx, `INSERT INTO entries (idx, time, run, task, principal, module, cap, ancestry, kind, op, args, decision, errno, reason, label, effect, effect_outcome) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
 	if err != nil {
 		return err
 	}
@@ -322,7 +346,7 @@ func (l *Log) append(batch []*pending) (err error) {
 	for _, p := range batch {
 		p.e.Seq = n
 		e := &p.e
-		if _, err := insE.ExecContext(ctx, e.Seq, e.Time, e.Run, e.Task, e.Principal, e.Module, e.Cap, e.Ancestry, e.Kind, e.Op, e.Args, e.Decision, e.Errno, e.Reason, e.Label); err != nil {
+		if _, err := insE.ExecContext(ctx, e.Seq, e.Time, e.Run, e.Task, e.Principal, e.Module, e.Cap, e.Ancestry, e.Kind, e.Op, e.Args, e.Decision, e.Errno, e.Reason, e.Label, e.Effect, e.EffectOutcome); err != nil {
 			return err
 		}
 		hs, err := tlog.StoredHashes(n, e.canonical(), reader)
@@ -355,7 +379,7 @@ type Filter struct {
 
 // Entries returns the entries matching f, in log order.
 func (l *Log) Entries(ctx context.Context, f Filter) ([]Entry, error) {
-	q := `SELECT idx, time, run, task, principal, module, cap, ancestry, kind, op, args, decision, errno, reason, label FROM entries WHERE 1=1`
+	q := `SELECT ` + entryColumns + ` FROM entries WHERE 1=1`
 	var args []any
 	if f.Run != "" {
 		q += " AND run = ?"
@@ -397,6 +421,9 @@ func (l *Log) Entries(ctx context.Context, f Filter) ([]Entry, error) {
 	return out, nil
 }
 
+// entryColumns are the columns scanEntry reads, in its order.
+const entryColumns = `idx, time, run, task, principal, module, cap, ancestry, kind, op, args, decision, errno, reason, label, effect, effect_outcome`
+
 func scanEntry(rows *sql.Rows, e *Entry) error {
-	return rows.Scan(&e.Seq, &e.Time, &e.Run, &e.Task, &e.Principal, &e.Module, &e.Cap, &e.Ancestry, &e.Kind, &e.Op, &e.Args, &e.Decision, &e.Errno, &e.Reason, &e.Label)
+	return rows.Scan(&e.Seq, &e.Time, &e.Run, &e.Task, &e.Principal, &e.Module, &e.Cap, &e.Ancestry, &e.Kind, &e.Op, &e.Args, &e.Decision, &e.Errno, &e.Reason, &e.Label, &e.Effect, &e.EffectOutcome)
 }

@@ -219,7 +219,7 @@ func (l *Log) verify(ctx context.Context, extra []byte) (*VerifyReport, error) {
 	// Recompute the tree from the entry rows alone.
 	var hashes []tlog.Hash
 	reader := computedHashes(&hashes)
-	rows, err := tx.QueryContext(ctx, `SELECT idx, time, run, task, principal, module, cap, ancestry, kind, op, args, decision, errno, reason, label FROM entries ORDER BY idx`)
+	rows, err := tx.QueryContext(ctx, `SELECT `+entryColumns+` FROM entries ORDER BY idx`)
 	if err != nil {
 		return nil, fmt.Errorf("audit verify: %w", err)
 	}

@@ -14,8 +14,8 @@ import (
 // log first (an event that cannot be written is refused, and the kernel
 // denies), mirrors allowed decisions on audited capabilities into the
 // run's logger, as the kernel's default auditor does (denials are already
-// logged by the task), keeps the run's denials and flows for the run
-// store, bounded, and tells the run's watchers.
+// logged by the task), keeps the run's denials, flows, approvals and
+// effects for the run store, bounded, and tells the run's watchers.
 type Auditor struct {
 	log    kernel.Auditor
 	logger hclog.Logger
@@ -25,7 +25,8 @@ type Auditor struct {
 	denials   []runstore.Denial   // at most runstore.MaxDenials
 	flows     []runstore.Flow     // at most runstore.MaxFlows
 	approvals []runstore.Approval // at most runstore.MaxApprovals
-	dropped   struct{ denials, flows int }
+	effects   []runstore.Effect   // at most runstore.MaxEffects
+	dropped   struct{ denials, flows, effects int }
 }
 
 // NewAuditor records a run's decisions to log (the run's view of the audit
@@ -66,6 +67,15 @@ func (a *Auditor) Approvals() []runstore.Approval {
 	return append([]runstore.Approval(nil), a.approvals...)
 }
 
+// Effects returns the effects the run's calls had, as the audit log
+// records them (kernel.EffectRecord), in order, and how many more there
+// were than the run store keeps.
+func (a *Auditor) Effects() (effects []runstore.Effect, dropped int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]runstore.Effect(nil), a.effects...), a.dropped.effects
+}
+
 // keep notes a denial, and a decision where labelled data met a sink: an
 // EFLOW refusal, a declassification, or an audited call by a labelled task.
 func (a *Auditor) keep(ev kernel.AuditEvent) {
@@ -79,6 +89,14 @@ func (a *Auditor) keep(ev kernel.AuditEvent) {
 	if ap := ev.Approval; ap != nil && len(a.approvals) < runstore.MaxApprovals {
 		a.approvals = append(a.approvals, runstore.Approval{Time: ev.Time, Task: ev.Task, Cap: ev.Cap, Kind: ev.Kind, Op: ev.Op,
 			Summary: ap.Summary, Digest: ap.Digest, Answer: ap.Answer, Channel: ap.Channel, By: ap.By})
+	}
+	if eff := ev.Effect; eff != nil {
+		if len(a.effects) < runstore.MaxEffects {
+			a.effects = append(a.effects, runstore.Effect{Time: ev.Time, Task: ev.Task, Cap: ev.Cap, Kind: ev.Kind, Op: ev.Op,
+				Summary: eff.Summary, Outcome: eff.Outcome, Errno: errno})
+		} else {
+			a.dropped.effects++
+		}
 	}
 	if denied {
 		if len(a.denials) < runstore.MaxDenials {

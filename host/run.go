@@ -221,7 +221,32 @@ func (r *Run) snapshot() runstore.Record {
 	rec := runstore.Record{Version: runstore.RecordVersion, Run: r.info, Graph: r.k.Graph(), Outputs: TaskOutputs(r.k)}
 	rec.Denials, rec.Flows, rec.DenialsDropped, rec.FlowsDropped = r.auditor.Kept()
 	rec.Approvals = r.auditor.Approvals()
+	rec.Effects, rec.EffectsDropped = r.auditor.Effects()
 	return rec
+}
+
+// Effects are the effects the calls of task and of its descendants had
+// so far, as the audit log records them (at most runstore.MaxEffects for
+// the whole run): what a tool call did, beside its result.
+func (r *Run) Effects(task string) []runstore.Effect {
+	all, _ := r.auditor.Effects()
+	tree := map[string]bool{task: true}
+	tasks := r.k.Graph().Tasks
+	for grew := true; grew; {
+		grew = false
+		for _, t := range tasks {
+			if !tree[t.ID] && tree[t.Parent] {
+				tree[t.ID], grew = true, true
+			}
+		}
+	}
+	var out []runstore.Effect
+	for _, e := range all {
+		if tree[e.Task] {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // finish records the run as it ended and releases what it held.

@@ -44,6 +44,27 @@ type AuditEvent struct {
 	// ("approve:OP"): what they were asked and how it was answered (the
 	// same is in Reason, as text).
 	Approval *ApprovalDecision
+	// Effect is set on the "outcome" entry of a call that changed
+	// something outside the kernel (the kind gave an Account): what was
+	// done and how it came out. Such an entry is written whether or not
+	// the capability is audited.
+	Effect *EffectRecord
+}
+
+// EffectRecord is what an effect was and how it came out, as the audit
+// log records it: one line each, printable, bounded by
+// kindapi.MaxAccount.
+type EffectRecord struct {
+	// Summary is the kind's Account as the calling task wrote it
+	// (`POST https://book.example/book {"listing_id":"L1","guest":[spliced 0]}`);
+	// what the task wrote is withheld (" [N bytes the task wrote,
+	// labelled TAGS]") when the task's label had confidentiality tags.
+	Summary string
+	// Outcome is the kind's Result.Outcome ("200", "charged 390.00 EUR
+	// to airline.example (id ch_1)"), "done" when it gave none, or, for
+	// an effect that failed after it may have happened, "may have
+	// happened: ERRNO reason".
+	Outcome string
 }
 
 // ApprovalDecision is a person's answer to an approval request, as the
@@ -112,27 +133,32 @@ func RecordElsewhere(ctx context.Context, op string, reason error) error {
 // audit records ev, filling in the task's identity. A failure to record
 // is an internal error: the caller denies.
 func (k *Kernel) audit(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error) error {
-	return k.record(ctx, t, c, op, d, err, "", "", nil)
+	return k.record(ctx, t, c, op, d, err, "", "", nil, nil)
 }
 
 // auditCall is audit with the digest of the call's arguments.
 func (k *Kernel) auditCall(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error, argsDigest string) error {
-	return k.record(ctx, t, c, op, d, err, argsDigest, "", nil)
+	return k.record(ctx, t, c, op, d, err, argsDigest, "", nil, nil)
+}
+
+// auditEffect is auditCall with what an effect was and how it came out.
+func (k *Kernel) auditEffect(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error, argsDigest string, eff *EffectRecord) error {
+	return k.record(ctx, t, c, op, d, err, argsDigest, "", nil, eff)
 }
 
 // auditText is audit with a text for the entry's reason when there is no
 // error: what an approver was shown, or what a grant passed to a child is.
 func (k *Kernel) auditText(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error, text string) error {
-	return k.record(ctx, t, c, op, d, err, "", text, nil)
+	return k.record(ctx, t, c, op, d, err, "", text, nil, nil)
 }
 
 // auditApproval records an approval's decision: its text and, for the
 // run's record, the answer.
 func (k *Kernel) auditApproval(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error, text string, a *ApprovalDecision) error {
-	return k.record(ctx, t, c, op, d, err, "", text, a)
+	return k.record(ctx, t, c, op, d, err, "", text, a, nil)
 }
 
-func (k *Kernel) record(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error, argsDigest, text string, a *ApprovalDecision) error {
+func (k *Kernel) record(ctx context.Context, t *Task, c *Cap, op string, d Decision, err error, argsDigest, text string, a *ApprovalDecision, eff *EffectRecord) error {
 	ev := AuditEvent{
 		Time:      now(),
 		Task:      t.id,
@@ -159,6 +185,7 @@ func (k *Kernel) record(ctx context.Context, t *Task, c *Cap, op string, d Decis
 	ev.Label = t.Label()
 	ev.ArgsDigest = argsDigest
 	ev.Approval = a
+	ev.Effect = eff
 	if aerr := k.auditor.Record(ctx, ev); aerr != nil {
 		t.logger.Error("audit log failed; denying", "error", aerr)
 		return &kindapi.Error{Errno: abi.EINTERNAL, Msg: "audit log failed", Err: aerr}

@@ -68,6 +68,9 @@ func (t *Task) invoke(ctx context.Context, h abi.Handle, op []byte, args []byte)
 	}
 	res, err := runEffect(ctx, c.kind, prep.Effect)
 	var e entry
+	if res != nil {
+		d.outcome = res.Outcome
+	}
 	if err == nil && res != nil {
 		e, err = t.resultBlob(c, call, res, &prep)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
@@ -168,8 +169,56 @@ func audited(c *Cap) bool { return c == nil || c.audit }
 
 // decision is a call that passed decide: what it holds until conclude.
 type decision struct {
-	r      reservation
-	digest string // of the arguments, for the audit entries
+	r       reservation
+	digest  string // of the arguments, for the audit entries
+	outcome string // the effect's Result.Outcome
+}
+
+// effectRecord is what the audit log records of an effect with an
+// account: the kind's account as the task wrote it (withheld when the
+// task's label has confidentiality tags: the log is read by operators
+// and holds no labelled data), and how it came out.
+func (t *Task) effectRecord(c *Cap, account func() kindapi.Account, outcome string, err error) *EffectRecord {
+	a, aerr := accountGuarded(c, account)
+	if aerr != nil {
+		t.logger.Error("the kind's account of an effect failed", "error", aerr)
+		a = kindapi.Account{Action: "(the kind's account failed: " + aerr.Error() + ")"}
+	}
+	sum := a.Action
+	if a.Written != "" {
+		if conf := t.Label().Conf(); len(conf) > 0 {
+			sum += fmt.Sprintf(" [%d bytes the task wrote, labelled %s]", len(a.Written), strings.Join(conf, ","))
+		} else {
+			sum += a.Written
+		}
+	}
+	switch {
+	case err != nil && outcome != "":
+		outcome += " (then failed: " + kindapi.ErrnoOf(err).String() + " " + err.Error() + ")"
+	case err != nil:
+		outcome = "may have happened: " + kindapi.ErrnoOf(err).String() + " " + err.Error()
+	case outcome == "":
+		outcome = "done"
+	}
+	return &EffectRecord{
+		Summary: kindapi.PrintableMax(sum, kindapi.MaxAccount),
+		Outcome: kindapi.PrintableMax(outcome, kindapi.MaxAccount),
+	}
+}
+
+// accountGuarded asks the kind for its account of an effect, turning a
+// panic into an error.
+func accountGuarded(c *Cap, f func() kindapi.Account) (a kindapi.Account, err error) {
+	if c != nil {
+		defer catchKind(c.kind, &err)
+	} else {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("panicked: %v", r)
+			}
+		}()
+	}
+	return f(), nil
 }
 
 // conclude ends a decided call whose effect returned e and err: the outcome
@@ -177,7 +226,15 @@ type decision struct {
 // did nothing: kindapi.NotPerformed, Result.Free) and e is installed in the
 // reserved slot.
 func (t *Task) conclude(ctx context.Context, c *Cap, op opName, prep *kindapi.Op, d *decision, e entry, err error) (abi.Handle, error) {
-	if audited(c) {
+	// The outcome entry: on an audited capability, and for every call
+	// that changed something outside the kernel (Op.Account), what it
+	// did, when it ran or may have.
+	if prep.Account != nil && (err == nil || kindapi.Performed(err)) {
+		eff := t.effectRecord(c, prep.Account, d.outcome, err)
+		if aerr := t.k.auditEffect(ctx, t, c, op.String(), Outcome, err, d.digest, eff); aerr != nil && err == nil {
+			err = aerr
+		}
+	} else if audited(c) {
 		if aerr := t.k.auditCall(ctx, t, c, op.String(), Outcome, err, d.digest); aerr != nil && err == nil {
 			err = aerr
 		}

@@ -110,7 +110,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
 	}
 	defer tx.Rollback()
 	rec := &Record{Version: RecordVersion, Graph: kernel.Graph{Tasks: []kernel.GraphTask{}, Caps: []kernel.GraphCap{}},
-		Denials: []Denial{}, Flows: []Flow{}, Approvals: []Approval{}}
+		Denials: []Denial{}, Flows: []Flow{}, Approvals: []Approval{}, Effects: []Effect{}}
 	row := &runRow{r: &rec.Run, dd: &rec.DenialsDropped, fd: &rec.FlowsDropped}
 	err = tx.QueryRowContext(ctx, "SELECT "+runColumns+" FROM runs WHERE id = ?", id).Scan(row.dest()...)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -136,6 +136,9 @@ func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
 		return nil, s.errorf("run %s is corrupted: %v", id, err)
 	}
 	if err := readApprovals(ctx, tx, rec); err != nil {
+		return nil, s.errorf("run %s is corrupted: %v", id, err)
+	}
+	if err := readEffects(ctx, tx, rec); err != nil {
 		return nil, s.errorf("run %s is corrupted: %v", id, err)
 	}
 	return rec, nil
@@ -278,6 +281,30 @@ func readApprovals(ctx context.Context, tx *sql.Tx, rec *Record) error {
 			return fmt.Errorf("approval time: %v", err)
 		}
 		rec.Approvals = append(rec.Approvals, a)
+	}
+	return rows.Err()
+}
+
+func readEffects(ctx context.Context, tx *sql.Tx, rec *Record) error {
+	if err := tx.QueryRowContext(ctx, "SELECT effects_dropped FROM runs WHERE id = ?", rec.Run.ID).Scan(&rec.EffectsDropped); err != nil {
+		return err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT time, task, cap, kind, op, summary, outcome, errno
+		FROM effects WHERE run = ? ORDER BY seq`, rec.Run.ID)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var e Effect
+		var tm string
+		if err := rows.Scan(&tm, &e.Task, &e.Cap, &e.Kind, &e.Op, &e.Summary, &e.Outcome, &e.Errno); err != nil {
+			return err
+		}
+		if e.Time, err = parseTime(tm); err != nil {
+			return fmt.Errorf("effect time: %v", err)
+		}
+		rec.Effects = append(rec.Effects, e)
 	}
 	return rows.Err()
 }

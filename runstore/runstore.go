@@ -62,6 +62,7 @@ const (
 	MaxDenials   = 10000
 	MaxFlows     = 10000
 	MaxApprovals = 10000
+	MaxEffects   = 1000
 )
 
 // schemaVersion is the schema this code writes; migrations upgrade older
@@ -166,11 +167,27 @@ CREATE TABLE outputs (
 	dropped   INTEGER NOT NULL,       -- bytes past the limit, not kept
 	PRIMARY KEY (run, task, stream)
 );
-` + approvalsTable + withheldColumn
+` + approvalsTable + schema5
 
-// withheldColumn marks the output a task wrote once it carried untrusted
-// data its answer refuses (schema 5).
-const withheldColumn = `ALTER TABLE outputs ADD COLUMN withheld INTEGER NOT NULL DEFAULT 0;
+// schema5 holds what the run's calls did outside the kernel, and
+// runs.effects_dropped how many more there were; and it marks the output
+// a task wrote once it carried untrusted data its answer refuses
+// (issue 27).
+const schema5 = `CREATE TABLE effects (
+	run       TEXT NOT NULL REFERENCES runs(id),
+	seq       INTEGER NOT NULL,
+	time      TEXT NOT NULL,
+	task      TEXT NOT NULL,
+	cap       TEXT NOT NULL,
+	kind      TEXT NOT NULL,
+	op        TEXT NOT NULL,
+	summary   TEXT NOT NULL,          -- what was done, as the task wrote it
+	outcome   TEXT NOT NULL,          -- how it came out
+	errno     TEXT NOT NULL,          -- of an effect that failed after it may have happened
+	PRIMARY KEY (run, seq)
+);
+ALTER TABLE runs ADD COLUMN effects_dropped INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE outputs ADD COLUMN withheld INTEGER NOT NULL DEFAULT 0;
 `
 
 // approvalsTable holds every question a person was asked about a call,
@@ -224,8 +241,9 @@ CREATE INDEX edges_run ON edges (run, kind, src);`,
 );`,
 		// 3 -> 4: the approvals asked and their answers (issue 25).
 		3: approvalsTable,
-		// 4 -> 5: outputs withheld as answers (issue 27).
-		4: withheldColumn,
+		// 4 -> 5: the effects the run's calls had, and outputs withheld
+		// as answers (issue 27).
+		4: schema5,
 	},
 	Pragmas: []string{"synchronous(NORMAL)", "foreign_keys(1)"},
 }
@@ -358,6 +376,13 @@ type Record struct {
 	// calls, with the answers (at most MaxApprovals; the audit log has
 	// every one).
 	Approvals []Approval `json:"approvals"`
+	// Effects are what the run's calls did outside the kernel, as the
+	// audit log records them (kernel.EffectRecord): each performed
+	// effect's account and outcome, in order (at most MaxEffects;
+	// EffectsDropped counts the rest, which are in the audit log). They
+	// are what was done, whatever the task's result says.
+	Effects        []Effect `json:"effects"`
+	EffectsDropped int      `json:"effects_dropped,omitempty"`
 	// Outputs are what the tasks left (results, kept stdout and stderr).
 	// Finish stores them; Get does not read them (they are not part of
 	// the graph): Outputs does.
@@ -410,6 +435,22 @@ type Approval struct {
 	Answer  string    `json:"answer"`
 	Channel string    `json:"channel,omitempty"`
 	By      string    `json:"by,omitempty"`
+}
+
+// Effect is one call's effect outside the kernel: Summary what was done,
+// as the task wrote it (`POST https://book.example/book
+// {"listing_id":"L1","guest":[spliced 0]}`), Outcome how it came out
+// ("200"; "may have happened: ETIMEDOUT ..." for one that failed after it
+// may have happened, with Errno).
+type Effect struct {
+	Time    time.Time `json:"time"`
+	Task    string    `json:"task"`
+	Cap     string    `json:"cap"`
+	Kind    string    `json:"kind"`
+	Op      string    `json:"op"`
+	Summary string    `json:"summary"`
+	Outcome string    `json:"outcome"`
+	Errno   string    `json:"errno,omitempty"`
 }
 
 // Denial is one refused call.
@@ -597,7 +638,7 @@ func writeRecord(ctx context.Context, tx *sql.Tx, rec Record, next *nextOrd, kno
 	// place (ord) and its edges, which follow from what never changes (a
 	// task's parent, a capability's parent and holder); a new one goes
 	// after every row of the run.
-	for _, table := range []string{"denials", "flows", "approvals"} {
+	for _, table := range []string{"denials", "flows", "approvals", "effects"} {
 		if _, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE run = ?", r.ID); err != nil {
 			return err
 		}
@@ -713,6 +754,21 @@ func writeRecord(ctx context.Context, tx *sql.Tx, rec Record, next *nextOrd, kno
 		if _, err := tx.ExecContext(ctx, `INSERT INTO approvals (run, seq, time, task, cap, kind, op, summary, digest, answer, channel, by)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, i, fmtTime(a.Time), a.Task, a.Cap, a.Kind, a.Op, a.Summary, a.Digest, a.Answer, a.Channel, a.By); err != nil {
+			return err
+		}
+	}
+	effects, eDropped := rec.Effects, rec.EffectsDropped
+	if len(effects) > MaxEffects {
+		eDropped += len(effects) - MaxEffects
+		effects = effects[:MaxEffects]
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE runs SET effects_dropped = ? WHERE id = ?", eDropped, r.ID); err != nil {
+		return err
+	}
+	for i, e := range effects {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO effects (run, seq, time, task, cap, kind, op, summary, outcome, errno)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, i, fmtTime(e.Time), e.Task, e.Cap, e.Kind, e.Op, e.Summary, e.Outcome, e.Errno); err != nil {
 			return err
 		}
 	}

@@ -50,6 +50,13 @@ func sampleRecord(id string, started time.Time) Record {
 			Errno: abi.EFLOW.String(), Label: pii}},
 		Approvals: []Approval{{Time: started.UTC(), Task: "t1", Cap: "c3", Kind: "pay", Op: "approve:charge",
 			Summary: "charge 612.00 USD to airline.example", Digest: "sha256:ab", Answer: "yes", Channel: "web", By: "web page, client 127.0.0.1:5"}},
+		Effects: []Effect{
+			{Time: started.UTC(), Task: "t1", Cap: "c1", Kind: "net", Op: "call:fetch",
+				Summary: `POST https://a.example/book {"listing_id":"L1","guest":[spliced 0]}`, Outcome: "200"},
+			{Time: started.UTC(), Task: "t1", Cap: "c3", Kind: "pay", Op: "call:charge",
+				Summary: "charge 612.00 USD to airline.example", Outcome: "may have happened: ETIMEDOUT pay: no answer", Errno: "ETIMEDOUT"},
+		},
+		EffectsDropped: 2,
 	}
 }
 
@@ -397,7 +404,8 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	}
 	// Make it a version 1 file: no view column, no pass edges, no
 	// outputs, no approvals.
-	if _, err := s.db.ExecContext(ctx, `ALTER TABLE caps DROP COLUMN view; DROP TABLE outputs; DROP TABLE approvals`); err != nil {
+	if _, err := s.db.ExecContext(ctx, `ALTER TABLE caps DROP COLUMN view; DROP TABLE outputs; DROP TABLE approvals;
+		DROP TABLE effects; ALTER TABLE runs DROP COLUMN effects_dropped`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM edges WHERE kind = 'pass'; CREATE TABLE e1 (run TEXT NOT NULL REFERENCES runs(id),
@@ -438,6 +446,69 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got.Approvals, rec.Approvals) {
 		t.Fatalf("approvals %+v, want %+v", got.Approvals, rec.Approvals)
+	}
+	if !reflect.DeepEqual(got.Effects, rec.Effects) || got.EffectsDropped != rec.EffectsDropped {
+		t.Fatalf("effects %+v (%d dropped), want %+v", got.Effects, got.EffectsDropped, rec.Effects)
+	}
+}
+
+// TestUpgradeFromVersion4: a run store written before runs recorded their
+// effects (schema 4) opens, is upgraded in place, keeps its runs (with no
+// effects) and records the effects of new ones.
+func TestUpgradeFromVersion4(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := sampleRecord("20261129T153000Z-aaaaaa", time.Date(2026, 11, 29, 15, 30, 0, 0, time.UTC))
+	old.Effects, old.EffectsDropped = nil, 0
+	if err := s.Begin(ctx, old.Run); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.ExecContext(ctx, `DROP TABLE effects; ALTER TABLE runs DROP COLUMN effects_dropped; ALTER TABLE outputs DROP COLUMN withheld; PRAGMA user_version = 4`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	// Read-only first: an older file is not upgraded by a reader.
+	if ro, err := OpenReadOnly(dir); err == nil {
+		ro.Close()
+		t.Fatal("a read-only open of a version 4 store succeeded: it cannot read effects")
+	}
+	s, err = Open(dir)
+	if err != nil {
+		t.Fatalf("opening a version 4 store: %v", err)
+	}
+	defer s.Close()
+	var v int
+	if err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil || v != schemaVersion {
+		t.Fatalf("user_version %d, %v; want %d", v, err, schemaVersion)
+	}
+	got, err := s.Get(ctx, old.Run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Effects) != 0 || got.EffectsDropped != 0 || !reflect.DeepEqual(got.Approvals, old.Approvals) || len(got.Tasks) != 2 {
+		t.Fatalf("the old run after the upgrade: effects %+v, approvals %+v", got.Effects, got.Approvals)
+	}
+	rec := sampleRecord("20261129T160000Z-bbbbbb", time.Date(2026, 11, 29, 16, 0, 0, 0, time.UTC))
+	if err := s.Begin(ctx, rec.Run); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.Get(ctx, rec.Run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Effects, rec.Effects) || got.EffectsDropped != 2 {
+		t.Fatalf("effects %+v (%d dropped), want %+v", got.Effects, got.EffectsDropped, rec.Effects)
 	}
 }
 

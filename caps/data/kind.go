@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -237,6 +238,10 @@ func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 		from := call.TaskLabel()
 		return kindapi.Op{NoResult: true, Show: show("write record " + trunc(a.ID)), Effect: func(ctx context.Context) (*kindapi.Result, error) {
 			return nil, refusedInStore(k.write(ctx, s, principal, from, a))
+		}, Account: func() kindapi.Account {
+			// A write changes the principal's data: an effect to list.
+			fields, _ := json.Marshal(a.Fields) // keys sorted
+			return kindapi.Account{Action: "write record " + strconv.Quote(a.ID) + " of " + s.collection, Written: " " + string(fields)}
 		}}, nil
 	}
 	return kindapi.Op{}, kindapi.Errorf(abi.ENOTSUP, "data: no operation %q", trunc(call.Op))

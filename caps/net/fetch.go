@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
@@ -29,7 +30,8 @@ func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 	if err != nil {
 		return kindapi.Op{}, err
 	}
-	r, method, u, hdr, prov, err := s.prepare(call)
+	var w written
+	r, method, u, hdr, prov, err := s.prepare(call, &w)
 	if err != nil {
 		return kindapi.Op{}, err
 	}
@@ -41,14 +43,102 @@ func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	f := &fetch{k: k, s: s, r: r, method: method, u: u, hdr: hdr, body: body, log: log}
-	return kindapi.Op{
+	f := &fetch{k: k, s: s, r: r, method: method, u: u, hdr: hdr, body: body, log: log, w: w}
+	op := kindapi.Op{
 		Sink:       s.sink(),
 		Vars:       f.vars,
 		Show:       f.show,
 		Effect:     f.run,
 		Provenance: prov,
-	}, nil
+	}
+	if !safeMethod(method) {
+		op.Account = f.account
+	}
+	return op, nil
+}
+
+// safeMethod reports whether a request with method m changes nothing at
+// the origin (RFC 9110, 9.2.1): its fetch is not an effect to list.
+func safeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
+}
+
+// written is a request's URL and body as the task wrote them, before any
+// blob was spliced in.
+type written struct {
+	url      string
+	body     []byte
+	bodyBlob bool // the body is a blob, spliced whole
+}
+
+// account is what a request that changes something was, as the task
+// wrote it: the method and URL, and its query and body with each
+// spliced blob or part shown as "[spliced N]" ("[spliced part N]"),
+// never its bytes.
+func (f *fetch) account() kindapi.Account {
+	path, query, hasQuery := strings.Cut(f.w.url, "?")
+	if i := strings.IndexByte(query, '#'); i >= 0 {
+		query = query[:i]
+	} else if i := strings.IndexByte(path, '#'); i >= 0 {
+		path = path[:i]
+	}
+	if strings.Contains(path, kindapi.SplicePrefix) {
+		// A spliced path: as written (relative to the origin).
+		if strings.Contains(path, "://") {
+			if _, tail, err := splitOrigin(path); err == nil {
+				path = tail
+			}
+		}
+		path = markSpliced(path)
+	} else {
+		path = f.u.EscapedPath()
+	}
+	a := kindapi.Account{Action: f.method + " " + f.s.origin.String() + path}
+	var w strings.Builder
+	if hasQuery {
+		w.WriteString("?" + markSpliced(query))
+	}
+	switch {
+	case f.w.bodyBlob:
+		fmt.Fprintf(&w, " [spliced body, %d bytes]", f.body.n)
+	case len(f.w.body) > 0:
+		w.WriteString(" " + markSpliced(string(f.w.body)))
+	}
+	a.Written = w.String()
+	return a
+}
+
+// markSpliced shows each splice placeholder in s as "[spliced N]" and
+// each part placeholder (a whole JSON string) as "[spliced part N]".
+func markSpliced(s string) string {
+	if !strings.Contains(s, "{{mandate:") {
+		return s
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "{{mandate:")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		rest := s[i:]
+		var what, n string
+		switch {
+		case strings.HasPrefix(rest, kindapi.SplicePrefix):
+			what, n = "spliced ", rest[len(kindapi.SplicePrefix):]
+		case strings.HasPrefix(rest, abi.PartPrefix):
+			what, n = "spliced part ", rest[len(abi.PartPrefix):]
+		}
+		j := strings.Index(n, "}}")
+		if what == "" || j < 0 || j > 5 {
+			b.WriteString(s[:i+2])
+			s = s[i+2:]
+			continue
+		}
+		b.WriteString(s[:i])
+		b.WriteString("[" + what + n[:j] + "]")
+		s = n[j+2:]
+	}
 }
 
 // fetch is a prepared request.
@@ -61,6 +151,7 @@ type fetch struct {
 	hdr    http.Header
 	body   reqBody
 	log    hclog.Logger
+	w      written
 }
 
 func (f *fetch) run(ctx context.Context) (*kindapi.Result, error) {
@@ -73,7 +164,11 @@ func (f *fetch) run(ctx context.Context) (*kindapi.Result, error) {
 	// Labelled by the path that answered (a redirect's last hop), not the
 	// one asked for.
 	label, parts := f.s.responseLabels(last.RawPath, resp.Body)
-	return &kindapi.Result{Data: abi.EncodeHTTPResponse(resp), Label: label, Parts: parts}, nil
+	res := &kindapi.Result{Data: abi.EncodeHTTPResponse(resp), Label: label, Parts: parts}
+	if !safeMethod(f.method) {
+		res.Outcome = strconv.Itoa(resp.Status)
+	}
+	return res, nil
 }
 
 // show is what an approver sees: the request as it will be sent, whole
@@ -102,7 +197,7 @@ func (f *fetch) show() kindapi.Preview {
 
 // prepare decodes a fetch's request, splices its blobs in and checks the
 // method, URL and headers against the scope.
-func (s *Scope) prepare(call *kindapi.Call) (abi.HTTPRequest, string, *url.URL, http.Header, map[string]kindapi.Source, error) {
+func (s *Scope) prepare(call *kindapi.Call, w *written) (abi.HTTPRequest, string, *url.URL, http.Header, map[string]kindapi.Source, error) {
 	r, err := abi.DecodeHTTPRequest(call.Args)
 	if err != nil {
 		if errors.Is(err, abi.ErrTooLarge) {
@@ -113,6 +208,7 @@ func (s *Scope) prepare(call *kindapi.Call) (abi.HTTPRequest, string, *url.URL, 
 	if err := checkPartsBody(&r); err != nil {
 		return r, "", nil, nil, nil, err
 	}
+	*w = written{url: r.URL, body: r.Body, bodyBlob: r.BodyBlob != 0}
 	if err := spliceRequest(call, &r, s.maxRequest); err != nil {
 		return r, "", nil, nil, nil, err
 	}

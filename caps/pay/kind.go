@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -344,9 +345,22 @@ func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 			if err != nil {
 				return nil, err
 			}
-			return replay(ctx, rec)
+			res, err := replay(ctx, rec)
+			if res != nil {
+				res.Outcome = "no new charge: replayed the charge another call made under the same idempotency key"
+			}
+			return res, err
 		}
 		return k.charge(ctx, s, log, own, a, payee, currency, amount, offer != nil)
+	}
+	// A charge is an effect to list with the run's: the amount and payee,
+	// and the description the task wrote.
+	op.Account = func() kindapi.Account {
+		acc := kindapi.Account{Action: summary}
+		if a.Description != "" {
+			acc.Written = " " + strconv.Quote(a.Description)
+		}
+		return acc
 	}
 	return op, nil
 }
@@ -383,7 +397,8 @@ func (k *Kind) charge(ctx context.Context, s *Scope, log hclog.Logger, own *clai
 	out = rec
 	log.Info("pay: charged", "charge_id", resp.ID, "payee", payee, "amount", formatMinor(amount),
 		"currency", currency, "idempotency_key", key)
-	return &kindapi.Result{Data: bytes.Clone(rec)}, nil
+	return &kindapi.Result{Data: bytes.Clone(rec),
+		Outcome: fmt.Sprintf("charged %s %s to %s (id %s, %s)", formatMinor(amount), currency, payee, resp.ID, resp.Status)}, nil
 }
 
 // post sends a charge to the provider. Errors never quote the provider's

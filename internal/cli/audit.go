@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/mandatevm/mandate/audit"
@@ -184,8 +185,12 @@ func runAudit(e *env, args []string) int {
 			tm = tm[11:23] // the time of day, to the millisecond
 		}
 		p := kindapi.Printable
+		reason := truncate(oneLine(en.Reason), 100)
+		if en.Effect != "" { // what the call did, and how it came out
+			reason = strings.TrimSuffix(en.Effect+" → "+en.EffectOutcome+"; "+reason, "; ")
+		}
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", en.Seq, p(tm), p(en.Task), p(en.Principal),
-			p(en.Cap+" "+en.Kind), p(en.Op), p(en.Decision+" "+en.Errno), p(truncate(oneLine(en.Reason), 100)))
+			p(en.Cap+" "+en.Kind), p(en.Op), p(en.Decision+" "+en.Errno), p(reason))
 	}
 	w.Flush()
 	if len(entries) == 0 {

@@ -32,7 +32,7 @@ Flags:
 	--format FORMAT   text (default): a tree of tasks and capabilities
 	                  json: one object {"version": 1, "run": {...}, "tasks": [...],
 	                        "caps": [...], "denials": [...], "flows": [...],
-	                        "approvals": [...]};
+	                        "approvals": [...], "effects": [...]};
 	                        a task has id, parent, principal, module, state,
 	                        label, clearance, denials, error; a cap has id,
 	                        kind, name, holder, parent, scope, revoked,
@@ -41,7 +41,10 @@ Flags:
 	                        errno, reason, label; an approval has time, task,
 	                        cap, kind, op, summary, digest (the whole
 	                        effect's), answer (yes, no, remembered, failed),
-	                        channel and by (who answered)
+	                        channel and by (who answered); an effect (what a
+	                        call did outside the kernel, from the audit log)
+	                        has time, task, cap, kind, op, summary (what was
+	                        done, as the task wrote it), outcome, errno
 	                  svg:  the picture, drawn by Graphviz built into mandate
 	                        (nothing to install): each task a box in a frame
 	                        with the capabilities it held, spawn edges
@@ -331,6 +334,20 @@ func renderText(w io.Writer, r *Record) error {
 			}
 			fmt.Fprintf(&b, "  %s %s %s %s: %s [%s]\n", kindapi.Printable(a.Task), kindapi.Printable(orNone(a.Cap)), kindapi.Printable(a.Op),
 				kindapi.Printable(how), kindapi.Printable(truncate(oneLine(a.Summary), 120)), kindapi.Printable(graphview.ShortDigest(a.Digest)))
+		}
+	}
+	if len(r.Effects) > 0 {
+		fmt.Fprintf(&b, "effects:\n")
+		for i, ef := range r.Effects {
+			if i == maxTextDenials {
+				fmt.Fprintf(&b, "  ... %d more (mandate audit)\n", len(r.Effects)-i+r.EffectsDropped)
+				break
+			}
+			fmt.Fprintf(&b, "  %s %s %s: %s → %s\n", kindapi.Printable(ef.Task), kindapi.Printable(orNone(ef.Cap)), kindapi.Printable(ef.Op),
+				kindapi.Printable(ef.Summary), kindapi.Printable(ef.Outcome))
+		}
+		if len(r.Effects) <= maxTextDenials && r.EffectsDropped > 0 {
+			fmt.Fprintf(&b, "  ... %d more (mandate audit)\n", r.EffectsDropped)
 		}
 	}
 	_, err := io.WriteString(w, b.String())

@@ -342,7 +342,7 @@ func (s *mcpServer) newSession(ctx context.Context, client, id string, initializ
 	}
 	labels := &clientLabel{s: s, client: client}
 	sess, err := mcpserve.NewSession(mcpserve.Config{Kernel: hs.Kernel(), Task: hs.Task(), Tools: tools, Logger: s.logger.Named("mcp"),
-		Version: versionString(), Initialized: initialized, Approvals: ap, Labels: labels, SessionID: id})
+		Version: versionString(), Initialized: initialized, Approvals: ap, Labels: labels, SessionID: id, Effects: hs.Effects})
 	if err != nil {
 		hs.Kill()
 		<-hs.Done()

@@ -336,6 +336,11 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 	if o.format == "text" && rb != nil && rb.Len() > 0 && !out.ResultLabel.IsZero() {
 		e.errorf("%s", provenanceLine(out.ResultLabel))
 	}
+	// Beside the answer, what was done: the answer is what the task (a
+	// model) says; the effects are what the audit log recorded.
+	if o.format == "text" {
+		io.WriteString(e.stderr, effectsText(out.Record.Effects, out.Record.EffectsDropped))
+	}
 	if out.Err != nil {
 		if interrupted {
 			e.errorf("interrupted: %v", out.Err)
@@ -358,6 +363,25 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 	}
 	e.report(o, out.Record, result, out.ResultLabel)
 	return out.Exit
+}
+
+// effectsText lists a run's effects, as the audit log recorded them, one
+// a line under a heading ("" for none). Everything is escaped: a guest
+// chose the URL and body, a server the outcome.
+func effectsText(effects []runstore.Effect, dropped int) string {
+	if len(effects) == 0 && dropped == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("effects (from the audit log):\n")
+	for _, ef := range effects {
+		fmt.Fprintf(&b, "  %s %s: %s → %s\n", kindapi.Printable(ef.Task), kindapi.Printable(ef.Kind),
+			kindapi.Printable(ef.Summary), kindapi.Printable(ef.Outcome))
+	}
+	if dropped > 0 {
+		fmt.Fprintf(&b, "  ... and %d more (mandate audit --run RUN)\n", dropped)
+	}
+	return b.String()
 }
 
 // provenanceLine says what a result's label means: which sources
@@ -385,7 +409,11 @@ type runReport struct {
 	ResultLabel  *kindapi.Label    `json:"result_label,omitempty"`
 	Denials      []runstore.Denial `json:"denials"`
 	DenialsMore  int               `json:"denials_dropped,omitempty"`
-	StateDir     string            `json:"state_dir"`
+	// Effects are what the run's calls did outside the kernel, from the
+	// audit log: what was done, whatever the result says.
+	Effects     []runstore.Effect `json:"effects"`
+	EffectsMore int               `json:"effects_dropped,omitempty"`
+	StateDir    string            `json:"state_dir"`
 }
 
 // report prints the JSON report of a recorded run, with --format json.
@@ -394,9 +422,12 @@ func (e *env) report(o runOptions, rec Record, result []byte, label kindapi.Labe
 		return
 	}
 	r := runReport{Run: rec.Run.ID, State: rec.Run.State, Exit: rec.Run.Exit, Error: rec.Run.Error,
-		Denials: rec.Denials, DenialsMore: rec.DenialsDropped, StateDir: o.state}
+		Denials: rec.Denials, DenialsMore: rec.DenialsDropped, Effects: rec.Effects, EffectsMore: rec.EffectsDropped, StateDir: o.state}
 	if r.Denials == nil {
 		r.Denials = []runstore.Denial{}
+	}
+	if r.Effects == nil {
+		r.Effects = []runstore.Effect{}
 	}
 	// The result is streamed into the report where a placeholder was
 	// marshalled, in pieces: a large result is not copied three more

@@ -71,6 +71,7 @@ import (
 	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/kernel/kindapi"
+	"github.com/mandatevm/mandate/runstore"
 	"github.com/mandatevm/mandate/sandbox"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -122,6 +123,8 @@ type Session struct {
 	schemas map[string]*jsonschema.Resolved
 
 	ap *Approvals
+	// effects lists a call's effects for its result (Config.Effects).
+	effects func(task string) []runstore.Effect
 
 	labels ClientLabel // nil: the session's label is its own
 
@@ -225,6 +228,11 @@ type Config struct {
 	Labels ClientLabel
 	// SessionID, when set, is the session's Mcp-Session-Id over HTTP.
 	SessionID string
+	// Effects, when set, returns what the calls of a tool call's task
+	// (and its children) did outside the kernel, from the audit log
+	// (host.Run.Effects): each tool result carries them in its _meta
+	// (EffectsMeta), beside the result.
+	Effects func(task string) []runstore.Effect
 }
 
 // ClientLabel is the label of a session's client: what the client's
@@ -244,7 +252,7 @@ func NewSession(cfg Config) (*Session, error) {
 		return nil, errors.New("mcpserve: no kernel or session task")
 	}
 	s := &Session{k: cfg.Kernel, task: cfg.Task, called: cfg.Called, tools: map[string]*Tool{}, logger: cfg.Logger,
-		schemas: map[string]*jsonschema.Resolved{}, refs: map[string]*kindapi.Blob{}, ap: cfg.Approvals, labels: cfg.Labels}
+		schemas: map[string]*jsonschema.Resolved{}, refs: map[string]*kindapi.Blob{}, ap: cfg.Approvals, labels: cfg.Labels, effects: cfg.Effects}
 	if s.ap == nil {
 		s.ap = NewApprovals(kernel.DenyAll)
 	}
@@ -551,7 +559,42 @@ func (s *Session) await(ctx context.Context, t *Tool, rc *running) *mcp.CallTool
 		// result, so what the result carries does not raise its label.
 		return toolError("ECANCELED: the client canceled the call; its result is not shown")
 	}
-	return s.result(t, task)
+	return withEffects(s.result(t, task), s.effects, task.ID())
+}
+
+// EffectsMeta is the _meta key of what a tool call did outside the
+// kernel, from the audit log: a list of {"kind", "op", "summary",
+// "outcome", "errno"}, what was done beside what the tool's result says.
+// Absent when the call did nothing outside the kernel.
+const EffectsMeta = "mandate/effects"
+
+// effectMeta is one effect as a tool result's _meta lists it.
+type effectMeta struct {
+	Kind    string `json:"kind"`
+	Op      string `json:"op"`
+	Summary string `json:"summary"`
+	Outcome string `json:"outcome"`
+	Errno   string `json:"errno,omitempty"`
+}
+
+// withEffects adds to res the effects the call's task had.
+func withEffects(res *mcp.CallToolResult, effects func(string) []runstore.Effect, task string) *mcp.CallToolResult {
+	if effects == nil || res == nil {
+		return res
+	}
+	es := effects(task)
+	if len(es) == 0 {
+		return res
+	}
+	list := make([]effectMeta, len(es))
+	for i, e := range es {
+		list[i] = effectMeta{Kind: e.Kind, Op: e.Op, Summary: e.Summary, Outcome: e.Outcome, Errno: e.Errno}
+	}
+	if res.Meta == nil {
+		res.Meta = mcp.Meta{}
+	}
+	res.Meta[EffectsMeta] = list
+	return res
 }
 
 // LabelMeta is the _meta key of a tool result's label ({"conf": [...],

@@ -21,6 +21,7 @@ import (
 	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/kernel/kindapi"
+	"github.com/mandatevm/mandate/runstore"
 	"github.com/mandatevm/mandate/sandbox"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -64,6 +65,21 @@ func (a *recAuditor) has(op, text string) bool {
 	return false
 }
 
+// effects are the effects of task's calls, from its outcome entries, as
+// host.Run.Effects gives them.
+func (a *recAuditor) effects(task string) []runstore.Effect {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []runstore.Effect
+	for _, ev := range a.evs {
+		if ev.Task == task && ev.Effect != nil {
+			out = append(out, runstore.Effect{Time: ev.Time, Task: ev.Task, Cap: ev.Cap, Kind: ev.Kind, Op: ev.Op,
+				Summary: ev.Effect.Summary, Outcome: ev.Effect.Outcome})
+		}
+	}
+	return out
+}
+
 // denials are the audited denials of task, as "op errno".
 func (a *recAuditor) denials(task string) []string {
 	a.mu.Lock()
@@ -96,6 +112,9 @@ type fixtureOpts struct {
 	// mailResponses: what send_email's results carry (the policy's
 	// responses).
 	mailResponses *kindapi.Label
+	// effects: tool results carry their calls' effects, from the
+	// auditor's outcome entries (Config.Effects).
+	effects bool
 }
 
 // indirect is an Approver set once the session exists.
@@ -184,7 +203,11 @@ func newFixtureWith(t *testing.T, o fixtureOpts) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { session.Kill(); <-session.Done() })
-	f.s, err = NewSession(Config{Kernel: k, Task: session, Tools: tools, Approvals: o.approvals, Labels: o.labels})
+	cfg := Config{Kernel: k, Task: session, Tools: tools, Approvals: o.approvals, Labels: o.labels}
+	if o.effects {
+		cfg.Effects = f.aud.effects
+	}
+	f.s, err = NewSession(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,5 +466,25 @@ func TestCanceledAfterTheTask(t *testing.T) {
 	}
 	if l := f.s.Task().Label(); !l.IsZero() {
 		t.Errorf("the session's label after a canceled call: %v", l)
+	}
+}
+
+// TestToolResultCarriesEffects: a tool call that sent a POST carries, in
+// its result's _meta, what it did (from the audit log's outcome entry)
+// and how it came out; one that only read carries none.
+func TestToolResultCarriesEffects(t *testing.T) {
+	f := newFixtureWith(t, fixtureOpts{effects: true})
+	r := f.call("send_email", map[string]any{"op": "post", "path": "/send", "body": "see you at 5"})
+	if r.IsError {
+		t.Fatalf("send_email: %s", text(r))
+	}
+	b, _ := json.Marshal(r.Meta[EffectsMeta])
+	want := `[{"kind":"net","op":"call:fetch","outcome":"200","summary":"POST ` + f.mail.URL + `/send see you at 5"}]` // as the client decodes it
+	if string(b) != want {
+		t.Errorf("send_email's _meta[%q]: %s, want %s", EffectsMeta, b, want)
+	}
+	r = f.call("web_search", map[string]any{"op": "fetch", "path": "/search?q=dentists"})
+	if _, ok := r.Meta[EffectsMeta]; ok || r.IsError {
+		t.Errorf("a GET's result carries effects: %v", r.Meta)
 	}
 }

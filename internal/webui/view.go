@@ -112,6 +112,11 @@ type runView struct {
 	DenialsDropped int          `json:"denials_dropped"`
 	Flows          []flowView   `json:"flows"`
 	FlowsDropped   int          `json:"flows_dropped"`
+	// Effects are what the run's calls did outside the kernel, from the
+	// audit log, shown beside the result: what was done, whatever the
+	// result says.
+	Effects        []effectView `json:"effects"`
+	EffectsDropped int          `json:"effects_dropped"`
 	Outputs        []outputView `json:"outputs"`
 	Audit          auditView    `json:"audit"`
 	Receipts       receiptsView `json:"receipts"`
@@ -209,6 +214,17 @@ type capView struct {
 	// entries shown: every decision on it that the log holds.
 	Denials []int `json:"denials"`
 	Entries []int `json:"entries"`
+}
+
+type effectView struct {
+	Time    time.Time `json:"time"`
+	Task    string    `json:"task"`
+	Cap     string    `json:"cap"`
+	Kind    string    `json:"kind"`
+	Op      string    `json:"op"`
+	Summary string    `json:"summary"`
+	Outcome string    `json:"outcome"`
+	Errno   string    `json:"errno"`
 }
 
 type denialView struct {
@@ -324,6 +340,7 @@ func newRunView(rec *runstore.Record, outs []runstore.Output, entries []audit.En
 			Principal: esc(r.Principal), Engine: esc(r.Engine), Started: r.Started, State: esc(r.State), Error: esc(r.Error)},
 		Tasks: []taskView{}, Caps: []capView{}, Denials: []denialView{}, Flows: []flowView{}, Outputs: []outputView{},
 		DenialsDropped: rec.DenialsDropped, FlowsDropped: rec.FlowsDropped,
+		Effects: []effectView{}, EffectsDropped: rec.EffectsDropped,
 		Receipts: receiptsView{Note: receiptsNote},
 	}
 	if !r.Ended.IsZero() {
@@ -444,6 +461,10 @@ func newRunView(rec *runstore.Record, outs []runstore.Output, entries []audit.En
 		v.Caps = append(v.Caps, cv)
 	}
 
+	for _, e := range rec.Effects {
+		v.Effects = append(v.Effects, effectView{Time: e.Time, Task: esc(e.Task), Cap: esc(e.Cap), Kind: esc(e.Kind), Op: esc(e.Op),
+			Summary: esc(e.Summary), Outcome: esc(e.Outcome), Errno: esc(e.Errno)})
+	}
 	for _, d := range rec.Denials {
 		v.Denials = append(v.Denials, denialView{Time: d.Time, Task: esc(d.Task), Principal: esc(d.Principal), Cap: esc(d.Cap),
 			Kind: esc(d.Kind), Op: esc(d.Op), Errno: esc(d.Errno), Reason: esc(d.Reason), Label: esc(d.Label.String())})

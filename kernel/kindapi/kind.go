@@ -147,11 +147,52 @@ type Op struct {
 	Reserve func() (release func(), free bool, err error)
 	// Effect performs the call. nil is an effect that does nothing.
 	Effect func(ctx context.Context) (*Result, error)
+	// Account, set only on a call that changes something outside the
+	// kernel (a net request other than GET, HEAD or OPTIONS; a charge),
+	// says what the effect was, as the calling task asked for it: the
+	// kernel lists it with the run's effects, beside the task's result,
+	// so a person reads what was done and not only what the model said
+	// (Result.Outcome says how it came out). nil: not an effect to list.
+	// The kernel calls it once the effect ran, or failed in a way that
+	// leaves it possible that it happened (Performed), never on a call it
+	// refused; an unaudited call without it costs nothing more.
+	Account func() Account
 	// Provenance says, for the values of the call that were spliced from
 	// a part of a blob (Call.BlobPart), where each came from, keyed by its
 	// place among the kind's variables ("request.body.recipient"):
 	// constraints read it with spliced() and from().
 	Provenance map[string]Source
+}
+
+// Account is a one-line account of an effect, in the calling task's
+// terms: what the task wrote, never what the kernel spliced in for it
+// (each spliced blob is "[spliced N]": the task never read its bytes,
+// which may be a passport). The kernel records it in the audit log (the
+// "outcome" entry's effect), one line, printable, cut past MaxAccount
+// bytes, and lists it with the run's effects.
+type Account struct {
+	// Action is what was done, without the data the task wrote into it:
+	// "POST https://book.example/book", "charge 390.00 EUR to
+	// airline.example".
+	Action string
+	// Written is what the task wrote into the effect, beginning with its
+	// separator from Action: a URL's query and a request body (`?q=1
+	// {"listing_id":"L1","guest":[spliced 0]}`, or ` {...}`); "" for
+	// none. When the task's label at the call has confidentiality tags,
+	// the audit log (which is copied to operators) records in its place
+	// " [N bytes the task wrote, labelled TAGS]".
+	Written string
+}
+
+// MaxAccount bounds the account of an effect (Action and Written) and
+// its outcome as the audit log records them: anything longer is cut and
+// marked.
+const MaxAccount = 300
+
+// PrintableMax is Printable cut past limit bytes instead of MaxShown.
+func PrintableMax(s string, limit int) string {
+	p, _ := escape(s, limit, false)
+	return p
 }
 
 // Sink is a destination of data and what it is cleared for.
@@ -446,6 +487,13 @@ type Result struct {
 	// which then labels the rest (see NewBlobParts): a task reading the
 	// blob carries them all, one splicing a part carries that part's.
 	Parts []PartLabel
+	// Outcome, for an effect with an Account (Op.Account), is a short
+	// account of how it came out, for a person: a response's status
+	// ("200"), "charged 390.00 EUR to airline.example (id ch_1)". It must
+	// hold nothing the effect returned that the task has not read (the
+	// audit log is not labelled): a status, an id, never a body. ""
+	// reads as "done".
+	Outcome string
 }
 
 // FormatBytes shows a size for a person: "64 MiB", "1.5 KiB", "300 B".

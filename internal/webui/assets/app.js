@@ -312,6 +312,7 @@
       renderTasks();
       renderDenials();
       renderFlows();
+      renderEffects();
       renderOutputs();
       renderAudit();
       fill($('#receipts'), data.receipts.note);
@@ -428,6 +429,18 @@
         { title: 'Kernel\'s reason', get: (f) => f.reason },
       ], data.flows.map((v) => ({ v, cls: v.decision === 'deny' ? 'denied' : null })), 'No labelled data met a sink.'),
       data.flows_dropped ? el('p', { class: 'muted' }, data.flows_dropped + ' more are in the audit log only.') : null);
+    }
+
+    function renderEffects() {
+      fill($('#effects-count'), String(data.effects.length + data.effects_dropped));
+      fill($('#effects'), table([
+        { title: 'Time', get: (f) => clock(f.time), cls: 'nowrap' },
+        { title: 'Task', get: (f) => f.task, mono: true, cls: 'nowrap' },
+        { title: 'Capability', get: (f) => capCell(f.cap) },
+        { title: 'What was done', get: (f) => f.summary, mono: true },
+        { title: 'Outcome', get: (f) => f.outcome, mono: true },
+      ], data.effects.map((v) => ({ v, cls: v.errno ? 'denied' : null })), 'No call changed anything outside the kernel.'),
+      data.effects_dropped ? el('p', { class: 'muted' }, data.effects_dropped + ' more are in the audit log only.') : null);
     }
 
     function renderOutputs() {
