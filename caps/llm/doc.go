@@ -48,7 +48,8 @@
 // tools, tool_choice, max_tokens, temperature, response_format) and
 // returns an abi.ChatResponse (the assistant message with its content and
 // tool calls, finish_reason, usage). extract is chat whose answer must
-// validate against a closed schema, and comes back endorsed. Errnos:
+// validate against a closed schema, and comes back endorsed, rewritten
+// in canonical form. Errnos:
 //
 //   - EINVAL: a malformed request (a role, a tool name, a schema that does
 //     not compile, a placeholder naming no spliced blob, a spliced blob
@@ -63,7 +64,8 @@
 //   - EIO: the endpoint refused (its error message, printable, key
 //     redacted), answered something that is not a chat completion, or an
 //     answer that does not match the requested json_object or json_schema
-//     (never returned); ETIMEDOUT past the timeout.
+//     or that extract cannot read exactly (never returned); ETIMEDOUT past
+//     the timeout.
 //
 // # Labels through the model
 //
@@ -91,13 +93,35 @@
 // a minimum and a maximum, a constant the schema lists (enum or const, at
 // most 64, strings at most 64 bytes), or an array (maxItems at most 64)
 // or object (additionalProperties false) of those; no free string, no
-// pattern, no format, no $ref, no combinators. It validates the answer
-// against the schema (github.com/google/jsonschema-go); an answer that
-// does not validate is an error. An endorsed answer keeps its
-// confidentiality tags but drops every integrity taint, and the call, like
-// every call of this kind, is in the audit log ("call:extract"). So a
-// reader child that splices an untrusted review into the prompt can hand
-// its parent {"rating": 4, "wifi": true} and nothing else.
+// pattern, no format, no $ref, no combinators.
+//
+// It reads the answer as it reads a guest's document
+// (kindapi.DecodeJSONValue, through abi.CheckJSON): a key given twice at
+// any depth, compared after unescaping ("rating" and "r\u0061ting"), two
+// keys equal but for case, a string that is not valid UTF-8 or holds a
+// lone surrogate escape, a number that would not be read exactly and
+// data after the value are each an error (EIO, the answer is withheld):
+// encoding/json would have read one value where the text holds another.
+// So is an answer with tool calls, which no schema validates. It validates the value it read against the schema
+// (github.com/google/jsonschema-go); an answer that does not validate is
+// an error.
+//
+// What is endorsed is the value that validated, never the provider's
+// text: the content of the result is the kernel's canonical serialisation
+// of that value (object keys sorted by their bytes, no white space, whole
+// numbers as integers and others in their shortest form, strings escaped
+// as encoding/json does but with no HTML escapes), so an answer can carry
+// nothing the schema did not admit, in its white space, escapes or
+// repeated keys. An endorsed answer keeps its confidentiality tags but
+// drops every integrity taint, and the call, like every call of this
+// kind, is in the audit log ("call:extract"). So a reader child that
+// splices an untrusted review into the prompt can hand its parent
+// {"rating":4,"wifi":true} and nothing else.
+//
+// chat with a response_format of json_object or json_schema is not
+// endorsed: its answer is checked (abi.CheckJSON's rules: no key given
+// twice, valid UTF-8, nothing after the value; and the schema) and
+// returned as the provider wrote it, tainted.
 //
 // # Tokens
 //

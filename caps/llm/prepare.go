@@ -357,9 +357,23 @@ func (c *chat) run(ctx context.Context) (*kindapi.Result, error) {
 	if ch.Message.Content != nil {
 		content = *ch.Message.Content
 	}
+	if c.op == opExtract && len(ch.Message.ToolCalls) > 0 {
+		return nil, kindapi.Errorf(abi.EIO, "%s: the answer has tool calls, which no schema validates; the answer is withheld", what)
+	}
 	if c.format == "json_object" || c.schema != nil {
-		if _, err := validateAnswer(content, c.schema); err != nil {
+		v, err := validateAnswer(content, c.schema, c.op == opExtract)
+		if err != nil {
 			return nil, kindapi.Errorf(abi.EIO, "%s: %v; the answer is withheld", what, truncate(err.Error()))
+		}
+		if c.op == opExtract {
+			// What is endorsed is the value that validated, written
+			// by the kernel: never the provider's bytes, which could
+			// hold what the value does not (white space, escapes).
+			b, err := canonical(v)
+			if err != nil {
+				return nil, kindapi.Errorf(abi.EINTERNAL, "%s: writing the validated answer: %v", what, err)
+			}
+			content = string(b)
 		}
 	}
 	out := abi.ChatResponse{

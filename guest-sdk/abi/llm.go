@@ -96,7 +96,15 @@ type ChatResponse struct {
 	FinishReason string      `json:"finish_reason"`
 	Usage        ChatUsage   `json:"usage"`
 	// Endorsed reports that the kernel validated the answer against a
-	// closed schema and dropped its integrity taints (extract).
+	// closed schema and dropped its integrity taints (extract). The
+	// content of an endorsed answer is then the kernel's canonical
+	// serialisation of the value that validated (object keys sorted by
+	// their bytes, no white space, whole numbers as integers, others in
+	// their shortest form, strings escaped as encoding/json does but
+	// without HTML escapes), never the provider's text: an answer the
+	// kernel could not read exactly (a key given twice, even escaped;
+	// keys equal but for case; invalid UTF-8 or a lone surrogate; an
+	// inexact number; data after the value; tool calls) is an error.
 	Endorsed bool `json:"endorsed,omitempty"`
 }
 
