@@ -126,12 +126,31 @@
 // # Tokens
 //
 // A call reserves, from every token budget on the capability's chain,
-// max_tokens plus the size of the request in bytes (no tokenizer makes
-// more tokens of a text than it has bytes), before anything is sent; the
-// reservation is settled to the usage the endpoint reports
-// (kindapi.Result.Spent). A missing or unbelievable usage counts the
-// whole reservation; a usage above it counts as the reservation. So racing
-// children can never spend past a shared budget.
+// max_tokens plus the size of the request body in bytes, before anything
+// is sent. So racing children can never spend past a shared budget.
+//
+// After the call it is charged the larger of the total the endpoint
+// reports and a bound the kernel computes from what it sent and
+// received, and the rest of the reservation is given back
+// (kindapi.Result.Spent). No offline tokenizer covers the models these
+// servers run, so the bound is in bytes, and is an upper bound for
+// byte-level BPE tokenizers (llama, qwen, mistral and their kind), every
+// token of which is at least one byte of text:
+//
+//   - prompt tokens are at most the bytes of the request body posted (the
+//     JSON framing outweighs the chat template's tokens);
+//   - completion tokens are at most the smaller of max_tokens and the
+//     bytes of the answer's content plus its tool calls' names and
+//     arguments.
+//
+// So an endpoint reporting 0 tokens, or 1, is charged the bound; one
+// reporting more than the bound is charged what it reported (a reasoning
+// model's hidden tokens, say), at most the reservation. A missing or
+// unbelievable usage (negative, or inconsistent) counts the whole
+// reservation. The result's usage (abi.ChatUsage) is what the endpoint
+// reported; its charged field is what the kernel took from the budgets.
+// Budgets are thus roughly in bytes: a prompt of 30 KB costs about 30k
+// tokens of budget whatever the endpoint says.
 //
 // # The client
 //

@@ -2,6 +2,7 @@ package llm_test
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -151,5 +152,128 @@ func TestChatJSONReadsStrictly(t *testing.T) {
 		if !strings.Contains(strings.Join(label.Integ(), " "), "llm:") {
 			t.Errorf("%s: a chat answer labelled %v, want the model's taint", c.answer, label)
 		}
+	}
+}
+
+// chargeEnv is a kernel whose one capability, with a token budget of
+// budget, asks model.
+func chargeEnv(t *testing.T, model *fakellm.Server, budget int64) (*kenv, *kernel.Cap) {
+	e := newKenv(t, grant{kind: "llm", name: "model", spec: llmSpec(model.URL(), ""), budget: strconv.FormatInt(budget, 10)})
+	c, _ := e.task.CapByName("model")
+	return e, c
+}
+
+// TestTokensChargedAtLeastTheBound: a server cannot lower what a call
+// costs by reporting less: each call is charged at least the bound the
+// kernel computes from the bytes it sent (the request body) and received
+// (the answer's content, at most max_tokens), so a budget is exhausted
+// after as many calls as the bound allows, whether the server reports 0
+// tokens, 1, or the fake's own count (a quarter of the bytes). The usage
+// the guest sees is the server's; Charged is the kernel's.
+func TestTokensChargedAtLeastTheBound(t *testing.T) {
+	const answer = "a short answer"
+	const maxTok = 64
+	const budget = 20000
+	prompt := strings.Repeat("Summarise this long document. ", 70) // ~2 KB
+	for _, c := range []struct {
+		name  string
+		usage *fakellm.Usage
+	}{
+		{"reports 0", &fakellm.Usage{}},
+		{"reports 1", &fakellm.Usage{PromptTokens: 1, CompletionTokens: 0, TotalTokens: 1}},
+		{"reports its own count", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			model := fakellm.New(fakellm.WithAPIKey(testKey), fakellm.WithResponder(func(fakellm.Request) fakellm.Step {
+				if c.usage != nil {
+					return fakellm.Text(answer).WithUsage(*c.usage)
+				}
+				return fakellm.Text(answer)
+			}))
+			defer model.Close()
+			e, capb := chargeEnv(t, model, budget)
+			r := ask(prompt)
+			r.MaxTokens = maxTok
+			calls := 0
+			var err error
+			for calls < 1000 {
+				var data []byte
+				if data, _, err = e.call("model", "chat", r); err != nil {
+					break
+				}
+				calls++
+				var resp abi.ChatResponse
+				if err := json.Unmarshal(data, &resp); err != nil {
+					t.Fatal(err)
+				}
+				body := int64(len(model.Requests()[calls-1].Body))
+				charge := body + min(maxTok, int64(len(answer)))
+				if resp.Usage.Charged != charge {
+					t.Fatalf("call %d: charged %d, want the bound %d (request body %d bytes)", calls, resp.Usage.Charged, charge, body)
+				}
+				if c.usage != nil && resp.Usage.TotalTokens != c.usage.TotalTokens {
+					t.Errorf("call %d: the guest sees usage %+v, want the server's report %+v", calls, resp.Usage, *c.usage)
+				}
+			}
+			if errnoOf(err) != abi.ELIMIT {
+				t.Fatalf("after %d calls: %v, want ELIMIT", calls, err)
+			}
+			// Every request is the same: body bytes each; a call is let
+			// through while what was spent plus its reservation fits.
+			reqs := model.Requests()
+			body := int64(len(reqs[0].Body))
+			for _, q := range reqs {
+				if int64(len(q.Body)) != body {
+					t.Fatalf("requests of %d and %d bytes", body, len(q.Body))
+				}
+			}
+			charge, reserve := body+int64(len(answer)), body+maxTok
+			want := int((budget-reserve)/charge) + 1
+			if calls != want || len(reqs) != want {
+				t.Errorf("%d calls answered (%d requests) before ELIMIT, want %d (budget %d, %d-byte requests, charge %d, reservation %d)",
+					calls, len(reqs), want, budget, body, charge, reserve)
+			}
+			u, _ := capb.Usage()
+			if u.Spent != int64(want)*charge {
+				t.Errorf("the budget shows %d spent, want %d calls x %d", u.Spent, want, charge)
+			}
+			t.Logf("%d calls of %d-byte requests exhausted a budget of %d tokens (charge %d each, reservation %d)", calls, body, budget, charge, reserve)
+		})
+	}
+}
+
+// TestTokensReportedAboveTheBound: a server reporting more than the bound
+// (but within the reservation) is charged what it reported; more than the
+// reservation, the reservation.
+func TestTokensReportedAboveTheBound(t *testing.T) {
+	const maxTok = 64
+	extra := []int64{50, 1 << 30}
+	model := fakellm.New(fakellm.WithAPIKey(testKey), fakellm.WithResponder(func(q fakellm.Request) fakellm.Step {
+		n := int64(len(q.Body)) + extra[q.Seq-1]
+		return fakellm.Text("ok").WithUsage(fakellm.Usage{PromptTokens: n, CompletionTokens: 0, TotalTokens: n})
+	}))
+	defer model.Close()
+	e, capb := chargeEnv(t, model, 100000)
+	r := ask("hi")
+	r.MaxTokens = maxTok
+	var total int64
+	for i, x := range extra {
+		data, _, err := e.call("model", "chat", r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var resp abi.ChatResponse
+		if err := json.Unmarshal(data, &resp); err != nil {
+			t.Fatal(err)
+		}
+		body := int64(len(model.Requests()[i].Body))
+		want := min(body+x, body+maxTok) // the report, at most the reservation
+		if resp.Usage.Charged != want || resp.Usage.TotalTokens != body+x {
+			t.Errorf("call %d: usage %+v, want %d reported and %d charged (bound %d)", i, resp.Usage, body+x, want, body+2)
+		}
+		total += want
+	}
+	if u, _ := capb.Usage(); u.Spent != total {
+		t.Errorf("the budget shows %d spent, want %d", u.Spent, total)
 	}
 }

@@ -108,11 +108,20 @@ type ChatResponse struct {
 	Endorsed bool `json:"endorsed,omitempty"`
 }
 
-// ChatUsage is what the call spent, as the provider reported it.
+// ChatUsage is what the call spent: the tokens as the provider reported
+// them, and what the kernel charged to the token budgets.
 type ChatUsage struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
 	TotalTokens      int64 `json:"total_tokens"`
+	// Charged is the tokens the kernel took from every budget on the
+	// capability's chain: the reported total, but at least the bound it
+	// computes from the bytes sent and received (the request body's
+	// bytes, plus the smaller of max_tokens and the answer's content
+	// and tool calls' bytes), and at most what it reserved (max_tokens
+	// plus the request body's bytes), which is also the charge when the
+	// report is missing or not believable. See caps/llm, "Tokens".
+	Charged int64 `json:"charged,omitempty"`
 }
 
 // DecodeChatRequest decodes and bounds-checks a chat argument.
