@@ -48,7 +48,8 @@
 // tools, tool_choice, max_tokens, temperature, response_format) and
 // returns an abi.ChatResponse (the assistant message with its content and
 // tool calls, finish_reason, usage). extract is chat whose answer must
-// validate against a closed schema, and comes back endorsed. Errnos:
+// validate against a closed schema, and comes back endorsed, rewritten
+// in canonical form. Errnos:
 //
 //   - EINVAL: a malformed request (a role, a tool name, a schema that does
 //     not compile, a placeholder naming no spliced blob, a spliced blob
@@ -63,7 +64,8 @@
 //   - EIO: the endpoint refused (its error message, printable, key
 //     redacted), answered something that is not a chat completion, or an
 //     answer that does not match the requested json_object or json_schema
-//     (never returned); ETIMEDOUT past the timeout.
+//     or that extract cannot read exactly (never returned); ETIMEDOUT past
+//     the timeout.
 //
 // # Labels through the model
 //
@@ -91,23 +93,64 @@
 // a minimum and a maximum, a constant the schema lists (enum or const, at
 // most 64, strings at most 64 bytes), or an array (maxItems at most 64)
 // or object (additionalProperties false) of those; no free string, no
-// pattern, no format, no $ref, no combinators. It validates the answer
-// against the schema (github.com/google/jsonschema-go); an answer that
-// does not validate is an error. An endorsed answer keeps its
-// confidentiality tags but drops every integrity taint, and the call, like
-// every call of this kind, is in the audit log ("call:extract"). So a
-// reader child that splices an untrusted review into the prompt can hand
-// its parent {"rating": 4, "wifi": true} and nothing else.
+// pattern, no format, no $ref, no combinators.
+//
+// It reads the answer as it reads a guest's document
+// (kindapi.DecodeJSONValue, through abi.CheckJSON): a key given twice at
+// any depth, compared after unescaping ("rating" and "r\u0061ting"), two
+// keys equal but for case, a string that is not valid UTF-8 or holds a
+// lone surrogate escape, a number that would not be read exactly and
+// data after the value are each an error (EIO, the answer is withheld):
+// encoding/json would have read one value where the text holds another.
+// So is an answer with tool calls, which no schema validates. It validates the value it read against the schema
+// (github.com/google/jsonschema-go); an answer that does not validate is
+// an error.
+//
+// What is endorsed is the value that validated, never the provider's
+// text: the content of the result is the kernel's canonical serialisation
+// of that value (object keys sorted by their bytes, no white space, whole
+// numbers as integers and others in their shortest form, strings escaped
+// as encoding/json does but with no HTML escapes), so an answer can carry
+// nothing the schema did not admit, in its white space, escapes or
+// repeated keys. An endorsed answer keeps its confidentiality tags but
+// drops every integrity taint, and the call, like every call of this
+// kind, is in the audit log ("call:extract"). So a reader child that
+// splices an untrusted review into the prompt can hand its parent
+// {"rating":4,"wifi":true} and nothing else.
+//
+// chat with a response_format of json_object or json_schema is not
+// endorsed: its answer is checked (abi.CheckJSON's rules: no key given
+// twice, valid UTF-8, nothing after the value; and the schema) and
+// returned as the provider wrote it, tainted.
 //
 // # Tokens
 //
 // A call reserves, from every token budget on the capability's chain,
-// max_tokens plus the size of the request in bytes (no tokenizer makes
-// more tokens of a text than it has bytes), before anything is sent; the
-// reservation is settled to the usage the endpoint reports
-// (kindapi.Result.Spent). A missing or unbelievable usage counts the
-// whole reservation; a usage above it counts as the reservation. So racing
-// children can never spend past a shared budget.
+// max_tokens plus the size of the request body in bytes, before anything
+// is sent. So racing children can never spend past a shared budget.
+//
+// After the call it is charged the larger of the total the endpoint
+// reports and a bound the kernel computes from what it sent and
+// received, and the rest of the reservation is given back
+// (kindapi.Result.Spent). No offline tokenizer covers the models these
+// servers run, so the bound is in bytes, and is an upper bound for
+// byte-level BPE tokenizers (llama, qwen, mistral and their kind), every
+// token of which is at least one byte of text:
+//
+//   - prompt tokens are at most the bytes of the request body posted (the
+//     JSON framing outweighs the chat template's tokens);
+//   - completion tokens are at most the smaller of max_tokens and the
+//     bytes of the answer's content plus its tool calls' names and
+//     arguments.
+//
+// So an endpoint reporting 0 tokens, or 1, is charged the bound; one
+// reporting more than the bound is charged what it reported (a reasoning
+// model's hidden tokens, say), at most the reservation. A missing or
+// unbelievable usage (negative, or inconsistent) counts the whole
+// reservation. The result's usage (abi.ChatUsage) is what the endpoint
+// reported; its charged field is what the kernel took from the budgets.
+// Budgets are thus roughly in bytes: a prompt of 30 KB costs about 30k
+// tokens of budget whatever the endpoint says.
 //
 // # The client
 //

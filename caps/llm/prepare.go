@@ -92,8 +92,10 @@ type chat struct {
 // every spliced blob's must flow to it, or nothing is sent), and the
 // amount reserved from every token budget on the chain: max_tokens plus
 // the request's size in bytes (no tokenizer makes more tokens of a text
-// than it has bytes), settled after the call to the usage the provider
-// reports. The effect sends exactly the request that was checked.
+// than it has bytes), settled after the call to the larger of the usage
+// the provider reports and the bound the kernel computes from the bytes
+// sent and received (chat.bound). The effect sends exactly the request
+// that was checked.
 func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 	if call.Op != opChat && call.Op != opExtract {
 		return kindapi.Op{}, kindapi.Errorf(abi.ENOTSUP, "llm: no operation %q", call.Op)
@@ -357,9 +359,24 @@ func (c *chat) run(ctx context.Context) (*kindapi.Result, error) {
 	if ch.Message.Content != nil {
 		content = *ch.Message.Content
 	}
+	charge := c.bound(content, ch.Message.ToolCalls)
+	if c.op == opExtract && len(ch.Message.ToolCalls) > 0 {
+		return nil, kindapi.Errorf(abi.EIO, "%s: the answer has tool calls, which no schema validates; the answer is withheld", what)
+	}
 	if c.format == "json_object" || c.schema != nil {
-		if _, err := validateAnswer(content, c.schema); err != nil {
+		v, err := validateAnswer(content, c.schema, c.op == opExtract)
+		if err != nil {
 			return nil, kindapi.Errorf(abi.EIO, "%s: %v; the answer is withheld", what, truncate(err.Error()))
+		}
+		if c.op == opExtract {
+			// What is endorsed is the value that validated, written
+			// by the kernel: never the provider's bytes, which could
+			// hold what the value does not (white space, escapes).
+			b, err := canonical(v)
+			if err != nil {
+				return nil, kindapi.Errorf(abi.EINTERNAL, "%s: writing the validated answer: %v", what, err)
+			}
+			content = string(b)
 		}
 	}
 	out := abi.ChatResponse{
@@ -369,12 +386,18 @@ func (c *chat) run(ctx context.Context) (*kindapi.Result, error) {
 	if out.Model == "" {
 		out.Model = c.model
 	}
+	// The charge: what the server reported, but never less than the
+	// bound on what the call can have cost (a server reporting 0 spends
+	// the bound), never more than the reservation.
 	res := &kindapi.Result{Label: c.label}
-	if spent, ok := c.usage(&wr, &out.Usage); ok {
-		res.Spent = &spent
+	spent := c.reserve
+	if reported, ok := c.usage(&wr, &out.Usage); ok {
+		spent = min(max(reported, charge), c.reserve)
 	} else {
 		c.log.Warn("llm: the endpoint reported no usable token usage; the whole reservation counts", "reserved", c.reserve)
 	}
+	out.Usage.Charged = spent
+	res.Spent = &spent
 	if res.Data, err = json.Marshal(out); err != nil {
 		return nil, kindapi.Errorf(abi.EINTERNAL, "%s: %v", what, err)
 	}
@@ -382,6 +405,26 @@ func (c *chat) run(ctx context.Context) (*kindapi.Result, error) {
 		c.log.Info("llm: answer endorsed: it validated against a closed schema; its integrity taints are dropped", "model", c.model)
 	}
 	return res, nil
+}
+
+// bound is the most tokens the call can have cost, by bytes: every token
+// of a byte-level BPE tokenizer (what llama, qwen, mistral and the other
+// models behind these servers use) is at least one byte of its text, so
+//
+//   - the prompt is at most the bytes of the request body posted (the
+//     messages' text, and JSON framing that outweighs the chat template's
+//     tokens), and
+//   - the completion is at most the bytes of the answer's content plus
+//     its tool calls' names and arguments, and at most max_tokens.
+//
+// A call is charged at least this, whatever the server reports. It is
+// never more than the reservation (max_tokens plus the body's bytes).
+func (c *chat) bound(content string, calls []abi.ToolCall) int64 {
+	completion := int64(len(content))
+	for _, tc := range calls {
+		completion += int64(len(tc.Function.Name)) + int64(len(tc.Function.Arguments))
+	}
+	return int64(len(c.body)) + min(c.maxTok, completion)
 }
 
 // usage reads the reported usage into u; ok is false when it is missing

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Bounds on a schema an answer is checked against, and on a closed one.
@@ -49,15 +51,35 @@ func compileSchema(raw json.RawMessage) (*jsonschema.Resolved, error) {
 }
 
 // validateAnswer checks that content is one JSON value that validates
-// against r (or is an object, when r is nil: json_object).
-func validateAnswer(content string, r *jsonschema.Resolved) (any, error) {
-	dec := json.NewDecoder(strings.NewReader(content))
+// against r (or is an object, when r is nil: json_object), and returns
+// the value.
+//
+// Every answer is read as abi.CheckJSON reads a guest's document: a key
+// given twice at any depth (after unescaping), a string that is not valid
+// UTF-8 (a lone surrogate escape included) or data after the value is
+// refused, since encoding/json would have read one of two values, or
+// U+FFFD, where another reader reads something else. When exact is set
+// (extract, whose value the kernel re-serialises and endorses) the answer
+// is decoded with kindapi.DecodeJSONValue: keys equal but for case and
+// numbers that would not be read exactly are refused too, whole numbers
+// become int64 and others float64.
+func validateAnswer(content string, r *jsonschema.Resolved, exact bool) (any, error) {
 	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("the answer is not JSON: %v", err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("the answer has data after its JSON value")
+	switch {
+	case strings.TrimSpace(content) == "":
+		return nil, fmt.Errorf("the answer is not JSON: it is empty")
+	case exact:
+		var err error
+		if v, err = kindapi.DecodeJSONValue([]byte(content)); err != nil {
+			return nil, fmt.Errorf("the answer is not JSON every reader reads alike: %v", err)
+		}
+	default:
+		if err := abi.CheckJSON([]byte(content)); err != nil {
+			return nil, fmt.Errorf("the answer is not JSON every reader reads alike: %v", err)
+		}
+		if err := json.Unmarshal([]byte(content), &v); err != nil {
+			return nil, fmt.Errorf("the answer is not JSON: %v", err)
+		}
 	}
 	if r == nil {
 		if _, ok := v.(map[string]any); !ok {
@@ -69,6 +91,24 @@ func validateAnswer(content string, r *jsonschema.Resolved) (any, error) {
 		return nil, fmt.Errorf("the answer does not match the schema: %v", err)
 	}
 	return v, nil
+}
+
+// canonical is the serialisation of a value validateAnswer decoded
+// exactly (nil, bool, int64, float64, string, []any, map[string]any):
+// object keys sorted by their bytes, no white space, int64 in decimal,
+// float64 as encoding/json writes it (the shortest form that reads back
+// to the same double), strings as encoding/json escapes them but for
+// HTML (<, > and & are kept as they are). It is what an endorsed answer's
+// content is: one value has one serialisation, whatever the provider
+// wrote.
+func canonical(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // closedKeywords are the keywords a closed schema may use. Anything else

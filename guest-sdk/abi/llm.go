@@ -96,15 +96,32 @@ type ChatResponse struct {
 	FinishReason string      `json:"finish_reason"`
 	Usage        ChatUsage   `json:"usage"`
 	// Endorsed reports that the kernel validated the answer against a
-	// closed schema and dropped its integrity taints (extract).
+	// closed schema and dropped its integrity taints (extract). The
+	// content of an endorsed answer is then the kernel's canonical
+	// serialisation of the value that validated (object keys sorted by
+	// their bytes, no white space, whole numbers as integers, others in
+	// their shortest form, strings escaped as encoding/json does but
+	// without HTML escapes), never the provider's text: an answer the
+	// kernel could not read exactly (a key given twice, even escaped;
+	// keys equal but for case; invalid UTF-8 or a lone surrogate; an
+	// inexact number; data after the value; tool calls) is an error.
 	Endorsed bool `json:"endorsed,omitempty"`
 }
 
-// ChatUsage is what the call spent, as the provider reported it.
+// ChatUsage is what the call spent: the tokens as the provider reported
+// them, and what the kernel charged to the token budgets.
 type ChatUsage struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
 	TotalTokens      int64 `json:"total_tokens"`
+	// Charged is the tokens the kernel took from every budget on the
+	// capability's chain: the reported total, but at least the bound it
+	// computes from the bytes sent and received (the request body's
+	// bytes, plus the smaller of max_tokens and the answer's content
+	// and tool calls' bytes), and at most what it reserved (max_tokens
+	// plus the request body's bytes), which is also the charge when the
+	// report is missing or not believable. See caps/llm, "Tokens".
+	Charged int64 `json:"charged,omitempty"`
 }
 
 // DecodeChatRequest decodes and bounds-checks a chat argument.

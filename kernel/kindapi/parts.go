@@ -162,8 +162,16 @@ func (pat Path) matchesPrefix(p Path) bool {
 	return true
 }
 
-// Extract returns the JSON value at p in doc, compacted.
+// Extract returns the JSON value at p in doc, compacted. doc must be a
+// document abi.CheckJSON accepts: with a key given twice (compared after
+// unescaping) encoding/json would read the last value where another
+// reader, or whoever labelled the parts, reads the first, and an invalid
+// UTF-8 string or lone surrogate would be read as U+FFFD. The error then
+// says why.
 func (p Path) Extract(doc []byte) ([]byte, error) {
+	if err := abi.CheckJSON(doc); err != nil {
+		return nil, fmt.Errorf("%s: the document is not one every reader reads alike: %v", p, err)
+	}
 	cur := json.RawMessage(doc)
 	for i, e := range p {
 		if e.Any {

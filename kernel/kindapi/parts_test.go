@@ -1,6 +1,7 @@
 package kindapi
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -83,4 +84,32 @@ func FuzzPaths(f *testing.F) {
 		}
 		_ = b.PartLabel(p)
 	})
+}
+
+// TestExtractRefusesAmbiguousDocuments: a part is read out of a document
+// only when abi.CheckJSON accepts it: with a key given twice (escaped or
+// not) encoding/json would hand on the last value while a reader of the
+// document (or its part labels' author) may mean the first, and a lone
+// surrogate or invalid UTF-8 would be read as U+FFFD.
+func TestExtractRefusesAmbiguousDocuments(t *testing.T) {
+	p, err := ParsePath("$.tx[0].sender", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for doc, why := range map[string]string{
+		`{"tx":[{"sender":"bank","sender":"attacker"}]}`:      `duplicate key "sender"`,
+		`{"tx":[{"sender":"bank","s\u0065nder":"attacker"}]}`: `duplicate key "sender"`,
+		`{"tx":[{"sender":"bank"}],"tx":[{"sender":"x"}]}`:    `duplicate key "tx"`,
+		`{"tx":[{"sender":"bank","note":"\ud800"}]}`:          "surrogate",
+		"{\"tx\":[{\"sender\":\"bank\",\"note\":\"\xff\"}]}":  "UTF-8",
+		`{"tx":[{"sender":"bank"}]} {"tx":[{"sender":"x"}]}`:  "trailing data",
+	} {
+		got, err := p.Extract([]byte(doc))
+		if err == nil || !strings.Contains(err.Error(), why) || !strings.HasPrefix(err.Error(), "$.tx[0].sender: ") {
+			t.Errorf("%s: extracted %s, %v; want an error naming the path and %q", doc, got, err, why)
+		}
+	}
+	if got, err := p.Extract([]byte(`{"tx":[{"s\u0065nder":"bank"}]}`)); err != nil || string(got) != `"bank"` {
+		t.Errorf("an escaped key, given once: %s, %v", got, err)
+	}
 }
