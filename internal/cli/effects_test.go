@@ -93,7 +93,7 @@ func TestRunListsEffects(t *testing.T) {
 	if code := Main([]string{"graph", "--run", rep.Run, "--state-dir", state}, nil, &g, &ge); code != 0 {
 		t.Fatalf("mandate graph: exit %d: %s", code, &ge)
 	}
-	if !strings.Contains(g.String(), "effects:\n  t1 ") || !strings.Contains(g.String(), " call:charge: charge 312.00 USD to airline.example → charged ") {
+	if !strings.Contains(g.String(), "effects:\n  t1 ") || !strings.Contains(g.String(), "  t1 pay: charge 312.00 USD to airline.example → charged ") {
 		t.Errorf("mandate graph lists no effects:\n%s", &g)
 	}
 	g.Reset()

@@ -343,8 +343,7 @@ func renderText(w io.Writer, r *Record) error {
 				fmt.Fprintf(&b, "  ... %d more (mandate audit)\n", len(r.Effects)-i+r.EffectsDropped)
 				break
 			}
-			fmt.Fprintf(&b, "  %s %s %s: %s → %s\n", kindapi.Printable(ef.Task), kindapi.Printable(orNone(ef.Cap)), kindapi.Printable(ef.Op),
-				kindapi.Printable(ef.Summary), kindapi.Printable(ef.Outcome))
+			b.WriteString(effectLine(ef))
 		}
 		if len(r.Effects) <= maxTextDenials && r.EffectsDropped > 0 {
 			fmt.Fprintf(&b, "  ... %d more (mandate audit)\n", r.EffectsDropped)

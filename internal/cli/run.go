@@ -375,13 +375,19 @@ func effectsText(effects []runstore.Effect, dropped int) string {
 	var b strings.Builder
 	b.WriteString("effects (from the audit log):\n")
 	for _, ef := range effects {
-		fmt.Fprintf(&b, "  %s %s: %s → %s\n", kindapi.Printable(ef.Task), kindapi.Printable(ef.Kind),
-			kindapi.Printable(ef.Summary), kindapi.Printable(ef.Outcome))
+		b.WriteString(effectLine(ef))
 	}
 	if dropped > 0 {
 		fmt.Fprintf(&b, "  ... and %d more (mandate audit --run RUN)\n", dropped)
 	}
 	return b.String()
+}
+
+// effectLine is one effect, indented, as mandate run and mandate graph
+// print it: "  t1 net: POST https://book.example/book {...} → 200".
+func effectLine(ef runstore.Effect) string {
+	return fmt.Sprintf("  %s %s: %s → %s\n", kindapi.Printable(ef.Task), kindapi.Printable(ef.Kind),
+		kindapi.Printable(ef.Summary), kindapi.Printable(ef.Outcome))
 }
 
 // provenanceLine says what a result's label means: which sources
