@@ -109,37 +109,28 @@ func (f *fetch) account() kindapi.Account {
 }
 
 // markSpliced shows each splice placeholder in s as "[spliced N]" and
-// each part placeholder (a whole JSON string) as "[spliced part N]".
+// each part placeholder (a whole JSON string) as "[spliced part N]". s
+// passed prepare, so its placeholders are well formed; one that is not
+// is left as it is.
 func markSpliced(s string) string {
-	if !strings.Contains(s, "{{mandate:") {
-		return s
+	if out, err := kindapi.Substitute(s, spliceIndexes, func(n []byte) string { return "[spliced " + string(n) + "]" }, ""); err == nil {
+		s = out
 	}
-	var b strings.Builder
-	for {
-		i := strings.Index(s, "{{mandate:")
-		if i < 0 {
-			b.WriteString(s)
-			return b.String()
-		}
-		rest := s[i:]
-		var what, n string
-		switch {
-		case strings.HasPrefix(rest, kindapi.SplicePrefix):
-			what, n = "spliced ", rest[len(kindapi.SplicePrefix):]
-		case strings.HasPrefix(rest, abi.PartPrefix):
-			what, n = "spliced part ", rest[len(abi.PartPrefix):]
-		}
-		j := strings.Index(n, "}}")
-		if what == "" || j < 0 || j > 5 {
-			b.WriteString(s[:i+2])
-			s = s[i+2:]
-			continue
-		}
-		b.WriteString(s[:i])
-		b.WriteString("[" + what + n[:j] + "]")
-		s = n[j+2:]
+	for i := 0; i < abi.MaxSplice && strings.Contains(s, abi.PartPrefix); i++ {
+		s = strings.ReplaceAll(s, abi.PartPlaceholder(i), "[spliced part "+strconv.Itoa(i)+"]")
 	}
+	return s
 }
+
+// spliceIndexes are the values markSpliced shows for the splice
+// placeholders: their numbers.
+var spliceIndexes = func() [][]byte {
+	v := make([][]byte, abi.MaxSplice)
+	for i := range v {
+		v[i] = []byte(strconv.Itoa(i))
+	}
+	return v
+}()
 
 // fetch is a prepared request.
 type fetch struct {

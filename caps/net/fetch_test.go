@@ -673,3 +673,21 @@ func TestFetchConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestMarkSpliced: what an effect's account shows of a request as the
+// task wrote it: each placeholder as what was spliced there, never more;
+// a malformed one as written.
+func TestMarkSpliced(t *testing.T) {
+	for in, want := range map[string]string{
+		`plain`:                                `plain`,
+		`{"guest":{{mandate:splice:0}},"n":1}`: `{"guest":[spliced 0],"n":1}`,
+		`a={{mandate:splice:12}}&b={{mandate:splice:1}}`: `a=[spliced 12]&b=[spliced 1]`,
+		`{"sender":"{{mandate:part:3}}"}`:                `{"sender":"[spliced part 3]"}`,
+		`{{mandate:splice:0}} {{mandate:part:0}}`:        `[spliced 0] [spliced part 0]`,
+		`{{mandate:splice:99}} {{mandate:splice:`:        `{{mandate:splice:99}} {{mandate:splice:`,
+	} {
+		if got := markSpliced(in); got != want {
+			t.Errorf("markSpliced(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
