@@ -1,0 +1,96 @@
+// Package faults holds TestFleetFaults, a seeded fault-injection test of
+// the fleet (package fleet, "mandate node"): what docs/fleet.md promises
+// must hold while nodes are paused, killed and cut off and NATS servers
+// stop. The package has no code of its own; this file is its doc.
+//
+//	go test ./internal/faults -run TestFleetFaults -v
+//	MANDATE_FAULTS_SEED=7 go test ./internal/faults -run TestFleetFaults -v
+//	MANDATE_FAULTS_SEED=7 MANDATE_FAULTS_ROUNDS=5 go test ./internal/faults -run TestFleetFaults -v -timeout 30m
+//
+// It is skipped with -short. One round (the default) takes about three to
+// four minutes on a busy two-core machine; MANDATE_FAULTS_ROUNDS repeats
+// the four scenarios in a new seeded order for longer runs.
+//
+// # Setup
+//
+// A three-server NATS cluster (natstest.StartCluster; the fleet's streams
+// and buckets with three replicas), with one user per node holding
+// fleet.NodePermissions alone, as TestFleetCluster has, and an "admin"
+// user for the test itself. Three "mandate node" processes (node-a, -b,
+// -c; --heartbeat 500ms --lost-after 4s --replicas 3, default --parallel
+// 2), each reaching each server through its own relay, so that its link
+// can be cut. The relays remove the cluster's client URLs from what the
+// servers tell the node (natstest.Relay does not, and a node whose relays
+// are cut reconnects to the servers' own ports, so it cannot be cut off a
+// cluster). A loopback HTTP fixture records every request (submission,
+// method, path, arrival time) and holds a request marked ?hold=1 until
+// the test releases its submission.
+//
+// The guest (testdata/fault-guest) makes the requests its input lists,
+// one a line, through its "web" net capability; each submission's are
+// /f/<submission>/<step>, the first held. Each scenario submits six
+// through the Go API (fleet.Bundle, Fleet.Submit), in a seeded order: two
+// GET-only, two that also POST, and two GET-only with retry = 1. Six fill
+// the nodes' run slots, so each node holds two when the fault lands.
+//
+// # Scenarios
+//
+// The fault lands once every submission of the scenario waits on its
+// held request. Each held request is then released at a seeded time after
+// the fault began, so a fault lands while runs wait on a request, and
+// releases land before, during and after the fleet's lost mark.
+//
+//   - pause: a seeded node is SIGSTOPped for lost-after plus 2-4 s, its
+//     held requests answered while it is stopped, then SIGCONTinued.
+//   - kill: a seeded node is SIGKILLed and started again (same --name and
+//     --state-dir) 0.2-1.5 s later, within lost-after.
+//   - nats: a NATS server is stopped for 1-6 s and started again; the
+//     first time, the leader of KV_MANDATE_NODES (the heartbeats), found
+//     with the stream's info; later that leader or a seeded server.
+//   - cut: a seeded node's relays are cut for lost-after plus 1-3 s; it
+//     must kill its runs and exit (docs/fleet.md), and is started again
+//     with fresh relays.
+//
+// A node that exits when its scenario did not kill it or cut it off is
+// reported and started again.
+//
+// # Assertions
+//
+// After each scenario, once every submission of it is final and every
+// node's heartbeat says it runs nothing (or 90 s after the fault ended, or
+// 45 s with no state moving), and again over every submission at the end:
+//
+//   - every submission ends in exactly one final state (done, refused or
+//     lost): its latest state is final, read with the watch and
+//     Fleet.State;
+//   - no request after the lost mark: no request of a submission arrives
+//     at the fixture later than its lost state's Ended plus 5 ms (clock
+//     granularity on one machine). For a retried run, no request arrives
+//     after the fleet queued it again (the state's time in the stream)
+//     and before the next attempt was claimed (its Started). A fault lands
+//     only while every run of the victim waits on a request the fixture
+//     has already received, so no request is between a node's decision
+//     to send it and its arrival when the fleet loses the node: a node
+//     that stops its runs' effects before its lease (lost-after from its
+//     last heartbeat) runs out meets the rule;
+//   - no run of a node the scenario did not fault is declared lost (a
+//     lost state or a lost attempt naming it): a NATS server's restart
+//     faults no node; every node must survive it (stay up);
+//   - no final state is overwritten: a WatchAll of MANDATE_RUN_STATE runs
+//     from before the first submission (completed by each key's History);
+//     after a key's first final state, no update may change its State,
+//     and a done or refused state is never written again (a lost one may
+//     be, still lost, with the text of the node that ran it);
+//   - no request twice (same method and path) for a submission without
+//     retry, nor more than once per attempt with it;
+//   - every node's copied audit log verifies (fleet.VerifyAudit, what
+//     "mandate audit verify --nats" runs).
+//
+// Each violation is reported with the submission, its kind and script,
+// the node that held it, the scenario's timeline (fault, releases,
+// restarts), the submission's state history and its requests, all as
+// offsets from the test's start; the end of the log sums the assertions
+// that failed and the seed. The seed (MANDATE_FAULTS_SEED, default 1,
+// logged first) fixes the scenarios' order, victims, durations, release
+// times and submissions' mix; the machine's timing is not replayed.
+package faults
