@@ -23,16 +23,13 @@ const (
 	ruleAudit     = "every node's audit copy verifies"
 )
 
-// violate reports a violation once (by key).
-func (e *env) violate(sc *scenario, rule, key, text string) {
+// violate reports a violation once (by key); where is a scenario's label
+// or a moment ("at the end").
+func (e *env) violate(where, rule, key, text string) {
 	if e.reported[key] {
 		return
 	}
 	e.reported[key] = true
-	where := "at the end"
-	if sc != nil {
-		where = sc.label
-	}
 	e.byRule[rule] = append(e.byRule[rule], where)
 	e.t.Errorf("%s: %s: %s", where, rule, text)
 }
@@ -40,6 +37,10 @@ func (e *env) violate(sc *scenario, rule, key, text string) {
 // check asserts, for subs (those of sc, or every submission at the end
 // with sc nil), what the package doc lists.
 func (e *env) check(ctx context.Context, sc *scenario, subs []*submission) {
+	where := "at the end"
+	if sc != nil {
+		where = sc.label
+	}
 	for _, s := range subs {
 		if err := e.h.complete(ctx, e.f, s.id); err != nil {
 			e.t.Logf("the history of %s: %v", s.id, err)
@@ -51,16 +52,27 @@ func (e *env) check(ctx context.Context, sc *scenario, subs []*submission) {
 	for _, s := range subs {
 		us := e.h.of(s.id)
 		reqs := e.fx.requests(s.id)
-		detail := func() string { return e.describe(s, us, reqs) }
+		var found []string
+		add := func(rule, key, text string) {
+			if e.reported[key] {
+				return
+			}
+			e.reported[key] = true
+			e.byRule[rule] = append(e.byRule[rule], where)
+			found = append(found, "  - "+rule+": "+text)
+		}
 
 		// Every submission ends in exactly one final state.
+		if sc == nil && e.reported[s.id+"/final"] && len(us) > 0 && us[len(us)-1].S.Final() {
+			e.t.Logf("%s, not final when its scenario was checked, ended later:\n%s", s.id, e.describe(s, us, reqs))
+		}
 		if len(us) == 0 || !us[len(us)-1].S.Final() {
-			e.violate(sc, ruleFinal, s.id+"/final",
-				fmt.Sprintf("%s is not in a final state (waited up to %s after its scenario's fault ended, and %s with no state moving)\n%s", s.id, finalBound, stallBound, detail()))
+			add(ruleFinal, s.id+"/final",
+				fmt.Sprintf("%s is not in a final state (waited up to %s after its scenario's fault ended, and %s with no state moving)", s.id, finalBound, stallBound))
 		}
 		for _, u := range us {
 			if u.Bad != "" {
-				e.violate(sc, ruleFinal, fmt.Sprintf("%s/bad/%d", s.id, u.Rev), fmt.Sprintf("%s: revision %d is not a state: %s", s.id, u.Rev, u.Bad))
+				add(ruleFinal, fmt.Sprintf("%s/bad/%d", s.id, u.Rev), fmt.Sprintf("%s: revision %d is not a state: %s", s.id, u.Rev, u.Bad))
 			}
 		}
 
@@ -73,9 +85,9 @@ func (e *env) check(ctx context.Context, sc *scenario, subs []*submission) {
 				if u.S.State == f.S.State && f.S.State == fleet.StateLost {
 					continue
 				}
-				e.violate(sc, ruleOverwrite, fmt.Sprintf("%s/overwrite/%d", s.id, u.Rev),
-					fmt.Sprintf("%s was %s (revision %d, %s) and then written %s by revision %d at %s (node %s)\n%s",
-						s.id, f.S.State, f.Rev, e.at(f.At), u.S.State, u.Rev, e.at(u.At), u.S.Node, detail()))
+				add(ruleOverwrite, fmt.Sprintf("%s/overwrite/%d", s.id, u.Rev),
+					fmt.Sprintf("%s was %s (revision %d, %s) and then written %s by revision %d at %s (node %s)",
+						s.id, f.S.State, f.Rev, e.at(f.At), u.S.State, u.Rev, e.at(u.At), u.S.Node))
 			}
 		}
 
@@ -89,10 +101,10 @@ func (e *env) check(ctx context.Context, sc *scenario, subs []*submission) {
 			}
 			for _, r := range reqs {
 				if r.Arrived.After(mark.Add(clockSlack)) {
-					e.violate(sc, ruleAfterLost, fmt.Sprintf("%s/after/%s/%s/%d", s.id, r.Method, r.URI, r.Arrived.UnixNano()),
-						fmt.Sprintf("%s %s of %s (run on %s) arrived at %s, %s after the lost mark at %s (revision %d)\n%s",
+					add(ruleAfterLost, fmt.Sprintf("%s/after/%s/%s/%d", s.id, r.Method, r.URI, r.Arrived.UnixNano()),
+						fmt.Sprintf("%s %s of %s (run on %s) arrived at %s, %s after the lost mark at %s (revision %d)",
 							r.Method, r.URI, s.id, us[i].S.Node, e.at(r.Arrived), r.Arrived.Sub(mark).Round(time.Millisecond),
-							e.at(mark), us[i].Rev, detail()))
+							e.at(mark), us[i].Rev))
 				}
 			}
 		}
@@ -112,9 +124,9 @@ func (e *env) check(ctx context.Context, sc *scenario, subs []*submission) {
 			}
 			for _, r := range reqs {
 				if r.Arrived.After(u.At.Add(clockSlack)) && (claim.IsZero() || r.Arrived.Before(claim)) {
-					e.violate(sc, ruleAfterLost, fmt.Sprintf("%s/requeued/%s/%s/%d", s.id, r.Method, r.URI, r.Arrived.UnixNano()),
-						fmt.Sprintf("%s %s of %s arrived at %s, after attempt %d was declared lost and the run queued again (revision %d at %s) and before attempt %d was claimed (%s)\n%s",
-							r.Method, r.URI, s.id, e.at(r.Arrived), u.S.Attempt, u.Rev, e.at(u.At), u.S.Attempt+1, e.at(claim), detail()))
+					add(ruleAfterLost, fmt.Sprintf("%s/requeued/%s/%s/%d", s.id, r.Method, r.URI, r.Arrived.UnixNano()),
+						fmt.Sprintf("%s %s of %s arrived at %s, after attempt %d was declared lost and the run queued again (revision %d at %s) and before attempt %d was claimed (%s)",
+							r.Method, r.URI, s.id, e.at(r.Arrived), u.S.Attempt, u.Rev, e.at(u.At), u.S.Attempt+1, e.at(claim)))
 				}
 			}
 		}
@@ -139,9 +151,9 @@ func (e *env) check(ctx context.Context, sc *scenario, subs []*submission) {
 				if len(s.sc.victims) > 0 {
 					faulted = strings.Join(s.sc.victims, ", ")
 				}
-				e.violate(sc, ruleHealthy, fmt.Sprintf("%s/healthy/%d", s.id, u.Rev),
-					fmt.Sprintf("%s's run on %s was declared lost (revision %d at %s) in %s, which faulted %s\n%s",
-						s.id, node, u.Rev, e.at(u.At), s.sc.label, faulted, detail()))
+				add(ruleHealthy, fmt.Sprintf("%s/healthy/%d", s.id, u.Rev),
+					fmt.Sprintf("%s's run on %s was declared lost (revision %d at %s) in %s, which faulted %s",
+						s.id, node, u.Rev, e.at(u.At), s.sc.label, faulted))
 			}
 		}
 
@@ -160,30 +172,29 @@ func (e *env) check(ctx context.Context, sc *scenario, subs []*submission) {
 			k := r.Method + " " + r.URI
 			seen[k]++
 			if seen[k] == limit+1 {
-				e.violate(sc, ruleTwice, s.id+"/twice/"+k,
-					fmt.Sprintf("%s %s of %s arrived more than %d time(s) (%d attempt(s))\n%s", r.Method, r.URI, s.id, limit, attempts, detail()))
+				add(ruleTwice, s.id+"/twice/"+k,
+					fmt.Sprintf("%s %s of %s arrived more than %d time(s) (%d attempt(s))", r.Method, r.URI, s.id, limit, attempts))
 			}
+		}
+		if len(found) > 0 {
+			e.t.Errorf("%s: %s:\n%s\n%s", where, s.id, strings.Join(found, "\n"), e.describe(s, us, reqs))
 		}
 	}
 }
 
 // checkAudit verifies every node's copied audit log.
-func (e *env) checkAudit(ctx context.Context, sc *scenario) {
+func (e *env) checkAudit(ctx context.Context, where string) {
 	actx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	logs, err := fleet.VerifyAudit(actx, e.f.JS)
-	where := "at the end"
-	if sc != nil {
-		where = sc.label
-	}
 	if err != nil {
-		e.violate(sc, ruleAudit, where+"/audit", fmt.Sprintf("reading the audit copies: %v", err))
+		e.violate(where, ruleAudit, where+"/audit", fmt.Sprintf("reading the audit copies: %v", err))
 		return
 	}
 	var sum []string
 	for _, na := range logs {
 		if na.Err != nil {
-			e.violate(sc, ruleAudit, where+"/audit/"+na.Node+"/"+na.Err.Error(),
+			e.violate(where, ruleAudit, where+"/audit/"+na.Node+"/"+na.Err.Error(),
 				fmt.Sprintf("%s's copied audit log does not verify: %v (%d entries copied)", na.Node, na.Err, na.Entries))
 			continue
 		}

@@ -4,6 +4,7 @@ package faults
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -54,6 +55,9 @@ func startFixture(t testing.TB) *fixture {
 func (fx *fixture) URL() string { return fx.srv.URL }
 
 func (fx *fixture) serve(w http.ResponseWriter, r *http.Request) {
+	// Read the body first: the server notices a caller that went away
+	// (r.Context() ends) only once the body is read.
+	io.Copy(io.Discard, r.Body)
 	rq := &request{Method: r.Method, URI: r.URL.RequestURI(), Arrived: time.Now(), Held: r.URL.Query().Get("hold") == "1"}
 	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	if len(parts) == 3 && parts[0] == "f" {
