@@ -87,8 +87,8 @@ type Kernel struct {
 	compiler ConstraintCompiler
 	modules  ModuleResolver
 	maxTasks int
-	observer Observer // nil: none
-	placer   Placer   // nil: children run here only
+	observer Observer     // nil: none
+	placer   Placer       // nil: children run here only
 	fence    func() error // nil: none
 	funcs    []sandbox.HostFunc
 	live     atomic.Int64 // running tasks
