@@ -56,11 +56,14 @@ type Node struct {
 
 	lease   *lease
 	reaper  *reaper
-	live    *liveness
+	live    atomic.Pointer[liveness]
 	running atomic.Int64
 	// placedChildren counts the children of other nodes' runs run here.
 	placedChildren atomic.Int64
 	fenced         atomic.Bool // no heartbeat got through for LostAfter
+	// beforeBeat, in tests, is called before each heartbeat: a test
+	// blocks it to pause the node's heartbeats while its runs go on.
+	beforeBeat func()
 	mu             sync.Mutex
 	cancels        map[string]context.CancelFunc
 
@@ -144,7 +147,8 @@ func (n *Node) Run(ctx context.Context) error {
 			return err
 		}
 		r.self, r.inc, r.prev = n.Name, n.Incarnation, prev
-		n.live, n.reaper = live, r
+		n.live.Store(live)
+		n.reaper = r
 		return nil
 	}); err != nil {
 		return err
@@ -268,6 +272,9 @@ func (n *Node) heartbeats(ctx context.Context, fenced chan struct{}) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if n.beforeBeat != nil {
+			n.beforeBeat()
 		}
 		if n.lease.valid() != nil {
 			n.fenceSelf(fenced)

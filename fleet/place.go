@@ -147,13 +147,14 @@ type target struct{ name, inc string }
 
 // liveNodes lists the nodes whose heartbeat was seen within their lease.
 func (n *Node) liveNodes(ctx context.Context) (map[string]Heartbeat, error) {
-	if n.live == nil {
+	live := n.live.Load()
+	if live == nil {
 		return nil, errors.New("this node is not running")
 	}
-	if err := n.live.waitReady(ctx); err != nil {
+	if err := live.waitReady(ctx); err != nil {
 		return nil, fmt.Errorf("reading the fleet's nodes: %w", err)
 	}
-	return n.live.live(), nil
+	return live.live(), nil
 }
 
 func newNonce() string {
@@ -261,7 +262,7 @@ func (c *remoteConn) Next(ctx context.Context) (*forward.Call, *forward.Exit, er
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
 		case <-t.C:
-			if dead, why := c.n.live.dead(ctx, c.target, c.inc); dead {
+			if dead, why := c.n.live.Load().dead(ctx, c.target, c.inc); dead {
 				err := fmt.Errorf("node %s, where this child ran, is lost (%s): its calls are refused and nothing more of it runs here", c.target, why)
 				if aerr := kernel.RecordElsewhere(ctx, "forward", err); aerr != nil {
 					c.n.Logger.Error("auditing a lost child's node", "error", aerr)
