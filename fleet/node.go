@@ -64,8 +64,8 @@ type Node struct {
 	// beforeBeat, in tests, is called before each heartbeat: a test
 	// blocks it to pause the node's heartbeats while its runs go on.
 	beforeBeat func()
-	mu             sync.Mutex
-	cancels        map[string]context.CancelFunc
+	mu         sync.Mutex
+	cancels    map[string]context.CancelFunc
 
 	auditMu  sync.Mutex
 	copier   *auditCopier
