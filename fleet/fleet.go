@@ -37,12 +37,20 @@
 // node is lost): a submission redelivered after a node died before
 // acknowledging finds its state running and is acknowledged unrun. So a
 // run is started at most once, by the node whose claim won, never re-run
-// behind the person's back. A node whose heartbeat is older than
-// LostAfter is dead to the others: any node (or the submitter waiting)
-// marks its running submissions lost, with what is known (the node, when
-// it started), by the same compare-and-set; and a node that cannot write
-// its heartbeat for LostAfter kills its own runs, since the fleet will call
-// them lost, so a lost run's effects stop with it.
+// behind the person's back.
+//
+// # Leases
+//
+// A claim is held under the node's lease (lease.go): each heartbeat that
+// gets through renews it for LostAfter, every effect of the run asks it
+// first, and the node kills its runs when it lapses. Others declare the
+// run lost (by the same compare-and-set) only after the lease and a margin
+// have passed by their own clock since they last saw the node's
+// heartbeat, confirmed by a read from the bucket's leader; so no effect of
+// a run follows its lost mark. The claim's fencing token (the revision it
+// replaced) guards every later write of the node: never over another
+// attempt, never over a final state. docs/fleet.md states the timing
+// assumptions.
 //
 // # What travels
 //
@@ -312,21 +320,32 @@ func (f *Fleet) swap(ctx context.Context, s RunState, rev uint64) (ok bool, err 
 	return true, nil
 }
 
-// States lists every submission's state (for mandate runs --nats).
+// AllStates lists every submission's state (for mandate runs --nats),
+// read in one pass over the bucket.
 func (f *Fleet) AllStates(ctx context.Context) ([]RunState, error) {
-	lister, err := f.States.ListKeys(ctx)
+	w, err := f.States.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, err
 	}
+	defer w.Stop()
 	var out []RunState
-	for key := range lister.Keys() {
-		s, _, err := f.State(ctx, key)
-		if err != nil {
-			continue // deleted since listed
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("fleet: the states' watch ended")
+			}
+			if e == nil {
+				return out, nil // all delivered
+			}
+			var s RunState
+			if json.Unmarshal(e.Value(), &s) == nil {
+				out = append(out, s)
+			}
 		}
-		out = append(out, s)
 	}
-	return out, nil
 }
 
 // Connect connects to the NATS servers urls (comma-separated; credentials
