@@ -37,12 +37,20 @@
 // node is lost): a submission redelivered after a node died before
 // acknowledging finds its state running and is acknowledged unrun. So a
 // run is started at most once, by the node whose claim won, never re-run
-// behind the person's back. A node whose heartbeat is older than
-// LostAfter is dead to the others: any node (or the submitter waiting)
-// marks its running submissions lost, with what is known (the node, when
-// it started), by the same compare-and-set; and a node that cannot write
-// its heartbeat for LostAfter kills its own runs, since the fleet will call
-// them lost, so a lost run's effects stop with it.
+// behind the person's back.
+//
+// # Leases
+//
+// A claim is held under the node's lease (lease.go): each heartbeat that
+// gets through renews it for LostAfter, every effect of the run asks it
+// first, and the node kills its runs when it lapses. Others declare the
+// run lost (by the same compare-and-set) only after the lease and a margin
+// have passed by their own clock since they last saw the node's
+// heartbeat, confirmed by a read from the bucket's leader; so no effect of
+// a run follows its lost mark. The claim's fencing token (the revision it
+// replaced) guards every later write of the node: never over another
+// attempt, never over a final state. docs/fleet.md states the timing
+// assumptions.
 //
 // # What travels
 //
@@ -81,6 +89,11 @@ const (
 	BucketNodes   = "MANDATE_NODES"
 	consumerName  = "nodes"
 )
+
+// DefaultLease is a node's lease (its LostAfter) unless it says otherwise:
+// longer than a NATS cluster's leader election (4–9 s), so an election is
+// not a death. A node publishes its own with its heartbeats.
+const DefaultLease = 15 * time.Second
 
 // Run states.
 const (
@@ -139,6 +152,16 @@ type RunState struct {
 	Retry   int      `json:"retry,omitempty"`
 	Attempt int      `json:"attempt,omitempty"`
 	Lost    []string `json:"lost,omitempty"`
+	// Incarnation is the process of Node that claimed the run (its
+	// heartbeats name it); Token is the claim's fencing token: the
+	// revision of the queued state the claim replaced. Every later write
+	// of the run's node requires the state to carry both.
+	Incarnation string `json:"incarnation,omitempty"`
+	Token       uint64 `json:"token,omitempty"`
+	// After is what the node of a run marked lost said of the run's end
+	// once it could (the state stays lost: the first final state is the
+	// one that counts), e.g. "killed: this node's lease ... expired".
+	After string `json:"after,omitempty"`
 	// Receipt is the run's receipt signed with its node's audit key,
 	// when the submission asked for one. Check it against the key the
 	// node's audit copy carries (Fleet.NodeKey), not one a state names.
@@ -158,6 +181,12 @@ type Heartbeat struct {
 	Node    string    `json:"node"`
 	Time    time.Time `json:"time"`
 	Running int       `json:"running"`
+	// Incarnation names the node's process (drawn at its start): the
+	// runs an earlier process claimed are not this one's.
+	Incarnation string `json:"incarnation,omitempty"`
+	// Lease is how long each heartbeat renews the node's lease on its
+	// runs (its LostAfter): what others judge its silence by.
+	Lease time.Duration `json:"lease,omitempty"`
 }
 
 // Fleet is the streams and buckets on one JetStream connection.
@@ -253,19 +282,20 @@ func newID() string {
 // caller tries again, rather than waiting out the caller's whole context.
 const opTimeout = 10 * time.Second
 
-// State reads a submission's state and its revision.
+// State reads a submission's state and its revision from the bucket's
+// leader (a read no replica behind can answer: a claim, a lost mark and
+// a dropped submission are decided on it). A submission with no state is
+// jetstream.ErrKeyNotFound.
 func (f *Fleet) State(ctx context.Context, id string) (RunState, uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	e, err := f.States.Get(ctx, id)
+	data, rev, err := lastFor(ctx, f.JS.Conn(), "KV_"+BucketRuns, "$KV."+BucketRuns+"."+id)
 	if err != nil {
 		return RunState{}, 0, err
 	}
 	var s RunState
-	if err := json.Unmarshal(e.Value(), &s); err != nil {
+	if err := json.Unmarshal(data, &s); err != nil {
 		return RunState{}, 0, fmt.Errorf("fleet: the state of %s: %w", id, err)
 	}
-	return s, e.Revision(), nil
+	return s, rev, nil
 }
 
 // swap writes s over the revision rev of its key; ok is false when the key
@@ -290,101 +320,40 @@ func (f *Fleet) swap(ctx context.Context, s RunState, rev uint64) (ok bool, err 
 	return true, nil
 }
 
-// States lists every submission's state (for mandate runs --nats).
+// AllStates lists every submission's state (for mandate runs --nats),
+// read in one pass over the bucket.
 func (f *Fleet) AllStates(ctx context.Context) ([]RunState, error) {
-	lister, err := f.States.ListKeys(ctx)
+	w, err := f.States.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, err
 	}
+	defer w.Stop()
 	var out []RunState
-	for key := range lister.Keys() {
-		s, _, err := f.State(ctx, key)
-		if err != nil {
-			continue // deleted since listed
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
-
-// heartbeats reads every node's heartbeat.
-func (f *Fleet) heartbeats(ctx context.Context) (map[string]Heartbeat, error) {
-	lister, err := f.Nodes.ListKeys(ctx)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrNoKeysFound) {
-			return map[string]Heartbeat{}, nil
-		}
-		return nil, err
-	}
-	out := map[string]Heartbeat{}
-	for key := range lister.Keys() {
-		e, err := f.Nodes.Get(ctx, key)
-		if err != nil {
-			continue
-		}
-		var h Heartbeat
-		if json.Unmarshal(e.Value(), &h) == nil {
-			out[key] = h
-		}
-	}
-	return out, nil
-}
-
-// ReapLost marks lost every running submission whose node's heartbeat is
-// older than lostAfter (or absent), but self's (a node never declares
-// itself dead: it fences itself instead, see Node), and returns how many
-// it marked.
-func (f *Fleet) ReapLost(ctx context.Context, lostAfter time.Duration, self string) (int, error) {
-	beats, err := f.heartbeats(ctx)
-	if err != nil {
-		return 0, err
-	}
-	lister, err := f.States.ListKeys(ctx)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrNoKeysFound) {
-			return 0, nil
-		}
-		return 0, err
-	}
-	now := time.Now()
-	n := 0
-	for key := range lister.Keys() {
-		s, rev, err := f.State(ctx, key)
-		if err != nil || s.State != StateRunning || (self != "" && s.Node == self) {
-			continue
-		}
-		if h, ok := beats[s.Node]; ok && now.Sub(h.Time) < lostAfter {
-			continue
-		}
-		s.Lost = append(s.Lost, fmt.Sprintf("%s (run %s, attempt %d)", s.Node, s.RunID, s.Attempt))
-		if s.Retry > 0 && s.Attempt <= s.Retry {
-			// The manifest opted in and every capability was checked
-			// repeatable: queued again, for the next delivery of the
-			// submission (its message is acknowledged only at the end).
-			s.Error = fmt.Sprintf("node %s stopped answering (no heartbeat for %s) during attempt %d of %d; queued again", s.Node, lostAfter, s.Attempt, s.Retry+1)
-			s.State, s.Node, s.RunID = StateQueued, "", ""
-			if ok, err := f.swap(ctx, s, rev); err == nil && ok {
-				n++
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("fleet: the states' watch ended")
 			}
-			continue
-		}
-		s.State = StateLost
-		s.Error = fmt.Sprintf("node %s stopped answering (no heartbeat for %s) while the run was running; it was not re-run", s.Node, lostAfter)
-		if s.Retry > 0 {
-			s.Error = fmt.Sprintf("node %s stopped answering (no heartbeat for %s) during the last of %d attempts", s.Node, lostAfter, s.Retry+1)
-		}
-		s.Ended = now
-		if ok, err := f.swap(ctx, s, rev); err == nil && ok {
-			n++
+			if e == nil {
+				return out, nil // all delivered
+			}
+			var s RunState
+			if json.Unmarshal(e.Value(), &s) == nil {
+				out = append(out, s)
+			}
 		}
 	}
-	return n, nil
 }
 
 // Connect connects to the NATS servers urls (comma-separated; credentials
 // in the URLs), reconnecting for ever, and finds or creates the fleet's
-// streams and buckets (Ensure, with replicas copies). The caller closes the
-// connection.
+// streams and buckets (Ensure, with replicas copies). A cluster electing a
+// leader answers nothing for seconds: Ensure is tried again until it
+// succeeds or ctx ends (a refused permission ends it at once). The caller
+// closes the connection.
 func Connect(ctx context.Context, urls string, replicas int, opts ...nats.Option) (*nats.Conn, *Fleet, error) {
 	opts = append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}, opts...)
 	nc, err := nats.Connect(urls, opts...)
@@ -396,14 +365,26 @@ func Connect(ctx context.Context, urls string, replicas int, opts ...nats.Option
 		nc.Close()
 		return nil, nil, err
 	}
-	ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	f, err := Ensure(ectx, js, replicas)
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
+	wait := 250 * time.Millisecond
+	for {
+		ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		f, err := Ensure(ectx, js, replicas)
+		cancel()
+		if err == nil {
+			return nc, f, nil
+		}
+		if ctx.Err() != nil || errors.Is(err, nats.ErrPermissionViolation) || errors.Is(err, nats.ErrAuthorization) {
+			nc.Close()
+			return nil, nil, err
+		}
+		select {
+		case <-ctx.Done():
+			nc.Close()
+			return nil, nil, fmt.Errorf("%w (waited for the cluster until %v)", err, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
 	}
-	return nc, f, nil
 }
 
 // RedactURLs hides the passwords of NATS URLs (for logs and errors).

@@ -10,11 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/internal/natsembed"
 	"github.com/mandatevm/mandate/internal/scaffold"
 	"github.com/mandatevm/mandate/internal/testengine"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // startFleet starts one NATS server and returns a connected fleet.
@@ -265,57 +267,89 @@ func TestFleetLostNode(t *testing.T) {
 	}
 }
 
-// TestFleetStateLate: a submission delivered before its state can be
-// read (a replica not caught up answered the read) is handed back, not
-// dropped, and runs once the state is there.
-func TestFleetStateLate(t *testing.T) {
+// TestNoStateRecorded: a message in the work queue whose submission has
+// no state (never published by Submit) is not run and not dropped
+// silently: the node records it refused under its id, and the queue
+// empties.
+func TestNoStateRecorded(t *testing.T) {
 	_, f := startFleet(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s := submitAlice(t, ctx, f)
-	st, _, err := f.State(ctx, s.ID)
-	if err != nil {
+	b, _ := json.Marshal(Submission{ID: newID(), Manifest: "x.hcl", Module: "sha256:00"})
+	var s Submission
+	json.Unmarshal(b, &s)
+	if _, err := f.JS.Publish(ctx, SubjectSubmit, b); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.States.Delete(ctx, s.ID); err != nil {
-		t.Fatal(err)
-	}
-	startNode(t, f, "node-a")
-	// The node has been given the submission, and read no state.
-	for {
-		c, err := f.JS.Consumer(ctx, StreamRuns, consumerName)
-		if err == nil {
-			if info, err := c.Info(ctx); err == nil && info.Delivered.Consumer >= 2 {
-				break
-			}
-		}
-		if ctx.Err() != nil {
-			t.Fatal("the node was never given the submission twice")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	b, _ := json.Marshal(st)
-	if _, err := f.States.Put(ctx, s.ID, b); err != nil {
-		t.Fatal(err)
-	}
+	h := startNode(t, f, "node-a")
 	final, err := f.Wait(ctx, s.ID, 5*time.Second)
 	if err != nil {
-		t.Fatalf("the submission never ran: %v", err)
+		t.Fatal(err)
 	}
-	if final.State != StateDone || final.Node != "node-a" {
+	if final.State != StateRefused || !strings.Contains(final.Error, "no submission state") {
 		t.Errorf("%+v", final)
+	}
+	waitQueueEmpty(t, ctx, f)
+	if list, err := h.Store().List(ctx); err != nil || len(list) != 0 {
+		t.Errorf("node-a ran %d runs (%v), want none", len(list), err)
 	}
 }
 
-// TestNoStateDelay: a submission with no state is delivered again for
-// about a minute, then dropped.
-func TestNoStateDelay(t *testing.T) {
-	var total time.Duration
-	for k := uint64(1); k < noStateDeliveries; k++ {
-		total += noStateDelay(k)
+// nakMsg is a delivered message that records how it was answered.
+type nakMsg struct {
+	jetstream.Msg
+	got string
+}
+
+func (m *nakMsg) Nak() error                         { m.got = "nak"; return nil }
+func (m *nakMsg) NakWithDelay(d time.Duration) error { m.got = "nak " + d.String(); return nil }
+func (m *nakMsg) Term() error                        { m.got = "term"; return nil }
+
+// TestStateNotFoundButThere: a node whose read missed a state that exists
+// (a read answered from behind) does not drop the submission: its create
+// of a refused state fails on the existing key, the state stays queued,
+// and the message is handed back to be taken later.
+func TestStateNotFoundButThere(t *testing.T) {
+	_, f := startFleet(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id := newID()
+	b, _ := json.Marshal(RunState{ID: id, State: StateQueued})
+	if _, err := f.States.Create(ctx, id, b); err != nil {
+		t.Fatal(err)
 	}
-	if total < time.Minute || total > 2*time.Minute {
-		t.Errorf("a submission with no state is dropped after %v of redeliveries", total)
+	n := &Node{Name: "node-a", Fleet: f, Logger: hclog.NewNullLogger()}
+	m := &nakMsg{}
+	n.stateNotFound(ctx, m, id)
+	if m.got != "nak 200ms" {
+		t.Errorf("the message was answered %q, want handed back", m.got)
+	}
+	if st, _, err := f.State(ctx, id); err != nil || st.State != StateQueued {
+		t.Errorf("state %+v (%v), want queued", st, err)
+	}
+	// Without a state, it is recorded refused and terminated.
+	other := newID()
+	n.stateNotFound(ctx, m, other)
+	if st, _, err := f.State(ctx, other); m.got != "term" || err != nil || st.State != StateRefused {
+		t.Errorf("answered %q, state %+v (%v)", m.got, st, err)
+	}
+}
+
+// waitQueueEmpty waits until the work queue holds nothing.
+func waitQueueEmpty(t *testing.T, ctx context.Context, f *Fleet) {
+	t.Helper()
+	for {
+		info, err := f.Runs.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs == 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d submissions still queued", info.State.Msgs)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

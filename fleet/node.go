@@ -39,8 +39,10 @@ type Node struct {
 	WorkDir string
 	Logger  hclog.Logger
 	// Heartbeat is how often the node says it is alive (default 1s);
-	// LostAfter how long without one makes it dead to the fleet (default
-	// 5 heartbeats).
+	// LostAfter is its lease: how long each heartbeat that gets through
+	// lets it act for its runs (default 15 heartbeats, longer than a NATS
+	// cluster's leader election, 4–9 s). Others declare its runs lost
+	// LostAfter plus Margin(LostAfter) after its last heartbeat.
 	Heartbeat, LostAfter time.Duration
 	// Parallel bounds the runs at once (default 2).
 	Parallel int
@@ -48,12 +50,22 @@ type Node struct {
 	// running at once (default 4; see place.go).
 	Children int
 
+	// Incarnation names this process of the node in heartbeats and
+	// claims (drawn by Run).
+	Incarnation string
+
+	lease   *lease
+	reaper  *reaper
+	live    atomic.Pointer[liveness]
 	running atomic.Int64
 	// placedChildren counts the children of other nodes' runs run here.
 	placedChildren atomic.Int64
 	fenced         atomic.Bool // no heartbeat got through for LostAfter
-	mu             sync.Mutex
-	cancels        map[string]context.CancelFunc
+	// beforeBeat, in tests, is called before each heartbeat: a test
+	// blocks it to pause the node's heartbeats while its runs go on.
+	beforeBeat func()
+	mu         sync.Mutex
+	cancels    map[string]context.CancelFunc
 
 	auditMu  sync.Mutex
 	copier   *auditCopier
@@ -67,7 +79,7 @@ func (n *Node) defaults() {
 		n.Heartbeat = time.Second
 	}
 	if n.LostAfter <= 0 {
-		n.LostAfter = 5 * n.Heartbeat
+		n.LostAfter = max(DefaultLease, 5*n.Heartbeat)
 	}
 	if n.Parallel <= 0 {
 		n.Parallel = 2
@@ -79,6 +91,8 @@ func (n *Node) defaults() {
 		n.Logger = hclog.NewNullLogger()
 	}
 	n.cancels = map[string]context.CancelFunc{}
+	n.Incarnation = newID()[:16]
+	n.lease = newLease(n.LostAfter)
 	n.copier = &auditCopier{node: n.Name, log: n.Host.Log(), js: n.Fleet.JS, s: n.Fleet.Audit, next: -1}
 }
 
@@ -99,21 +113,58 @@ func (n *Node) copyAudit(ctx context.Context) {
 }
 
 // Run takes and runs submissions until ctx ends, then waits for the runs
-// it started (they are killed by ctx's end).
+// it started (they are killed by ctx's end). It returns an error when
+// the node fenced itself (its lease expired: its runs were killed).
 func (n *Node) Run(ctx context.Context) error {
 	n.defaults()
-	if err := n.beat(ctx); err != nil {
-		return fmt.Errorf("fleet: node %s: first heartbeat: %w", n.Name, err)
+	prev, unlock, err := nodeLock(n.Host.Options().StateDir, n.Incarnation)
+	if err != nil {
+		return fmt.Errorf("fleet: node %s: %w", n.Name, err)
+	}
+	defer unlock()
+	// The first heartbeat, the watches and the work queue's consumer wait
+	// for the cluster (a node started while it elects a leader waits for
+	// the bucket rather than exiting), as long as ctx allows.
+	if err := n.retry(ctx, "the first heartbeat", func(ctx context.Context) error {
+		sent := time.Now()
+		if err := n.beat(ctx); err != nil {
+			return err
+		}
+		n.lease.renewed(sent)
+		return nil
+	}); err != nil {
+		return err
+	}
+	wctx, stopWatches := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWatches()
+	if err := n.retry(ctx, "watching the fleet's heartbeats and runs", func(context.Context) error {
+		live, err := n.Fleet.watchLiveness(wctx, n.LostAfter)
+		if err != nil {
+			return err
+		}
+		r, err := n.Fleet.watchClaims(wctx, live)
+		if err != nil {
+			return err
+		}
+		r.self, r.inc, r.prev = n.Name, n.Incarnation, prev
+		n.live.Store(live)
+		n.reaper = r
+		return nil
+	}); err != nil {
+		return err
 	}
 	n.copyAudit(ctx)
-	cons, err := n.Fleet.JS.CreateOrUpdateConsumer(ctx, StreamRuns, jetstream.ConsumerConfig{
-		Durable: consumerName, AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait,
-		// Only what was published as a submission: a message pushed into
-		// the stream under another subject (perms.go) is never delivered.
-		FilterSubject: SubjectSubmit,
-	})
-	if err != nil {
-		return fmt.Errorf("fleet: node %s: consumer: %w", n.Name, err)
+	var cons jetstream.Consumer
+	if err := n.retry(ctx, "the work queue's consumer", func(ctx context.Context) (err error) {
+		cons, err = n.Fleet.JS.CreateOrUpdateConsumer(ctx, StreamRuns, jetstream.ConsumerConfig{
+			Durable: consumerName, AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait,
+			// Only what was published as a submission: a message pushed into
+			// the stream under another subject (perms.go) is never delivered.
+			FilterSubject: SubjectSubmit,
+		})
+		return err
+	}); err != nil {
+		return err
 	}
 	stopChildren, err := n.serveChildren(ctx)
 	if err != nil {
@@ -130,7 +181,7 @@ func (n *Node) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		select {
 		case <-fenced:
-			return fmt.Errorf("fleet: node %s: no heartbeat for %s: its runs were killed and it takes no more", n.Name, n.LostAfter)
+			return fmt.Errorf("fleet: node %s: its lease expired (no heartbeat got through for %s): its runs were killed and it takes no more", n.Name, n.LostAfter)
 		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return nil
@@ -162,100 +213,149 @@ func (n *Node) Run(ctx context.Context) error {
 	return nil
 }
 
+// retry runs step until it succeeds or ctx ends, waiting 250 ms doubling
+// to 5 s between tries and logging each failure.
+func (n *Node) retry(ctx context.Context, what string, step func(context.Context) error) error {
+	wait := 250 * time.Millisecond
+	for {
+		sctx, cancel := context.WithTimeout(ctx, opTimeout)
+		err := step(sctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("fleet: node %s: %s: %w", n.Name, what, err)
+		}
+		n.Logger.Warn("waiting for the fleet", "step", what, "error", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("fleet: node %s: %s: %w", n.Name, what, err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
 // beat writes the node's heartbeat.
 func (n *Node) beat(ctx context.Context) error {
-	b, _ := json.Marshal(Heartbeat{Node: n.Name, Time: time.Now(), Running: int(n.running.Load())})
+	b, _ := json.Marshal(Heartbeat{Node: n.Name, Time: time.Now(), Running: int(n.running.Load()),
+		Incarnation: n.Incarnation, Lease: n.LostAfter})
 	_, err := n.Fleet.Nodes.Put(ctx, n.Name, b)
 	return err
 }
 
-// heartbeats beats every Heartbeat (each beat may take up to half of
-// LostAfter: a slow server is not a dead node); when no beat got through
-// for LostAfter, it kills this node's runs (the fleet calls them lost by
-// now) and closes fenced. Reaping the runs of dead nodes runs beside it,
-// so a slow reap never delays a beat.
+// fence is the runs' kernel.Config.Fence: nil while the node's lease is
+// valid.
+func (n *Node) fence() error {
+	if n.fenced.Load() {
+		return errFenced
+	}
+	return n.lease.valid()
+}
+
+var errFenced = errors.New("this node fenced itself: its lease on its runs expired, and it performs nothing more for them")
+
+// heartbeats beats every Heartbeat, each heartbeat that gets through
+// renewing the lease from when it was sent (a beat may take up to the
+// lease: a slow server is not a dead node). The moment the lease lapses
+// (checked every Heartbeat and before each beat: a node that was paused
+// notices as it wakes), it kills this node's runs, which the fleet will
+// call lost, and closes fenced. Reaping the runs of dead nodes runs
+// beside it, so a slow reap never delays a beat.
 func (n *Node) heartbeats(ctx context.Context, fenced chan struct{}) {
-	go n.reaper(ctx)
+	go n.reap(ctx)
 	t := time.NewTicker(n.Heartbeat)
 	defer t.Stop()
-	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		bctx, cancel := context.WithTimeout(ctx, max(n.Heartbeat, n.LostAfter/2))
+		if n.beforeBeat != nil {
+			n.beforeBeat()
+		}
+		if n.lease.valid() != nil {
+			n.fenceSelf(fenced)
+			return
+		}
+		sent := time.Now()
+		bctx, cancel := context.WithTimeout(ctx, n.LostAfter)
 		err := n.beat(bctx)
 		cancel()
 		if err == nil {
-			last = time.Now()
+			n.lease.renewed(sent)
 			continue
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		if time.Since(last) >= n.LostAfter {
-			n.Logger.Error("no heartbeat got through: killing this node's runs", "node", n.Name, "for", time.Since(last))
-			n.fenced.Store(true)
-			n.mu.Lock()
-			for _, c := range n.cancels {
-				c()
-			}
-			n.mu.Unlock()
-			close(fenced)
+		if n.lease.valid() != nil {
+			n.fenceSelf(fenced)
 			return
 		}
 	}
 }
 
-// reaper marks lost the runs of nodes silent for LostAfter.
-func (n *Node) reaper(ctx context.Context) {
-	t := time.NewTicker(n.LostAfter / 2)
+// fenceSelf kills this node's runs once its lease has expired.
+func (n *Node) fenceSelf(fenced chan struct{}) {
+	n.Logger.Error("the lease expired (no heartbeat got through): killing this node's runs", "node", n.Name, "lease", n.LostAfter)
+	n.fenced.Store(true)
+	n.mu.Lock()
+	for _, c := range n.cancels {
+		c()
+	}
+	n.mu.Unlock()
+	close(fenced)
+}
+
+// reap marks lost the runs of dead nodes, and at once those of this
+// node's previous process.
+func (n *Node) reap(ctx context.Context) {
+	select {
+	case <-n.reaper.ready:
+	case <-ctx.Done():
+		return
+	}
+	t := time.NewTicker(n.Heartbeat)
 	defer t.Stop()
 	for {
+		if k := n.reaper.pass(ctx); k > 0 {
+			n.Logger.Warn("runs of dead nodes marked lost", "runs", k)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		rctx, cancel := context.WithTimeout(ctx, n.LostAfter)
-		if k, err := n.Fleet.ReapLost(rctx, n.LostAfter, n.Name); err == nil && k > 0 {
-			n.Logger.Warn("runs of silent nodes marked lost", "runs", k)
-		}
-		cancel()
 	}
 }
 
-// noStateDeliveries is how many times a submission whose state cannot be
-// read is delivered before it is dropped. A submitter writes the state
-// before it publishes, so a missing state is either a read answered by a
-// replica not yet caught up (the bucket's direct gets may be served by
-// any replica) or a message that was never a submission. Delivered again
-// after noStateDelay(k), the first is taken once the replica has caught
-// up; the second is dropped after about 70 s.
-const noStateDeliveries = 16
-
-// noStateDelay is the wait before the k-th delivery of a submission whose
-// state was not found: 200 ms, doubling up to 6.4 s.
-func noStateDelay(k uint64) time.Duration {
-	return 200 * time.Millisecond << min(k-1, 5)
-}
-
-// stateNotFound hands back a submission whose state was not found, or
-// drops it once it has been delivered noStateDeliveries times.
-func (n *Node) stateNotFound(msg jetstream.Msg, id string) {
-	k := uint64(1)
-	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 0 {
-		k = md.NumDelivered
-	}
-	if k >= noStateDeliveries {
-		n.Logger.Warn("a submission with no state: dropped", "submission", id, "deliveries", k)
+// stateNotFound decides on a submission whose state a read did not find.
+// The read came from the bucket's leader, but the decision does not rest
+// on it: the node creates the state itself, refused, with a
+// compare-and-set on "no such key". A submitter writes the state before
+// it publishes, so that create fails for every real submission (the
+// message is delivered again, and taken once its state is seen) and
+// succeeds only for a message that was never one, which is then dropped,
+// recorded in the bucket under its id.
+func (n *Node) stateNotFound(ctx context.Context, msg jetstream.Msg, id string) {
+	st, _ := json.Marshal(RunState{ID: id, State: StateRefused, Submitted: time.Now().UTC(), Ended: time.Now().UTC(),
+		Error: "node " + n.Name + " took a message with no submission state (not published by Submit): dropped unrun"})
+	cctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	_, err := n.Fleet.States.Create(cctx, id, st)
+	switch {
+	case err == nil:
+		n.Logger.Warn("a submission with no state: dropped, recorded refused", "submission", id)
 		msg.Term()
-		return
+	case errors.Is(err, jetstream.ErrKeyExists):
+		n.Logger.Debug("a submission whose state exists but was not read: delivered again", "submission", id)
+		msg.NakWithDelay(200 * time.Millisecond)
+	default:
+		msg.Nak() // the bucket is unreachable: try later
 	}
-	n.Logger.Debug("a submission whose state is not readable yet: delivered again later", "submission", id, "deliveries", k)
-	msg.NakWithDelay(noStateDelay(k))
 }
 
 // take claims a submission and runs it.
@@ -269,7 +369,7 @@ func (n *Node) take(ctx context.Context, msg jetstream.Msg) {
 	st, rev, err := n.Fleet.State(ctx, s.ID)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			n.stateNotFound(msg, s.ID)
+			n.stateNotFound(ctx, msg, s.ID)
 		} else {
 			msg.Nak() // the bucket is unreachable: try later
 		}
@@ -286,7 +386,12 @@ func (n *Node) take(ctx context.Context, msg jetstream.Msg) {
 		msg.Ack() // another node's, or lost: never run twice
 		return
 	}
+	if n.fence() != nil {
+		msg.Nak() // a node whose lease expired claims nothing
+		return
+	}
 	st.State, st.Node, st.Started = StateRunning, n.Name, time.Now().UTC()
+	st.Incarnation, st.Token = n.Incarnation, rev
 	st.Attempt, st.Error = st.Attempt+1, "" // an earlier attempt's loss is in st.Lost
 	ok, err := n.Fleet.swap(ctx, st, rev)
 	if err != nil {
@@ -294,7 +399,7 @@ func (n *Node) take(ctx context.Context, msg jetstream.Msg) {
 		// says whether the claim is ours.
 		cur, _, rerr := n.Fleet.State(ctx, s.ID)
 		switch {
-		case rerr == nil && cur.State == StateRunning && cur.Node == n.Name && cur.Started.Equal(st.Started):
+		case rerr == nil && n.ours(cur, st.Token):
 			ok = true
 		case rerr != nil || cur.State == StateQueued:
 			msg.Nak() // not claimed: delivered again later
@@ -354,7 +459,9 @@ func (n *Node) take(ctx context.Context, msg jetstream.Msg) {
 		cancel()
 	}()
 	final := n.execute(rctx, s, st)
-	n.finish(context.WithoutCancel(ctx), final)
+	// Killed as this node fenced itself (not as it stops: ctx).
+	killed := n.fenced.Load() && rctx.Err() != nil && ctx.Err() == nil
+	n.finish(context.WithoutCancel(ctx), final, killed)
 	n.copyAudit(context.WithoutCancel(ctx))
 }
 
@@ -410,7 +517,7 @@ func (n *Node) execute(ctx context.Context, s Submission, st RunState) RunState 
 	// The seed is the submission: every attempt derives the same
 	// idempotency keys from it.
 	spec := host.RunSpec{Manifest: m, Input: s.Input, Module: module, Logger: n.Logger.With("submission", s.ID),
-		Placer: &placer{n: n, run: s.ID, compile: m.Limits().CompileLimits()}, Seed: s.ID}
+		Placer: &placer{n: n, run: s.ID, compile: m.Limits().CompileLimits()}, Seed: s.ID, Fence: n.fence}
 	if s.Receipt {
 		spec.Receipt = filepath.Join(dir, ".receipt")
 	}
@@ -425,7 +532,7 @@ func (n *Node) execute(ctx context.Context, s Submission, st RunState) RunState 
 	st.RunID = r.ID()
 	// What is known, as soon as it is: were this node to die now, the lost
 	// run names its record in this node's state directory.
-	n.annotate(ctx, s.ID, func(cur *RunState) { cur.RunID = st.RunID })
+	n.annotate(ctx, st, func(cur *RunState) { cur.RunID = st.RunID })
 	out, err := r.Wait(context.WithoutCancel(ctx))
 	if err != nil {
 		st.State, st.Error, st.Ended = StateDone, err.Error(), time.Now().UTC()
@@ -454,12 +561,17 @@ func (n *Node) execute(ctx context.Context, s Submission, st RunState) RunState 
 	return st
 }
 
-// annotate changes this node's running state of a submission (a few
-// tries; the state may move on only through a lost mark).
-func (n *Node) annotate(ctx context.Context, id string, change func(*RunState)) {
+// ours reports whether cur is this node's claim of token, running.
+func (n *Node) ours(cur RunState, token uint64) bool {
+	return cur.State == StateRunning && cur.Node == n.Name && cur.Incarnation == n.Incarnation && cur.Token == token
+}
+
+// annotate changes this node's running state of a claimed submission (a
+// few tries; the state may move on only through a lost mark).
+func (n *Node) annotate(ctx context.Context, claimed RunState, change func(*RunState)) {
 	for i := 0; i < 3; i++ {
-		cur, rev, err := n.Fleet.State(ctx, id)
-		if err != nil || cur.State != StateRunning || cur.Node != n.Name {
+		cur, rev, err := n.Fleet.State(ctx, claimed.ID)
+		if err != nil || !n.ours(cur, claimed.Token) {
 			return
 		}
 		change(&cur)
@@ -603,23 +715,45 @@ func (m *moduleMemory) touch(d string) {
 	m.order = append(m.order, d)
 }
 
-// finish writes a run's final state over its running one; if the fleet
-// marked it lost meanwhile (this node's heartbeat was late), the outcome is
-// written all the same, saying so: the record is what happened.
-func (n *Node) finish(ctx context.Context, final RunState) {
+// finish writes a run's final state over this node's claim of it: a
+// compare-and-set that also requires the state to carry the claim's
+// token, so it never writes over another attempt's claim (the run was
+// queued again after a lost mark) or over a final state. When the fleet
+// marked the claim lost meanwhile, the state stays lost and After says
+// how the run ended here. A run this node killed as its lease expired
+// ends lost (or queued again, as a dead node's would).
+func (n *Node) finish(ctx context.Context, final RunState, killed bool) {
 	// The outcome must be written: retried (the cluster may be electing
-	// leaders) for up to five minutes, unless this node is cut off.
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	// leaders) for up to five minutes, ten seconds once the node fenced
+	// itself (it is likely cut off, and exits).
+	limit := 5 * time.Minute
+	if n.fenced.Load() {
+		limit = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	wait := 100 * time.Millisecond
-	for !n.fenced.Load() && ctx.Err() == nil {
+	for ctx.Err() == nil {
 		cur, rev, err := n.Fleet.State(ctx, final.ID)
 		if err == nil {
-			if cur.State == StateLost {
-				final.Error = "marked lost at " + cur.Ended.Format(time.RFC3339Nano) + " (" + cur.Error + "), then finished on " + n.Name + joinErr(final.Error)
+			if cur.Node != n.Name || cur.Incarnation != n.Incarnation || cur.Token != final.Token || cur.State == StateQueued {
+				n.Logger.Warn("the run's state is no longer this node's claim (queued again): its end here is not written",
+					"submission", final.ID, "run", final.RunID, "state", cur.State, "node", cur.Node)
+				return
 			}
 			var ok bool
-			if ok, err = n.Fleet.swap(ctx, final, rev); err == nil && ok {
+			switch {
+			case cur.State == StateLost && cur.After == "":
+				cur.After = fmt.Sprintf("then ended on %s at %s: %s (exit %d)%s", n.Name, final.Ended.Format(time.RFC3339Nano), final.State, final.Exit, joinErr(final.Error))
+				ok, err = n.Fleet.swap(ctx, cur, rev)
+			case cur.State != StateRunning:
+				return // final already: never written over
+			case killed:
+				ok, err = n.Fleet.markLost(ctx, cur, rev, "fenced itself (its lease of "+n.LostAfter.String()+" expired: no heartbeat got through) and killed the run")
+			default:
+				ok, err = n.Fleet.swap(ctx, final, rev)
+			}
+			if err == nil && ok {
 				return
 			}
 		}

@@ -40,6 +40,9 @@ package fleet
 //	DIRECT.GET.KV_<b>.$KV.<b>.>            KV Get of MANDATE_RUN_STATE and
 //	                                       MANDATE_NODES (the buckets have
 //	                                       direct gets, as nats.go makes them)
+//	STREAM.MSG.GET.KV_<b>                  the reads a decision rests on (a
+//	                                       claim, a lost mark), from the
+//	                                       stream's leader (lease.go)
 //	CONSUMER.CREATE.KV_<b>.*.$KV.<b>.>     ListKeys (and Watch): an ordered
 //	CONSUMER.DELETE.KV_<b>.*               consumer filtered on the bucket's
 //	$JS.FC.KV_<b>.>                        keys, deleted when it stops (nats.go
@@ -111,6 +114,7 @@ func kvRead(bucket string) []string {
 	stream, keys := "KV_"+bucket, "$KV."+bucket+"."
 	return append([]string{
 		jsAPI + "DIRECT.GET." + stream + "." + keys + ">",
+		jsAPI + "STREAM.MSG.GET." + stream,
 		jsAPI + "CONSUMER.CREATE." + stream + ".*." + keys + ">",
 		jsAPI + "CONSUMER.DELETE." + stream + ".*",
 	}, flowControl(stream)...)

@@ -112,19 +112,20 @@ func (p *placer) Place(ctx context.Context, placement string, mod sandbox.Module
 }
 
 // pick chooses the node a child runs on.
-func (n *Node) pick(ctx context.Context, placement string) (string, error) {
+func (n *Node) pick(ctx context.Context, placement string) (target, error) {
 	live, err := n.liveNodes(ctx)
 	if err != nil {
-		return "", err
+		return target{}, err
 	}
 	if name, ok := strings.CutPrefix(placement, "node:"); ok {
-		if _, ok := live[name]; !ok {
-			return "", fmt.Errorf("node %s is not in the fleet (no heartbeat for %s)", name, n.LostAfter)
+		hb, ok := live[name]
+		if !ok {
+			return target{}, fmt.Errorf("node %s is not in the fleet (no heartbeat within its lease)", name)
 		}
-		return name, nil
+		return target{name, hb.Incarnation}, nil
 	}
 	if placement != "fleet" {
-		return "", fmt.Errorf("placement %q is not understood here", placement)
+		return target{}, fmt.Errorf("placement %q is not understood here", placement)
 	}
 	best, least := "", -1
 	for name, hb := range live {
@@ -136,29 +137,24 @@ func (n *Node) pick(ctx context.Context, placement string) (string, error) {
 		}
 	}
 	if best == "" {
-		return "", errors.New("no other node of the fleet is alive")
+		return target{}, errors.New("no other node of the fleet is alive")
 	}
-	return best, nil
+	return target{best, live[best].Incarnation}, nil
 }
 
-// liveNodes reads the heartbeats newer than LostAfter.
+// target is a node a child is placed on, in the incarnation it had.
+type target struct{ name, inc string }
+
+// liveNodes lists the nodes whose heartbeat was seen within their lease.
 func (n *Node) liveNodes(ctx context.Context) (map[string]Heartbeat, error) {
-	keys, err := n.Fleet.Nodes.ListKeys(ctx)
-	if err != nil {
+	live := n.live.Load()
+	if live == nil {
+		return nil, errors.New("this node is not running")
+	}
+	if err := live.waitReady(ctx); err != nil {
 		return nil, fmt.Errorf("reading the fleet's nodes: %w", err)
 	}
-	live := map[string]Heartbeat{}
-	for k := range keys.Keys() {
-		e, err := n.Fleet.Nodes.Get(ctx, k)
-		if err != nil {
-			continue
-		}
-		var hb Heartbeat
-		if json.Unmarshal(e.Value(), &hb) == nil && time.Since(hb.Time) < n.LostAfter {
-			live[k] = hb
-		}
-	}
-	return live, nil
+	return live.live(), nil
 }
 
 func newNonce() string {
@@ -169,12 +165,13 @@ func newNonce() string {
 
 // startRemote asks target to run mod's guest and returns the owner's side
 // of the run.
-func (n *Node) startRemote(ctx context.Context, target, run string, mod sandbox.Module, cfg sandbox.RunConfig, compile sandbox.CompileConfig) (forward.Conn, error) {
+func (n *Node) startRemote(ctx context.Context, to target, run string, mod sandbox.Module, cfg sandbox.RunConfig, compile sandbox.CompileConfig) (forward.Conn, error) {
 	nc := n.Fleet.JS.Conn()
+	target := to.name
 	req := execRequest{Owner: n.Name, Nonce: newNonce(), Run: run, Module: mod.Digest(), Name: cfg.Name,
 		Entry: cfg.Entry, MemoryLimit: cfg.MemoryLimit, Timeout: cfg.Timeout,
 		StaticLimits: compile.Limits, CompileMemory: compile.MemoryLimit}
-	c := &remoteConn{n: n, target: target, ret: subjectRet + target + "." + n.Name + "." + req.Nonce,
+	c := &remoteConn{n: n, target: target, inc: to.inc, ret: subjectRet + target + "." + n.Name + "." + req.Nonce,
 		msgs: make(chan *nats.Msg, 4)}
 	sub, err := nc.ChanSubscribe(subjectFwd+n.Name+"."+target+"."+req.Nonce, c.msgs)
 	if err != nil {
@@ -225,6 +222,7 @@ wait:
 type remoteConn struct {
 	n      *Node
 	target string
+	inc    string // the target's incarnation when the child was placed
 	ret    string
 	sub    *nats.Subscription
 	msgs   chan *nats.Msg
@@ -264,8 +262,8 @@ func (c *remoteConn) Next(ctx context.Context) (*forward.Call, *forward.Exit, er
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
 		case <-t.C:
-			if !c.alive(ctx) {
-				err := fmt.Errorf("node %s, where this child ran, is lost (no heartbeat for %s): its calls are refused and nothing more of it runs here", c.target, c.n.LostAfter)
+			if dead, why := c.n.live.Load().dead(ctx, c.target, c.inc); dead {
+				err := fmt.Errorf("node %s, where this child ran, is lost (%s): its calls are refused and nothing more of it runs here", c.target, why)
 				if aerr := kernel.RecordElsewhere(ctx, "forward", err); aerr != nil {
 					c.n.Logger.Error("auditing a lost child's node", "error", aerr)
 				}
@@ -274,18 +272,6 @@ func (c *remoteConn) Next(ctx context.Context) (*forward.Call, *forward.Exit, er
 			}
 		}
 	}
-}
-
-func (c *remoteConn) alive(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, c.n.Heartbeat)
-	defer cancel()
-	e, err := c.n.Fleet.Nodes.Get(ctx, c.target)
-	if err != nil {
-		// Cannot tell: this node's own fencing covers a cut of its own.
-		return !errors.Is(err, nats.ErrKeyNotFound)
-	}
-	var hb Heartbeat
-	return json.Unmarshal(e.Value(), &hb) == nil && time.Since(hb.Time) < c.n.LostAfter
 }
 
 // Reply implements forward.Conn.

@@ -27,10 +27,12 @@ import (
 )
 
 // runNode runs a node until the test ends and returns it once the fleet
-// sees it alive.
-func runNode(t testing.TB, f *Fleet, name string, opts host.Options) *Node {
+// sees it alive; set adjusts the node before it runs.
+func runNode(t testing.TB, f *Fleet, name string, opts host.Options, set ...func(*Node)) *Node {
 	t.Helper()
-	opts.StateDir = t.TempDir()
+	if opts.StateDir == "" {
+		opts.StateDir = t.TempDir()
+	}
 	opts.Engine = testengine.Name()
 	opts.CacheDir = filepath.Dir(guestbuild.DefaultCacheDir())
 	h, err := host.Open(context.Background(), opts)
@@ -40,6 +42,9 @@ func runNode(t testing.TB, f *Fleet, name string, opts host.Options) *Node {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{Name: name, Fleet: f, Host: h, WorkDir: t.TempDir(), Heartbeat: 250 * time.Millisecond, LostAfter: 3 * time.Second, Parallel: 2,
 		Logger: hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Warn, Output: os.Stderr})}
+	for _, f := range set {
+		f(n)
+	}
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx) }()
 	t.Cleanup(func() {
@@ -54,8 +59,30 @@ func runNode(t testing.TB, f *Fleet, name string, opts host.Options) *Node {
 				return n
 			}
 		}
-		if i > 200 {
+		if i > 1200 {
 			t.Fatalf("node %s never beat", name)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitSees waits until n sees the nodes named alive: a watch delivers a
+// heartbeat a moment after it is written.
+func waitSees(t testing.TB, n *Node, names ...string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		live, err := n.liveNodes(context.Background())
+		missing := ""
+		for _, name := range names {
+			if _, ok := live[name]; !ok {
+				missing = name
+			}
+		}
+		if err == nil && missing == "" {
+			return
+		}
+		if i > 1200 {
+			t.Fatalf("node %s never saw %s alive (%v)", n.Name, missing, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -114,6 +141,7 @@ func startTask(t testing.TB, f *Fleet, owner *Node, on, guest string, rec kernel
 	}
 	placed := mod
 	if on != "" {
+		waitSees(t, owner, on)
 		if placed, err = (&placer{n: owner, run: "test"}).Place(ctx, "node:"+on, mod, kernel.HostCallFuncs()); err != nil {
 			t.Fatal(err)
 		}
@@ -258,6 +286,8 @@ func TestPlacedTripChild(t *testing.T) {
 	_, f := startFleet(t)
 	t.Setenv("TRIP_CARD_TOKEN", sites.CardToken)
 	nodes := []*Node{runNode(t, f, "node-a", host.Options{}), runNode(t, f, "node-b", host.Options{})}
+	waitSees(t, nodes[0], "node-b")
+	waitSees(t, nodes[1], "node-a")
 	p, err := sites.FleetManifest(context.Background(), "../examples/tripplanner", t.TempDir(), build)
 	if err != nil {
 		t.Fatal(err)

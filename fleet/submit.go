@@ -126,7 +126,8 @@ func samePath(a, b string) bool {
 
 // Submit stores the submission's modules (those not stored yet), records
 // it queued and publishes it for a node to take. It may be retried with
-// the same submission after an error: the run is still queued once.
+// the same submission after an error: the run is still queued once. A
+// submission that could not be published leaves no state behind.
 func (f *Fleet) Submit(ctx context.Context, s Submission, modules map[string][]byte) error {
 	for d, wasm := range modules {
 		if _, err := f.Modules.GetInfo(ctx, d); err == nil {
@@ -142,14 +143,17 @@ func (f *Fleet) Submit(ctx context.Context, s Submission, modules map[string][]b
 	if err != nil {
 		return err
 	}
-	if _, err := f.States.Create(ctx, s.ID, state); errors.Is(err, jetstream.ErrKeyExists) {
+	rev, err := f.States.Create(ctx, s.ID, state)
+	if errors.Is(err, jetstream.ErrKeyExists) {
 		// A retried Submit: publish again unless a node took it (the
 		// message id makes a second publish count once).
-		if cur, _, err := f.State(ctx, s.ID); err != nil {
+		cur, crev, err := f.State(ctx, s.ID)
+		if err != nil {
 			return err
 		} else if cur.State != StateQueued {
 			return nil
 		}
+		rev = crev
 	} else if err != nil {
 		return fmt.Errorf("fleet: recording submission %s: %w", s.ID, err)
 	}
@@ -158,34 +162,57 @@ func (f *Fleet) Submit(ctx context.Context, s Submission, modules map[string][]b
 		return err
 	}
 	if _, err := f.JS.Publish(ctx, SubjectSubmit, b, jetstream.WithMsgID(s.ID)); err != nil {
+		// Not published (or its answer was lost): the state goes, unless
+		// a node claimed it meanwhile (then it was published after all).
+		// A message that did get through finds no state and is dropped,
+		// recorded refused (Node.stateNotFound).
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+		defer cancel()
+		if perr := f.States.Purge(dctx, s.ID, jetstream.LastRevision(rev)); perr != nil {
+			err = errors.Join(err, fmt.Errorf("its queued state stays: %w", perr))
+		}
 		return fmt.Errorf("fleet: publishing submission %s: %w", s.ID, err)
 	}
 	return nil
 }
 
 // Wait returns the submission's state once it is final. While waiting it
-// also marks lost the runs of nodes that stopped answering (lostAfter), so
-// a submitter never waits on a dead node.
-func (f *Fleet) Wait(ctx context.Context, id string, lostAfter time.Duration) (RunState, error) {
-	w, err := f.States.Watch(ctx, id)
+// also judges the node running it as the nodes do (by the lease the node
+// publishes with its heartbeats, plus Margin, confirmed from the bucket's
+// leader) and marks the run lost when that node is dead, so a submitter
+// never waits on a dead node; lease is what a node that publishes none is
+// judged by.
+func (f *Fleet) Wait(ctx context.Context, id string, lease time.Duration) (RunState, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := f.States.Watch(wctx, id)
 	if err != nil {
 		return RunState{}, err
 	}
 	defer w.Stop()
-	tick := time.NewTicker(lostAfter / 2)
+	live, err := f.watchLiveness(wctx, lease)
+	if err != nil {
+		return RunState{}, err
+	}
+	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var cur RunState // the last state seen
 	for {
 		select {
 		case <-ctx.Done():
 			return RunState{}, ctx.Err()
 		case <-tick.C:
-			f.ReapLost(ctx, lostAfter, "")
+			if cur.State == StateRunning {
+				if silent, _ := live.silent(cur.Node, cur.Incarnation); silent {
+					f.reapOne(ctx, live, id)
+				}
+			}
 		case e, ok := <-w.Updates():
 			if !ok {
 				return RunState{}, errors.New("fleet: the state watch ended")
 			}
-			if e == nil {
-				continue // the initial values are all delivered
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue // the initial values are all delivered; a purge
 			}
 			var s RunState
 			if err := json.Unmarshal(e.Value(), &s); err != nil {
@@ -194,6 +221,7 @@ func (f *Fleet) Wait(ctx context.Context, id string, lostAfter time.Duration) (R
 			if s.Final() {
 				return s, nil
 			}
+			cur = s
 		}
 	}
 }

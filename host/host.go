@@ -216,6 +216,9 @@ type RunSpec struct {
 	// (kernel.Config.Placer); a fleet node sets it. Without it such a
 	// spawn is ENOTSUP.
 	Placer kernel.Placer
+	// Fence, when set, is asked right before each of the run's effects
+	// (kernel.Config.Fence): a fleet node's lease on the run.
+	Fence func() error
 }
 
 // RefusedError is a run refused before its task ran: recorded in the run
@@ -287,7 +290,7 @@ func (h *Host) start(ctx context.Context, spec RunSpec) (*Run, error) {
 	r, err := h.newRun(ctx, runstore.Run{
 		ID: NewRunID(started), Manifest: abs, Task: m.Name, Module: m.ModulePath, Digest: digest,
 		Principal: m.Principal, Engine: h.opts.Engine, Started: started.UTC(),
-	}, runConfig{logger: logger, approver: approver, placer: spec.Placer, receipt: spec.Receipt, begun: spec.Begun})
+	}, runConfig{logger: logger, approver: approver, placer: spec.Placer, fence: spec.Fence, receipt: spec.Receipt, begun: spec.Begun})
 	if err != nil {
 		return nil, err
 	}
@@ -348,6 +351,7 @@ type runConfig struct {
 	logger   hclog.Logger
 	approver kernel.Approver
 	placer   kernel.Placer
+	fence    func() error
 	receipt  string
 	begun    func(id string)
 }
@@ -382,7 +386,7 @@ func (h *Host) newRun(ctx context.Context, info runstore.Run, c runConfig) (*Run
 		Engine: r.cache.eng, HostRegistered: true, Kinds: ks, Logger: c.logger,
 		Approver: c.approver, Constraints: constraint.New(), Modules: r.modules,
 		Auditor: r.auditor, Declassifiers: Declassifiers(), Observer: (*observer)(r),
-		Placer: c.placer,
+		Placer: c.placer, Fence: c.fence,
 	})
 	if err != nil {
 		_, err = r.refused(err)

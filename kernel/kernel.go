@@ -42,6 +42,14 @@ type Config struct {
 	// Placer runs children whose spawn capability places them elsewhere
 	// (a fleet node); without it, such a spawn is ENOTSUP.
 	Placer Placer
+	// Fence, when set, is asked right before every effect (a capability
+	// call, a derivation, a spawn, once every other step of the pipeline
+	// said yes and before the allow is audited): an error refuses the
+	// operation, audited as a denial with EINTERNAL unless it carries an
+	// errno of its own. A fleet node fences its runs with its lease: a
+	// node whose lease on a run has expired (paused, cut off) performs
+	// nothing more for it, even if it wakes up before it notices.
+	Fence func() error
 	// HostRegistered says Engine already has the kernel's host functions,
 	// registered with RegisterHost: an engine shared by many kernels (a
 	// host's runs), which accepts one registration. New then registers
@@ -79,8 +87,9 @@ type Kernel struct {
 	compiler ConstraintCompiler
 	modules  ModuleResolver
 	maxTasks int
-	observer Observer // nil: none
-	placer   Placer   // nil: children run here only
+	observer Observer     // nil: none
+	placer   Placer       // nil: children run here only
+	fence    func() error // nil: none
 	funcs    []sandbox.HostFunc
 	live     atomic.Int64 // running tasks
 
@@ -111,6 +120,7 @@ func New(cfg Config) (*Kernel, error) {
 	k.maxTasks = cfg.MaxTasks
 	k.observer = cfg.Observer
 	k.placer = cfg.Placer
+	k.fence = cfg.Fence
 	if k.maxTasks <= 0 {
 		k.maxTasks = DefaultMaxTasks
 	}

@@ -102,6 +102,7 @@ func (t *Task) refuse(ctx context.Context, c *Cap, op string, err error) error {
 //	-> flow (the task's label and every spliced blob against the sink)
 //	-> constraints (every when of the chain; which approve_when match)
 //	-> approval (the person sees the prepared effect)
+//	-> fence (Config.Fence: may this host still act for the run?)
 //	-> audit allow (durable, when the capability is audited)
 //
 // and returns nil when the caller may perform the effect; conclude then
@@ -149,6 +150,13 @@ func (t *Task) decide(ctx context.Context, c *Cap, op opName, call *kindapi.Call
 		}
 		if err := t.approve(ctx, c, call.Op, eff, reasons); err != nil {
 			return refuse(err)
+		}
+	}
+	// Fence: last, so that an approval that took long is not performed
+	// by a host that lost the run meanwhile.
+	if f := t.k.fence; f != nil {
+		if err := f(); err != nil {
+			return refuse(err) // EINTERNAL unless err is a *kindapi.Error
 		}
 	}
 	// Audit allow, durable before the effect (law 8).

@@ -27,17 +27,21 @@ import (
 )
 
 const nodeHelp = `Usage: mandate node --nats URL[,URL...] | --embedded-nats DIR [--name NAME] [--parallel N]
-                    [--children N] [--heartbeat 1s] [--lost-after 5s] [--replicas N]
+                    [--children N] [--heartbeat 1s] [--lost-after 15s] [--replicas N]
                     [--state-dir DIR] [--cache-dir DIR] [--engine NAME] [--log-level LEVEL]
 
 Runs a Mandate node of a fleet on NATS JetStream: it takes runs that
 "mandate run --nats" submitted, one node each, and owns each run it takes:
 its kernel, capability tree and budgets, its records in this node's own
 run store and audit log (--state-dir). A run is started at most once: a
-node claims it before acknowledging it, and a node whose heartbeat stops
-for --lost-after is dead to the fleet, its runs marked lost, never re-run.
-A node whose own heartbeat cannot get through for --lost-after kills its
-runs and exits. What a manifest reads from the environment (credentials)
+node claims it before acknowledging it. Each heartbeat that gets through
+renews the node's lease on its runs for --lost-after; every effect of a
+run asks the lease first, and a node whose lease lapses (cut off, paused)
+kills its runs and exits. Other nodes declare its runs lost only after
+its lease and a margin (half the lease) have passed: never re-run, and
+nothing of them happens after. A node restarted on its state directory
+ends its previous process's runs at once (the directory's lock proves
+that process gone). What a manifest reads from the environment (credentials)
 is read from this node's. A use that needs a person's yes is refused:
 a node has no one to ask.
 
@@ -62,7 +66,10 @@ Flags:
 	--parallel N       runs at once (default 2)
 	--children N       guests of other nodes' children at once (default 4)
 	--heartbeat D      how often the node says it is alive (default 1s)
-	--lost-after D     silence that makes a node dead (default 5 heartbeats)
+	--lost-after D     the node's lease: how long a heartbeat lets it act
+	                   for its runs (default 15s, or 5 heartbeats if
+	                   longer); others declare its runs lost after the
+	                   lease and half of it again
 	--replicas N       copies of the fleet's streams when this node creates
 	                   them (default 1; 3 on a cluster)
 	--state-dir DIR    this node's records (default as for mandate run)
@@ -240,7 +247,7 @@ func (e *env) runFleet(ctx context.Context, o runOptions, urls string) int {
 	if o.level != hclog.Off {
 		fmt.Fprintf(e.stderr, "mandate: submitted %s to the fleet\n", s.ID)
 	}
-	st, err := f.Wait(ctx, s.ID, 5*time.Second)
+	st, err := f.Wait(ctx, s.ID, fleet.DefaultLease)
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			e.errorf("interrupted: the submission %s goes on in the fleet", s.ID)
@@ -255,6 +262,9 @@ func (e *env) runFleet(ctx context.Context, o runOptions, urls string) int {
 		return exitUsage
 	case fleet.StateLost:
 		e.errorf("the run is lost: %s", st.Error)
+		if st.After != "" {
+			e.errorf("its node said afterwards: %s", st.After)
+		}
 		return exitTaskFailed
 	}
 	if o.level != hclog.Off {
