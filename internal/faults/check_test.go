@@ -91,42 +91,33 @@ func (e *env) check(ctx context.Context, sc *scenario, subs []*submission) {
 			}
 		}
 
-		// No request after the lost mark: the lost state's Ended, when
-		// the fleet declared the run lost (the mark's own time, not when
-		// the write reached the stream).
-		if i := slices.IndexFunc(us, func(u update) bool { return u.S.State == fleet.StateLost }); i >= 0 {
-			mark := us[i].S.Ended
-			if mark.IsZero() {
-				mark = us[i].At
+		// No request after the lost mark. Each attempt's requests carry
+		// its nonce; an attempt is the last one claimed (Started) before
+		// its first request arrived. Its lost mark is when the fleet
+		// declared it lost: the lost state's Ended, or, for a retried run
+		// queued again, that state's time in the stream.
+		atts := attemptsOf(us)
+		byNonce := map[string][]request{}
+		var nonces []string
+		for _, r := range reqs {
+			if _, ok := byNonce[r.Attempt]; !ok {
+				nonces = append(nonces, r.Attempt)
 			}
-			for _, r := range reqs {
-				if r.Arrived.After(mark.Add(clockSlack)) {
-					add(ruleAfterLost, fmt.Sprintf("%s/after/%s/%s/%d", s.id, r.Method, r.URI, r.Arrived.UnixNano()),
-						fmt.Sprintf("%s %s of %s (run on %s) arrived at %s, %s after the lost mark at %s (revision %d)",
-							r.Method, r.URI, s.id, us[i].S.Node, e.at(r.Arrived), r.Arrived.Sub(mark).Round(time.Millisecond),
-							e.at(mark), us[i].Rev))
-				}
-			}
+			byNonce[r.Attempt] = append(byNonce[r.Attempt], r)
 		}
-		// A retried run: the lost attempt makes no request once the
-		// fleet queued the run again, until the next attempt is claimed
-		// (the fixture cannot tell attempts apart after that).
-		for i, u := range us {
-			if i == 0 || u.S.State != fleet.StateQueued || len(u.S.Lost) <= len(us[i-1].S.Lost) || u.At.IsZero() {
+		for _, nonce := range nonces {
+			rs := byNonce[nonce]
+			k := attemptAt(atts, rs[0].Arrived)
+			a, ok := atts[k]
+			if !ok || a.lost.IsZero() {
 				continue
 			}
-			var claim time.Time
-			for _, v := range us[i+1:] {
-				if v.S.State == fleet.StateRunning && v.S.Attempt > u.S.Attempt {
-					claim = v.S.Started
-					break
-				}
-			}
-			for _, r := range reqs {
-				if r.Arrived.After(u.At.Add(clockSlack)) && (claim.IsZero() || r.Arrived.Before(claim)) {
-					add(ruleAfterLost, fmt.Sprintf("%s/requeued/%s/%s/%d", s.id, r.Method, r.URI, r.Arrived.UnixNano()),
-						fmt.Sprintf("%s %s of %s arrived at %s, after attempt %d was declared lost and the run queued again (revision %d at %s) and before attempt %d was claimed (%s)",
-							r.Method, r.URI, s.id, e.at(r.Arrived), u.S.Attempt, u.Rev, e.at(u.At), u.S.Attempt+1, e.at(claim)))
+			for _, r := range rs {
+				if r.Arrived.After(a.lost.Add(clockSlack)) {
+					add(ruleAfterLost, fmt.Sprintf("%s/after/%s/%s/%s/%d", s.id, nonce, r.Method, r.Path, r.Arrived.UnixNano()),
+						fmt.Sprintf("%s %s of %s, attempt %d (a=%s, claimed by %s), arrived at %s, %s after the lost mark at %s (revision %d)",
+							r.Method, r.Path, s.id, k, nonce, a.node, e.at(r.Arrived), r.Arrived.Sub(a.lost).Round(time.Millisecond),
+							e.at(a.lost), a.lostRev))
 				}
 			}
 		}
@@ -158,22 +149,25 @@ func (e *env) check(ctx context.Context, sc *scenario, subs []*submission) {
 		}
 
 		// No request twice: a run is never run again behind the person's
-		// back; a retried one at most once per attempt.
-		attempts := 1
-		for _, u := range us {
-			attempts = max(attempts, u.S.Attempt)
+		// back (one attempt without retry, one per claim with it), and an
+		// attempt makes each request once.
+		claims := max(1, len(atts))
+		if s.kind != kindRetry {
+			claims = 1
 		}
-		limit := 1
-		if s.kind == kindRetry {
-			limit = attempts
+		if len(nonces) > claims {
+			add(ruleTwice, s.id+"/runs",
+				fmt.Sprintf("%s (%s) made its requests from %d runs of its guest (nonces %v); the fleet claimed it %d time(s)",
+					s.id, s.kind, len(nonces), nonces, len(atts)))
 		}
-		seen := map[string]int{}
-		for _, r := range reqs {
-			k := r.Method + " " + r.URI
-			seen[k]++
-			if seen[k] == limit+1 {
-				add(ruleTwice, s.id+"/twice/"+k,
-					fmt.Sprintf("%s %s of %s arrived more than %d time(s) (%d attempt(s))", r.Method, r.URI, s.id, limit, attempts))
+		for _, nonce := range nonces {
+			seen := map[string]int{}
+			for _, r := range byNonce[nonce] {
+				k := r.Method + " " + r.Path
+				if seen[k]++; seen[k] == 2 {
+					add(ruleTwice, s.id+"/twice/"+nonce+"/"+k,
+						fmt.Sprintf("%s %s of %s arrived twice from one run of its guest (a=%s)", r.Method, r.Path, s.id, nonce))
+				}
 			}
 		}
 		if len(found) > 0 {
@@ -227,7 +221,7 @@ func (e *env) describe(s *submission, us []update, reqs []request) string {
 		} else if r.Aborted {
 			end = "abandoned by the caller " + e.at(r.Answered)
 		}
-		fmt.Fprintf(&b, "      %s %s arrived %s, %s\n", r.Method, r.URI, e.at(r.Arrived), end)
+		fmt.Fprintf(&b, "      %s %s a=%s arrived %s, %s\n", r.Method, r.Path, r.Attempt, e.at(r.Arrived), end)
 	}
 	return strings.TrimRight(b.String(), "\n")
 }
@@ -241,6 +235,12 @@ func (e *env) fmtUpdate(u update) string {
 		s.State, s.Node, s.RunID, s.Attempt, e.at(s.Started), e.at(s.Ended))
 	if s.State == fleet.StateDone {
 		line += fmt.Sprintf(" exit=%d", s.Exit)
+	}
+	if s.Incarnation != "" || s.Token != 0 {
+		line += fmt.Sprintf(" incarnation=%s token=%d", s.Incarnation, s.Token)
+	}
+	if s.After != "" {
+		line += fmt.Sprintf(" after=%q", s.After)
 	}
 	if len(s.Lost) > 0 {
 		line += fmt.Sprintf(" lost=%q", s.Lost)
@@ -256,4 +256,65 @@ func (e *env) fmtUpdate(u update) string {
 		line += " op=" + u.Op.String()
 	}
 	return line
+}
+
+// attempt is what the history says of one attempt (one claim).
+type attempt struct {
+	node    string
+	claimed time.Time // its Started
+	lost    time.Time // when the fleet declared it lost (zero: never)
+	lostRev uint64
+}
+
+// attemptsOf reads each attempt's claim and lost mark from a history.
+func attemptsOf(us []update) map[int]*attempt {
+	atts := map[int]*attempt{}
+	get := func(k int) *attempt {
+		if atts[k] == nil {
+			atts[k] = &attempt{}
+		}
+		return atts[k]
+	}
+	for i, u := range us {
+		k := u.S.Attempt
+		if k == 0 {
+			continue
+		}
+		var prev fleet.RunState
+		if i > 0 {
+			prev = us[i-1].S
+		}
+		if u.S.State == fleet.StateRunning && get(k).claimed.IsZero() {
+			atts[k].claimed, atts[k].node = u.S.Started, u.S.Node
+		}
+		a := get(k)
+		if !a.lost.IsZero() {
+			continue
+		}
+		switch {
+		case u.S.State == fleet.StateLost && prev.State != fleet.StateLost:
+			a.lost, a.lostRev = u.S.Ended, u.Rev
+			if a.lost.IsZero() {
+				a.lost = u.At
+			}
+		case u.S.State == fleet.StateQueued && len(u.S.Lost) > len(prev.Lost) && !u.At.IsZero():
+			a.lost, a.lostRev = u.At, u.Rev
+		}
+		if a.node == "" {
+			a.node = u.S.Node
+		}
+	}
+	return atts
+}
+
+// attemptAt is the attempt a run whose first request arrived at t is: the
+// last one claimed before t (1 when no claim is known).
+func attemptAt(atts map[int]*attempt, t time.Time) int {
+	best := 0
+	for k, a := range atts {
+		if !a.claimed.IsZero() && !a.claimed.After(t) && k > best {
+			best = k
+		}
+	}
+	return max(best, 1)
 }

@@ -72,6 +72,7 @@ type env struct {
 	f     *fleet.Fleet
 	fx    *fixture
 	h     *history
+	beats *beats
 	nodes []*node
 	bases map[string]fleet.Submission // by submission kind
 	mods  map[string][]byte
@@ -159,6 +160,9 @@ func TestFleetFaults(t *testing.T) {
 	t.Cleanup(nc.Close)
 	e.f = f
 	if e.h, err = watchStates(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if e.beats, err = watchBeats(ctx, f); err != nil {
 		t.Fatal(err)
 	}
 	e.bundles(ctx)
@@ -300,6 +304,12 @@ func (e *env) scenario(ctx context.Context, round int, kind string) {
 		e.cutNode(ctx, sc)
 	}
 	e.waitFinal(ctx, sc)
+	var gaps []string
+	for _, n := range e.nodes {
+		gap, at := e.beats.longestGap(n.name, sc.faultAt, time.Now())
+		gaps = append(gaps, fmt.Sprintf("%s %s from %s", n.name, gap.Round(time.Millisecond), e.at(at)))
+	}
+	e.note(sc, "longest time between heartbeats since the fault: %s", strings.Join(gaps, ", "))
 	for _, s := range sc.subs {
 		e.fx.release(s.id) // a safety: each was released on its schedule
 	}
@@ -381,12 +391,12 @@ func (e *env) schedule(sc *scenario, lo, hi, olo, ohi time.Duration) {
 	e.note(sc, "held requests released: %s", strings.Join(plan, ", "))
 }
 
-// pause: the victim is SIGSTOPped for lost-after plus 2-4 s while its runs
+// pause: the victim is SIGSTOPped for lost-after plus 3-5 s while its runs
 // wait on their held requests, which the fixture answers while it is
 // stopped; then SIGCONTinued.
 func (e *env) pause(ctx context.Context, sc *scenario) {
 	v := e.node(sc.victims[0])
-	d := lostAfter + e.between(2*time.Second, 4*time.Second)
+	d := lostAfter + e.between(3*time.Second, 5*time.Second)
 	if err := v.signal(syscall.SIGSTOP); err != nil {
 		e.t.Fatal(err)
 	}

@@ -22,8 +22,9 @@ const maxHold = 2 * time.Minute
 type request struct {
 	Sub      string // the submission, from the path /f/<submission>/<step>
 	Step     int
+	Attempt  string // the run's nonce (a=): one per attempt
 	Method   string
-	URI      string // path and query, as sent
+	Path     string // without the query
 	Arrived  time.Time
 	Held     bool      // ?hold=1: answered only once its submission is released
 	Answered time.Time // when the handler returned (zero while held)
@@ -55,10 +56,11 @@ func startFixture(t testing.TB) *fixture {
 func (fx *fixture) URL() string { return fx.srv.URL }
 
 func (fx *fixture) serve(w http.ResponseWriter, r *http.Request) {
-	// Read the body first: the server notices a caller that went away
-	// (r.Context() ends) only once the body is read.
+	q := r.URL.Query()
+	rq := &request{Method: r.Method, Path: r.URL.Path, Arrived: time.Now(), Held: q.Get("hold") == "1", Attempt: q.Get("a")}
+	// The server notices a caller that went away (r.Context() ends) only
+	// once the body is read.
 	io.Copy(io.Discard, r.Body)
-	rq := &request{Method: r.Method, URI: r.URL.RequestURI(), Arrived: time.Now(), Held: r.URL.Query().Get("hold") == "1"}
 	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	if len(parts) == 3 && parts[0] == "f" {
 		rq.Sub = parts[1]

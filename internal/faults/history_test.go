@@ -149,3 +149,67 @@ func (h *history) problems() string {
 	}
 	return s
 }
+
+// beats records every heartbeat the nodes write (MANDATE_NODES), for the
+// longest silence of each node during a fault.
+type beats struct {
+	mu     sync.Mutex
+	byNode map[string][]time.Time // each heartbeat's Time, in order
+}
+
+func watchBeats(ctx context.Context, f *fleet.Fleet) (*beats, error) {
+	b := &beats{byNode: map[string][]time.Time{}}
+	w, err := f.Nodes.WatchAll(ctx)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil || e.Operation() != jetstream.KeyValuePut {
+					continue
+				}
+				var h fleet.Heartbeat
+				if json.Unmarshal(e.Value(), &h) != nil {
+					continue
+				}
+				b.mu.Lock()
+				b.byNode[e.Key()] = append(b.byNode[e.Key()], h.Time)
+				b.mu.Unlock()
+			}
+		}
+	}()
+	return b, nil
+}
+
+// longestGap is node's longest time between heartbeats written between
+// from and to (bounded by them).
+func (b *beats) longestGap(node string, from, to time.Time) (gap time.Duration, at time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	last := from
+	for _, t := range b.byNode[node] {
+		if t.Before(from) {
+			last = from
+			continue
+		}
+		if t.After(to) {
+			break
+		}
+		if d := t.Sub(last); d > gap {
+			gap, at = d, last
+		}
+		last = t
+	}
+	if d := to.Sub(last); d > gap {
+		gap, at = d, last
+	}
+	return gap, at
+}
