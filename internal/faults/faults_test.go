@@ -314,6 +314,16 @@ func (e *env) scenario(ctx context.Context, round int, kind string) {
 		e.fx.release(s.id) // a safety: each was released on its schedule
 	}
 	e.check(ctx, sc, sc.subs)
+	e.supervise(ctx, sc)
+	for _, n := range e.nodes {
+		n.mu.Lock()
+		select {
+		case <-n.exited:
+		default:
+			n.expectExit, n.restartOnExit = false, false // the fault is over
+		}
+		n.mu.Unlock()
+	}
 	sc.end = time.Now()
 	e.note(sc, "ends")
 }
@@ -393,10 +403,16 @@ func (e *env) schedule(sc *scenario, lo, hi, olo, ohi time.Duration) {
 
 // pause: the victim is SIGSTOPped for lost-after plus 3-5 s while its runs
 // wait on their held requests, which the fixture answers while it is
-// stopped; then SIGCONTinued.
+// stopped; then SIGCONTinued. If it exits then (its lease lapsed), it is
+// started again.
 func (e *env) pause(ctx context.Context, sc *scenario) {
 	v := e.node(sc.victims[0])
 	d := lostAfter + e.between(3*time.Second, 5*time.Second)
+	// Its lease lapsed while it was stopped: it may kill its runs and
+	// exit when it continues (docs/fleet.md), or live on.
+	v.mu.Lock()
+	v.expectExit, v.restartOnExit = true, true
+	v.mu.Unlock()
 	if err := v.signal(syscall.SIGSTOP); err != nil {
 		e.t.Fatal(err)
 	}
@@ -489,7 +505,7 @@ func (e *env) cutNode(ctx context.Context, sc *scenario) {
 		v.mu.Unlock()
 		e.note(sc, "%s exited %s after the cut: %v", v.name, time.Since(sc.faultAt).Round(time.Millisecond), err)
 	case <-time.After(lostAfter + 30*time.Second):
-		e.violate(sc.label, "a cut-off node fences itself", sc.label+"/fence",
+		e.violate(sc.label, "a cut-off node kills its runs and exits", sc.label+"/fence",
 			fmt.Sprintf("%s did not exit within %s of the cut (docs/fleet.md: it kills its runs and exits); killed", v.name, lostAfter+30*time.Second))
 		v.signal(syscall.SIGKILL)
 		<-exited
@@ -605,6 +621,13 @@ func (e *env) supervise(ctx context.Context, sc *scenario) {
 		case <-n.exited:
 		default:
 			n.mu.Unlock()
+			continue
+		}
+		if n.expectExit && n.restartOnExit {
+			err, at := n.exitErr, n.exitAt
+			n.mu.Unlock()
+			e.note(sc, "%s exited at %s (%v), as a node whose lease lapsed may; started again", n.name, e.at(at), err)
+			e.start(n)
 			continue
 		}
 		if n.expectExit || n.reported {

@@ -47,6 +47,9 @@ type node struct {
 	// expectExit: the scenario kills this process or cuts it off (it
 	// fences itself and exits); an exit without it is a fault of the fleet.
 	expectExit bool
+	// restartOnExit: when the current process exits as expected (a
+	// paused node that finds its lease lapsed), supervise starts it again.
+	restartOnExit bool
 	// reported: the current process's unexpected exit was reported.
 	reported bool
 }
@@ -73,7 +76,8 @@ func (e *env) start(n *node) {
 		e.t.Fatal(err)
 	}
 	exited := make(chan struct{})
-	n.cmd, n.relays, n.started, n.exited, n.expectExit, n.reported = cmd, relays, time.Now(), exited, false, false
+	n.cmd, n.relays, n.started, n.exited = cmd, relays, time.Now(), exited
+	n.expectExit, n.restartOnExit, n.reported = false, false, false
 	n.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
