@@ -238,6 +238,33 @@ func (l *liveness) silent(node, inc string) (bool, time.Duration) {
 	return since > lease+Margin(lease), since
 }
 
+// refresh reads node's heartbeat from the bucket's leader and records it
+// if it is newer than what the watch delivered (a watch lagging under
+// load, or stalled while the cluster elects a leader).
+func (l *liveness) refresh(ctx context.Context, node string) error {
+	data, rev, err := lastFor(ctx, l.f.JS.Conn(), "KV_"+BucketNodes, "$KV."+BucketNodes+"."+node)
+	if err != nil {
+		return err
+	}
+	var hb Heartbeat
+	if err := json.Unmarshal(data, &hb); err != nil {
+		return err
+	}
+	l.observe(node, rev, hb, false)
+	return nil
+}
+
+// known lists the nodes this observer has seen a heartbeat of.
+func (l *liveness) known() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]string, 0, len(l.nodes))
+	for name := range l.nodes {
+		out = append(out, name)
+	}
+	return out
+}
+
 // dead reports whether incarnation inc of node is dead: silent, and a
 // read of its heartbeat from the bucket's leader shows nothing newer. A
 // read that fails proves nothing: not dead.
@@ -246,15 +273,8 @@ func (l *liveness) dead(ctx context.Context, node, inc string) (bool, string) {
 	if !silent {
 		return false, ""
 	}
-	data, rev, err := lastFor(ctx, l.f.JS.Conn(), "KV_"+BucketNodes, "$KV."+BucketNodes+"."+node)
-	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if err := l.refresh(ctx, node); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, ""
-	}
-	if err == nil {
-		var hb Heartbeat
-		if json.Unmarshal(data, &hb) == nil {
-			l.observe(node, rev, hb, false)
-		}
 	}
 	silent, since := l.silent(node, inc)
 	if !silent {

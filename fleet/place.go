@@ -119,6 +119,9 @@ func (n *Node) pick(ctx context.Context, placement string) (target, error) {
 	}
 	if name, ok := strings.CutPrefix(placement, "node:"); ok {
 		hb, ok := live[name]
+		if !ok && n.live.Load().refresh(ctx, name) == nil {
+			hb, ok = n.live.Load().live()[name]
+		}
 		if !ok {
 			return target{}, fmt.Errorf("node %s is not in the fleet (no heartbeat within its lease)", name)
 		}
@@ -126,6 +129,13 @@ func (n *Node) pick(ctx context.Context, placement string) (target, error) {
 	}
 	if placement != "fleet" {
 		return target{}, fmt.Errorf("placement %q is not understood here", placement)
+	}
+	if len(live) < 2 { // the watch may lag: ask the leader
+		l := n.live.Load()
+		for _, name := range l.known() {
+			l.refresh(ctx, name)
+		}
+		live = l.live()
 	}
 	best, least := "", -1
 	for name, hb := range live {
