@@ -9,14 +9,17 @@
 //
 // It is skipped with -short. One round (the default) takes about three to
 // four minutes on a busy two-core machine; MANDATE_FAULTS_ROUNDS repeats
-// the four scenarios in a new seeded order for longer runs.
+// the five scenarios in a new seeded order for longer runs.
 //
 // # Setup
 //
-// A three-server NATS cluster (natstest.StartCluster; the fleet's streams
-// and buckets with three replicas), with one user per node holding
-// fleet.NodePermissions alone, as TestFleetCluster has, and an "admin"
-// user for the test itself. Three "mandate node" processes (node-a, -b,
+// A three-server NATS cluster (the fleet's streams and buckets with three
+// replicas), with one user per node holding fleet.NodePermissions alone,
+// as TestFleetCluster has, and an "admin" user for the test itself. It is
+// natstest.StartCluster's cluster (natsembed servers, the same
+// configuration) with each server in its own process (testdata/natsd), so
+// that a server can be killed: natsembed's Shutdown is graceful, its
+// streams' leaders hand over at once, and no election follows. Three "mandate node" processes (node-a, -b,
 // -c; --heartbeat 500ms --lost-after 4s --replicas 3, default --parallel
 // 2), each reaching each server through its own relay, so that its link
 // can be cut. The relays remove the cluster's client URLs from what the
@@ -48,9 +51,12 @@
 //     (docs/fleet.md), and is started again, or live on.
 //   - kill: a seeded node is SIGKILLed and started again (same --name and
 //     --state-dir) 0.2-1.5 s later, within lost-after.
-//   - nats: a NATS server is stopped for 1-8 s and started again; the
-//     first time, the leader of KV_MANDATE_NODES (the heartbeats), found
-//     with the stream's info; later that leader or a seeded server.
+//   - nats-stop and nats-kill: a NATS server is stopped (SIGTERM:
+//     natsembed's Shutdown, as natstest.Cluster.Stop) or killed (SIGKILL:
+//     a crash, after which the cluster elects new leaders) for 1-8 s and
+//     started again; in the first round, the leader of KV_MANDATE_NODES
+//     (the heartbeats), found with the stream's info; later that leader or
+//     a seeded server. No node is faulted.
 //   - cut: a seeded node's relays are cut for lost-after plus 1-3 s; it
 //     must kill its runs and exit (docs/fleet.md; checked: within
 //     lost-after plus 30 s), and is started again with fresh relays.

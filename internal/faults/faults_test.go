@@ -21,7 +21,6 @@ import (
 	"github.com/mandatevm/mandate/fleet"
 	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/internal/natsembed"
-	"github.com/mandatevm/mandate/internal/natstest"
 	"github.com/mandatevm/mandate/internal/testbin"
 )
 
@@ -47,13 +46,14 @@ const (
 
 // Scenario kinds.
 const (
-	scPause = "pause" // a node SIGSTOPped past its lease, then SIGCONTinued
-	scKill  = "kill"  // a node SIGKILLed and restarted within lost-after
-	scNATS  = "nats"  // a NATS server stopped and restarted
-	scCut   = "cut"   // a node's link cut past lost-after; it fences itself
+	scPause = "pause"     // a node SIGSTOPped past its lease, then SIGCONTinued
+	scKill  = "kill"      // a node SIGKILLed and restarted within lost-after
+	scStop  = "nats-stop" // a NATS server stopped (gracefully) and restarted
+	scCrash = "nats-kill" // a NATS server's process killed and restarted
+	scCut   = "cut"       // a node's link cut past lost-after; it fences itself
 )
 
-var scenarioKinds = []string{scPause, scKill, scNATS, scCut}
+var scenarioKinds = []string{scPause, scKill, scStop, scCrash, scCut}
 
 // Submission kinds: the net capability's methods, and retry.
 const (
@@ -68,7 +68,7 @@ type env struct {
 	seed  uint64
 	rng   *rand.Rand
 	bin   string
-	cl    *natstest.Cluster
+	cl    *cluster
 	f     *fleet.Fleet
 	fx    *fixture
 	h     *history
@@ -79,7 +79,7 @@ type env struct {
 	subs  []*submission
 	scens []*scenario
 
-	natsRounds int                 // NATS scenarios so far
+	natsFaults map[string]int      // NATS scenarios so far, by kind
 	reported   map[string]bool     // violations reported, by key
 	byRule     map[string][]string // violations, by assertion
 }
@@ -134,7 +134,7 @@ func TestFleetFaults(t *testing.T) {
 	defer cancel()
 
 	e := &env{t: t, t0: time.Now(), seed: seed, rng: rand.New(rand.NewPCG(seed, 0x6d616e64617465)),
-		reported: map[string]bool{}, byRule: map[string][]string{}}
+		reported: map[string]bool{}, byRule: map[string][]string{}, natsFaults: map[string]int{}}
 	e.bin = testbin.Mandate(t)
 
 	names := []string{"node-a", "node-b", "node-c"}
@@ -143,7 +143,7 @@ func TestFleetFaults(t *testing.T) {
 		pub, sub := fleet.NodePermissions(n)
 		users = append(users, natsembed.User{Name: n, Password: n + "-secret", Publish: pub, Subscribe: sub})
 	}
-	e.cl = natstest.StartCluster(t, 3, natstest.WithUsers(users...))
+	e.cl = startCluster(t, 3, users)
 	e.fx = startFixture(t)
 	var admin []string
 	for _, u := range e.cl.URLs() {
@@ -177,6 +177,7 @@ func TestFleetFaults(t *testing.T) {
 			for _, n := range e.nodes {
 				t.Logf("%s's log:\n%s", n.name, tail(n.logs.String(), 400))
 			}
+			t.Logf("the NATS servers' warnings:\n%s", tail(e.cl.Logs(), 200))
 		}
 	})
 	for _, n := range e.nodes {
@@ -298,7 +299,7 @@ func (e *env) scenario(ctx context.Context, round int, kind string) {
 		e.pause(ctx, sc)
 	case scKill:
 		e.kill(ctx, sc)
-	case scNATS:
+	case scStop, scCrash:
 		e.stopServer(ctx, sc)
 	case scCut:
 		e.cutNode(ctx, sc)
@@ -457,25 +458,34 @@ func (e *env) kill(ctx context.Context, sc *scenario) {
 	}
 }
 
-// stopServer: a NATS server is stopped for 1-8 s and started again; the
-// first time, the leader of the heartbeat bucket's stream, later that
+// stopServer: a NATS server is stopped (nats-stop: SIGTERM, natsembed's
+// Shutdown) or killed (nats-kill: SIGKILL) for 1-8 s and started again;
+// the first time, the leader of the heartbeat bucket's stream, later that
 // one or another at random.
 func (e *env) stopServer(ctx context.Context, sc *scenario) {
 	leaders := map[string]string{}
 	for _, s := range []string{"KV_" + fleet.BucketNodes, "KV_" + fleet.BucketRuns, fleet.StreamRuns} {
 		leaders[s] = e.leader(ctx, s)
 	}
-	i := e.serverIndex(leaders["KV_"+fleet.BucketNodes])
-	if i < 0 || (e.natsRounds > 0 && e.rng.IntN(2) == 0) {
+	i := e.cl.Index(leaders["KV_"+fleet.BucketNodes])
+	if i < 0 || (e.natsFaults[sc.kind] > 0 && e.rng.IntN(2) == 0) {
 		i = e.rng.IntN(3)
 	}
-	e.natsRounds++
-	sc.server = e.cl.Server(i).Name()
+	e.natsFaults[sc.kind]++
+	sc.server = e.cl.Name(i)
 	down := e.between(time.Second, 8*time.Second)
-	e.note(sc, "stream leaders %v; stopping %s for %s", leaders, sc.server, down.Round(time.Millisecond))
-	e.cl.Stop(i)
+	how := "stopping (SIGTERM)"
+	if sc.kind == scCrash {
+		how = "killing (SIGKILL)"
+	}
+	e.note(sc, "stream leaders %v; %s %s for %s", leaders, how, sc.server, down.Round(time.Millisecond))
+	if sc.kind == scCrash {
+		e.cl.Kill(i)
+	} else {
+		e.cl.Stop(i)
+	}
 	sc.faultAt = time.Now()
-	e.note(sc, "%s stopped", sc.server)
+	e.note(sc, "%s is down", sc.server)
 	e.schedule(sc, 0, 0, 300*time.Millisecond, down+4*time.Second)
 	sleep(ctx, down)
 	e.cl.Restart(i)
@@ -667,16 +677,6 @@ func (e *env) leader(ctx context.Context, stream string) string {
 		return "?"
 	}
 	return info.Cluster.Leader
-}
-
-// serverIndex maps a server's name to its index in the cluster (-1).
-func (e *env) serverIndex(name string) int {
-	for i := range e.cl.URLs() {
-		if s := e.cl.Server(i); s != nil && s.Name() == name {
-			return i
-		}
-	}
-	return -1
 }
 
 // between is a seeded duration in [lo, hi].
