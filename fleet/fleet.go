@@ -8,7 +8,7 @@
 //	nc, f, err := fleet.Connect(ctx, "nats://127.0.0.1:4222", 1)
 //	s, modules, err := fleet.Bundle(ctx, "examples/benefits/alice.hcl", nil, nil, build)
 //	err = f.Submit(ctx, s, modules)
-//	st, err := f.Wait(ctx, s.ID, 5*time.Second) // st.State, st.Result, st.Node, st.RunID
+//	st, err := f.Wait(ctx, s.ID, fleet.DefaultLease) // st.State, st.Result, st.Node, st.RunID
 //
 // and a node is a Node{Name, Fleet, Host, WorkDir} whose Run takes runs
 // until its context ends (internal/cli/node.go is one). Children placed on
