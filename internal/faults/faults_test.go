@@ -554,9 +554,11 @@ func (e *env) waitFinal(ctx context.Context, sc *scenario) {
 			// The watch's consumer may sit on a stopped server a while.
 			lastGet = time.Now()
 			for _, id := range pending {
-				if st, rev, err := e.f.State(ctx, id); err == nil {
+				gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				if st, rev, err := e.f.State(gctx, id); err == nil {
 					e.h.add(id, update{Rev: rev, Via: "get", S: st})
 				}
+				cancel()
 			}
 		}
 		if len(pending) == 0 {

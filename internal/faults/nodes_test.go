@@ -151,7 +151,7 @@ func (e *env) waitBeat(ctx context.Context, n *node, bound time.Duration) (fleet
 
 // heartbeat reads a node's heartbeat.
 func (e *env) heartbeat(ctx context.Context, name string) (fleet.Heartbeat, error) {
-	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	gctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	en, err := e.f.Nodes.Get(gctx, name)
 	if err != nil {
