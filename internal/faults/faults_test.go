@@ -41,7 +41,7 @@ const (
 	// work queue delivers its message again (30 s after the lost node's
 	// last progress note): about 40 s after a fault at worst.
 	finalBound = 90 * time.Second
-	stallBound = 45 * time.Second
+	stallBound = 40 * time.Second
 )
 
 // Scenario kinds.
