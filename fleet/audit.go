@@ -206,7 +206,10 @@ func readEntries(ctx context.Context, s jetstream.Stream, node string) ([]audit.
 	}
 	var entries []audit.Entry
 	for uint64(len(entries)) < ci.NumPending {
-		batch, err := cons.Fetch(auditMaxBatch, jetstream.FetchMaxWait(5*time.Second))
+		// Asking for no more than is pending, a fetch ends as soon as it
+		// has them rather than waiting out its 5 s for a full batch.
+		want := min(uint64(auditMaxBatch), ci.NumPending-uint64(len(entries)))
+		batch, err := cons.Fetch(int(want), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			return nil, err
 		}

@@ -93,7 +93,7 @@ const (
 // DefaultLease is a node's lease (its LostAfter) unless it says otherwise:
 // longer than a NATS cluster's leader election (4–9 s), so an election is
 // not a death. A node publishes its own with its heartbeats.
-const DefaultLease = 15 * time.Second
+const DefaultLease = 30 * time.Second
 
 // Run states.
 const (

@@ -83,8 +83,11 @@ func (l *lease) renewed(sent time.Time) {
 // valid reports why the lease is no longer valid, or nil.
 func (l *lease) valid() error {
 	now := time.Now()
-	if int64(now.Sub(l.base)) >= l.mono.Load() || now.UnixNano() >= l.wall.Load() {
+	if int64(now.Sub(l.base)) >= l.mono.Load() {
 		return kindapi.Errorf(abi.EINTERNAL, "this node's lease on the run has expired (no heartbeat got through for %s): it performs nothing more for it", l.d)
+	}
+	if now.UnixNano() >= l.wall.Load() {
+		return kindapi.Errorf(abi.EINTERNAL, "this node's lease on the run has expired by the wall clock (%s since the last heartbeat that got through), not yet by the monotonic clock: the machine was suspended, or its clock stepped; it performs nothing more for the run", l.d)
 	}
 	return nil
 }

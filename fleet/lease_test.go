@@ -366,3 +366,59 @@ func TestSubmitRefusedLeavesNoState(t *testing.T) {
 		t.Errorf("states %+v (%v), want none", all, err)
 	}
 }
+
+// TestFencedRetryRunsAgain: a node whose lease expires kills its run of a
+// retryable submission and queues it again; the submission's message goes
+// back to the stream, so another node runs the next attempt. (The node
+// used to acknowledge the message as the killed run ended: the run stayed
+// queued, and was never run again.)
+func TestFencedRetryRunsAgain(t *testing.T) {
+	pay, shop, gets := retryFixtures(t)
+	_, f := startFleet(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) }) // before the node's cleanup waits for it
+	var paused sync.Once
+	runNode(t, f, "node-a", host.Options{}, func(n *Node) {
+		n.beforeBeat = func() {
+			if gets.Load() == 0 {
+				return
+			}
+			// The first GET waits: the heartbeats stop for longer than
+			// the lease, and the next look at it finds it lapsed.
+			paused.Do(func() {
+				select {
+				case <-stop:
+				case <-time.After(n.LostAfter + time.Second):
+				}
+			})
+		}
+	})
+	s, modules, err := Bundle(ctx, "testdata/retry.hcl", map[string]string{"pay": pay.URL, "shop": shop.URL}, nil, build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Submit(ctx, s, modules); err != nil {
+		t.Fatal(err)
+	}
+	for gets.Load() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the first attempt never fetched")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	runNode(t, f, "node-b", host.Options{})
+	st, err := f.Wait(ctx, s.ID, 3*time.Second)
+	if err != nil {
+		cur, _, _ := f.State(context.Background(), s.ID)
+		t.Fatalf("%v; the state: %+v", err, cur)
+	}
+	if st.State != StateDone || st.Node != "node-b" || st.Attempt != 2 || len(st.Lost) != 1 || !strings.HasPrefix(st.Lost[0], "node-a ") {
+		t.Fatalf("%+v", st)
+	}
+	if n, r := len(pay.Charges()), pay.Replays(); n != 1 || r != 1 {
+		t.Errorf("the provider made %d charges and %d replays, want 1 and 1", n, r)
+	}
+	t.Logf("%s; lost: %v", st.Error, st.Lost)
+}

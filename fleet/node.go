@@ -61,6 +61,8 @@ type Node struct {
 	// placedChildren counts the children of other nodes' runs run here.
 	placedChildren atomic.Int64
 	fenced         atomic.Bool // no heartbeat got through for LostAfter
+	// fencedC is closed as the node fences itself.
+	fencedC chan struct{}
 	// beforeBeat, in tests, is called before each heartbeat: a test
 	// blocks it to pause the node's heartbeats while its runs go on.
 	beforeBeat func()
@@ -91,6 +93,7 @@ func (n *Node) defaults() {
 		n.Logger = hclog.NewNullLogger()
 	}
 	n.cancels = map[string]context.CancelFunc{}
+	n.fencedC = make(chan struct{})
 	n.Incarnation = newID()[:16]
 	n.lease = newLease(n.LostAfter)
 	n.copier = &auditCopier{node: n.Name, log: n.Host.Log(), js: n.Fleet.JS, s: n.Fleet.Audit, next: -1}
@@ -174,13 +177,12 @@ func (n *Node) Run(ctx context.Context) error {
 	defer n.copyAudit(context.WithoutCancel(ctx)) // after the runs end
 	defer stopChildren()
 	defer wg.Wait()
-	fenced := make(chan struct{})
 	wg.Add(1)
-	go func() { defer wg.Done(); n.heartbeats(ctx, fenced) }()
+	go func() { defer wg.Done(); n.heartbeats(ctx) }()
 	slots := make(chan struct{}, n.Parallel)
 	for ctx.Err() == nil {
 		select {
-		case <-fenced:
+		case <-n.fencedC:
 			return fmt.Errorf("fleet: node %s: its lease expired (no heartbeat got through for %s): its runs were killed and it takes no more", n.Name, n.LostAfter)
 		case slots <- struct{}{}:
 		case <-ctx.Done():
@@ -257,13 +259,12 @@ func (n *Node) fence() error {
 var errFenced = errors.New("this node fenced itself: its lease on its runs expired, and it performs nothing more for them")
 
 // heartbeats beats every Heartbeat, each heartbeat that gets through
-// renewing the lease from when it was sent (a beat may take up to the
-// lease: a slow server is not a dead node). The moment the lease lapses
+// renewing the lease from when it was sent. The moment the lease lapses
 // (checked every Heartbeat and before each beat: a node that was paused
 // notices as it wakes), it kills this node's runs, which the fleet will
-// call lost, and closes fenced. Reaping the runs of dead nodes runs
+// call lost, and closes fencedC. Reaping the runs of dead nodes runs
 // beside it, so a slow reap never delays a beat.
-func (n *Node) heartbeats(ctx context.Context, fenced chan struct{}) {
+func (n *Node) heartbeats(ctx context.Context) {
 	go n.reap(ctx)
 	t := time.NewTicker(n.Heartbeat)
 	defer t.Stop()
@@ -276,12 +277,15 @@ func (n *Node) heartbeats(ctx context.Context, fenced chan struct{}) {
 		if n.beforeBeat != nil {
 			n.beforeBeat()
 		}
-		if n.lease.valid() != nil {
-			n.fenceSelf(fenced)
+		if err := n.lease.valid(); err != nil {
+			n.fenceSelf(err)
 			return
 		}
+		// A beat may wait a third of the lease for its answer (a slow
+		// server is not a dead node), no more: one lost in a server that
+		// died must not use up the lease the next one could renew.
 		sent := time.Now()
-		bctx, cancel := context.WithTimeout(ctx, n.LostAfter)
+		bctx, cancel := context.WithTimeout(ctx, max(n.LostAfter/3, time.Second))
 		err := n.beat(bctx)
 		cancel()
 		if err == nil {
@@ -291,23 +295,23 @@ func (n *Node) heartbeats(ctx context.Context, fenced chan struct{}) {
 		if ctx.Err() != nil {
 			return
 		}
-		if n.lease.valid() != nil {
-			n.fenceSelf(fenced)
+		if err := n.lease.valid(); err != nil {
+			n.fenceSelf(err)
 			return
 		}
 	}
 }
 
 // fenceSelf kills this node's runs once its lease has expired.
-func (n *Node) fenceSelf(fenced chan struct{}) {
-	n.Logger.Error("the lease expired (no heartbeat got through): killing this node's runs", "node", n.Name, "lease", n.LostAfter)
+func (n *Node) fenceSelf(why error) {
+	n.Logger.Error("the lease expired (no heartbeat got through): killing this node's runs", "node", n.Name, "lease", n.LostAfter, "why", why)
 	n.fenced.Store(true)
 	n.mu.Lock()
 	for _, c := range n.cancels {
 		c()
 	}
 	n.mu.Unlock()
-	close(fenced)
+	close(n.fencedC)
 }
 
 // reap marks lost the runs of dead nodes, and at once those of this
@@ -415,6 +419,7 @@ func (n *Node) take(ctx context.Context, msg jetstream.Msg) {
 		}
 		return
 	}
+	settle := settleLeave
 	if st.Retry == 0 {
 		// The claim is ours: acknowledge before running, so the
 		// submission is never delivered again (at most once).
@@ -441,9 +446,20 @@ func (n *Node) take(ctx context.Context, msg jetstream.Msg) {
 			}
 		}()
 		defer func() {
-			if err := msg.DoubleAck(context.WithoutCancel(ctx)); err != nil {
-				n.Logger.Warn("acknowledging a retryable submission", "submission", s.ID, "error", err)
+			switch settle {
+			case settleAck:
+				if err := msg.DoubleAck(context.WithoutCancel(ctx)); err != nil {
+					n.Logger.Warn("acknowledging a retryable submission", "submission", s.ID, "error", err)
+				}
+			case settleAgain:
+				// Queued again (this attempt was lost or killed as the
+				// lease expired): the next attempt is this message's next
+				// delivery.
+				msg.Nak()
 			}
+			// settleLeave: the state is not this attempt's to settle; the
+			// message is delivered again after ackWait and whoever takes
+			// it reads the state.
 		}()
 	}
 	n.running.Add(1)
@@ -461,7 +477,7 @@ func (n *Node) take(ctx context.Context, msg jetstream.Msg) {
 	final := n.execute(rctx, s, st)
 	// Killed as this node fenced itself (not as it stops: ctx).
 	killed := n.fenced.Load() && rctx.Err() != nil && ctx.Err() == nil
-	n.finish(context.WithoutCancel(ctx), final, killed)
+	settle = n.finish(context.WithoutCancel(ctx), final, killed)
 	n.copyAudit(context.WithoutCancel(ctx))
 }
 
@@ -715,46 +731,74 @@ func (m *moduleMemory) touch(d string) {
 	m.order = append(m.order, d)
 }
 
-// finish writes a run's final state over this node's claim of it: a
-// compare-and-set that also requires the state to carry the claim's
-// token, so it never writes over another attempt's claim (the run was
-// queued again after a lost mark) or over a final state. When the fleet
-// marked the claim lost meanwhile, the state stays lost and After says
-// how the run ended here. A run this node killed as its lease expired
-// ends lost (or queued again, as a dead node's would).
-func (n *Node) finish(ctx context.Context, final RunState, killed bool) {
+// settle is what becomes of a retryable submission's message once its
+// run ended here.
+type settle int
+
+const (
+	settleLeave settle = iota // not this attempt's: redelivered after ackWait
+	settleAck                 // the run's state is final
+	settleAgain               // the run was queued again: deliver it again now
+)
+
+// finish writes a run's end over this node's claim of it, checked by the
+// claim's node, incarnation and fencing token, so it never writes over
+// another attempt's claim (the run was queued again after a lost mark) or
+// over a final state. When the fleet marked the claim lost meanwhile, the
+// state stays lost and After says how the run ended here. A run this node
+// killed as its lease expired ends lost (or queued again, as a dead
+// node's would). It returns what to do with a retryable submission's
+// message.
+func (n *Node) finish(ctx context.Context, final RunState, killed bool) settle {
 	// The outcome must be written: retried (the cluster may be electing
-	// leaders) for up to five minutes, ten seconds once the node fenced
-	// itself (it is likely cut off, and exits).
-	limit := 5 * time.Minute
-	if n.fenced.Load() {
-		limit = 10 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(ctx, limit)
+	// leaders) for up to five minutes, and for ten seconds from when the
+	// node fences itself, if it does (it is likely cut off, and exits
+	// without it: its runs are the fleet's to mark lost).
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-n.fencedC:
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Second):
+				cancel()
+			}
+		}
+	}()
 	wait := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		cur, rev, err := n.Fleet.State(ctx, final.ID)
 		if err == nil {
-			if cur.Node != n.Name || cur.Incarnation != n.Incarnation || cur.Token != final.Token || cur.State == StateQueued {
-				n.Logger.Warn("the run's state is no longer this node's claim (queued again): its end here is not written",
+			if cur.State == StateQueued {
+				n.Logger.Warn("the run was queued again while it ran here: its end here is not written",
+					"submission", final.ID, "run", final.RunID)
+				return settleAgain
+			}
+			if cur.Node != n.Name || cur.Incarnation != n.Incarnation || cur.Token != final.Token {
+				n.Logger.Warn("the run's state is no longer this node's claim: its end here is not written",
 					"submission", final.ID, "run", final.RunID, "state", cur.State, "node", cur.Node)
-				return
+				return settleLeave
 			}
 			var ok bool
+			next := settleAck
 			switch {
 			case cur.State == StateLost && cur.After == "":
 				cur.After = fmt.Sprintf("then ended on %s at %s: %s (exit %d)%s", n.Name, final.Ended.Format(time.RFC3339Nano), final.State, final.Exit, joinErr(final.Error))
 				ok, err = n.Fleet.swap(ctx, cur, rev)
 			case cur.State != StateRunning:
-				return // final already: never written over
+				return settleAck // final already: never written over
 			case killed:
+				if cur.Retry > 0 && cur.Attempt <= cur.Retry {
+					next = settleAgain
+				}
 				ok, err = n.Fleet.markLost(ctx, cur, rev, "fenced itself (its lease of "+n.LostAfter.String()+" expired: no heartbeat got through) and killed the run")
 			default:
 				ok, err = n.Fleet.swap(ctx, final, rev)
 			}
 			if err == nil && ok {
-				return
+				return next
 			}
 		}
 		if err != nil {
@@ -767,6 +811,7 @@ func (n *Node) finish(ctx context.Context, final RunState, killed bool) {
 		wait = min(2*wait, 2*time.Second)
 	}
 	n.Logger.Error("the outcome of a run could not be written to the fleet", "submission", final.ID, "run", final.RunID)
+	return settleLeave
 }
 
 func joinErr(s string) string {

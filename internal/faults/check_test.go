@@ -138,6 +138,11 @@ func (e *env) check(ctx context.Context, sc *scenario, subs []*submission) {
 				continue
 			}
 			if !slices.Contains(s.sc.victims, node) {
+				if steps, ok := e.clockFenced(u.At); ok && strings.Contains(u.S.Error+strings.Join(u.S.Lost, " "), "fenced itself") {
+					e.t.Logf("%s: %s's run on %s was declared lost (revision %d at %s): its node fenced itself as the machine's wall clock jumped (%s), not a fault of the fleet",
+						where, s.id, node, u.Rev, e.at(u.At), steps)
+					continue
+				}
 				faulted := "no node"
 				if len(s.sc.victims) > 0 {
 					faulted = strings.Join(s.sc.victims, ", ")

@@ -68,11 +68,13 @@ type env struct {
 	seed  uint64
 	rng   *rand.Rand
 	bin   string
+	lease time.Duration // the nodes' --lost-after
 	cl    *cluster
 	f     *fleet.Fleet
 	fx    *fixture
 	h     *history
 	beats *beats
+	clock *clockWatch
 	nodes []*node
 	bases map[string]fleet.Submission // by submission kind
 	mods  map[string][]byte
@@ -133,9 +135,10 @@ func TestFleetFaults(t *testing.T) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 
-	e := &env{t: t, t0: time.Now(), seed: seed, rng: rand.New(rand.NewPCG(seed, 0x6d616e64617465)),
+	e := &env{t: t, t0: time.Now(), seed: seed, lease: lostAfter, rng: rand.New(rand.NewPCG(seed, 0x6d616e64617465)),
 		reported: map[string]bool{}, byRule: map[string][]string{}, natsFaults: map[string]int{}}
 	e.bin = testbin.Mandate(t)
+	e.clock = watchClock(ctx)
 
 	names := []string{"node-a", "node-b", "node-c"}
 	users := []natsembed.User{natsembed.JetStreamUser("admin", "admin-secret", []string{">"}, []string{">"})}
@@ -277,6 +280,11 @@ func (e *env) scenario(ctx context.Context, round int, kind string) {
 	}
 	e.scens = append(e.scens, sc)
 	e.note(sc, "begins")
+	if kind == scStop || kind == scCrash {
+		e.useLease(ctx, sc, natsLease)
+	} else {
+		e.useLease(ctx, sc, lostAfter)
+	}
 
 	kinds := []string{kindGet, kindGet, kindPost, kindPost, kindRetry, kindRetry}
 	e.rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
@@ -326,6 +334,9 @@ func (e *env) scenario(ctx context.Context, round int, kind string) {
 		n.mu.Unlock()
 	}
 	sc.end = time.Now()
+	if steps := e.clockSteps(sc.faultAt, sc.end); steps != "" {
+		e.note(sc, "the machine's wall clock moved away from its monotonic clock: %s", steps)
+	}
 	e.note(sc, "ends")
 }
 
@@ -649,6 +660,12 @@ func (e *env) supervise(ctx context.Context, sc *scenario) {
 		n.reported = true
 		err, at := n.exitErr, n.exitAt
 		n.mu.Unlock()
+		if steps, ok := e.clockFenced(at); ok && strings.Contains(n.logs.String(), "the lease expired") {
+			e.note(sc, "%s exited at %s, its lease expired, not a fault of the fleet: the machine's wall clock jumped ahead of its monotonic clock (%s) within its lease before; started again",
+				n.name, e.at(at), steps)
+			e.start(n)
+			continue
+		}
 		e.violate(sc.label, "every node survives", fmt.Sprintf("%s/exit/%d", n.name, at.UnixNano()),
 			fmt.Sprintf("%s exited at %s though this scenario did not fault it (%v); started again. Its log's end:\n%s",
 				n.name, e.at(at), err, tail(n.logs.String(), 30)))

@@ -20,10 +20,15 @@ import (
 	"github.com/mandatevm/mandate/internal/testengine"
 )
 
-// The nodes' timing: a heartbeat every 500 ms, dead to the others after 4 s.
+// The nodes' timing: a heartbeat every 500 ms and, for the scenarios that
+// fault a node, a lease of 4 s (dead to the others 6 s after its last
+// heartbeat). The scenarios that fault a NATS server run the nodes with
+// the default lease (fleet.DefaultLease), which must outlast the
+// cluster's elections: a 4 s lease cannot, and would fence every node.
 const (
 	heartbeat = 500 * time.Millisecond
 	lostAfter = 4 * time.Second
+	natsLease = fleet.DefaultLease
 )
 
 // testCache is the cache root the tests share (see internal/cli).
@@ -66,7 +71,7 @@ func (e *env) start(n *node) {
 	}
 	cmd := exec.Command(e.bin, "node", "--nats", strings.Join(urls, ","), "--name", n.name, "--state-dir", n.state,
 		"--cache-dir", testCache(), "--engine", testengine.Name(), "--heartbeat", heartbeat.String(),
-		"--lost-after", lostAfter.String(), "--replicas", "3", "--log-level", "info")
+		"--lost-after", e.lease.String(), "--replicas", "3", "--log-level", "info")
 	cmd.Stderr = &n.logs
 	n.mu.Lock()
 	n.gen++
@@ -92,6 +97,37 @@ func (e *env) start(n *node) {
 		cmd.Process.Kill()
 		<-exited
 	})
+}
+
+// useLease restarts every node with the lease d unless they run with it:
+// each is stopped (SIGTERM: the nodes are idle between scenarios) and
+// started again, and waited for until it beats.
+func (e *env) useLease(ctx context.Context, sc *scenario, d time.Duration) {
+	if e.lease == d {
+		return
+	}
+	for _, n := range e.nodes {
+		n.mu.Lock()
+		n.expectExit, n.restartOnExit = true, false
+		n.mu.Unlock()
+		cmd, exited := n.proc()
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(time.Minute):
+			e.t.Fatalf("%s: %s did not stop within a minute of SIGTERM:\n%s", sc.label, n.name, tail(n.logs.String(), 30))
+		}
+	}
+	e.note(sc, "the nodes stopped; starting them again with --lost-after %s (was %s)", d, e.lease)
+	e.lease = d
+	for _, n := range e.nodes {
+		e.start(n)
+	}
+	for _, n := range e.nodes {
+		if _, err := e.waitBeat(ctx, n, 2*time.Minute); err != nil {
+			e.t.Fatalf("%s: %v\n%s", sc.label, err, n.logs.String())
+		}
+	}
 }
 
 // proc returns n's current process and its exit channel.
