@@ -90,9 +90,14 @@ const (
 	consumerName  = "nodes"
 )
 
-// DefaultLease is a node's lease (its LostAfter) unless it says otherwise:
-// longer than a NATS cluster's leader election (4–9 s), so an election is
-// not a death. A node publishes its own with its heartbeats.
+// DefaultLease is a node's lease (its LostAfter) unless it says otherwise.
+// It must outlast a NATS cluster's leader election, during which no
+// heartbeat gets through: a stream elects a new leader 4–9 s after its
+// leader's server dies (the raft election timeout), and on this project's
+// loaded two-core machine heartbeats stopped for up to 7.5 s while a
+// killed server's streams elected (internal/faults); 30 s leaves room for
+// a slower machine, a second election, or a wall clock stepped on it. A
+// node publishes its own with its heartbeats.
 const DefaultLease = 30 * time.Second
 
 // Run states.

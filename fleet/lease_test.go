@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,7 +19,10 @@ import (
 	"github.com/mandatevm/mandate/examples/tripplanner/sites"
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/host"
+	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/internal/kerneltest"
+	"github.com/mandatevm/mandate/internal/natsembed"
+	"github.com/mandatevm/mandate/internal/testengine"
 	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -422,3 +426,77 @@ func TestFencedRetryRunsAgain(t *testing.T) {
 	}
 	t.Logf("%s; lost: %v", st.Error, st.Lost)
 }
+
+// TestNodeWaitsForTheCluster: a node started while its NATS server is
+// down (as during a cluster's election, when the buckets do not answer)
+// waits and retries instead of exiting, and beats once the server is back.
+// (Two restarted nodes used to exit with code 2 after 30 s.)
+func TestNodeWaitsForTheCluster(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	store := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := natsembed.Start(ctx, natsembed.Config{StoreDir: store, Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := connect(t, srv.ClientURL())
+	srv.Shutdown() // the fleet's streams exist; now nothing answers
+
+	waiting := make(chan struct{})
+	var once sync.Once
+	logs := hclog.New(&hclog.LoggerOptions{Name: "node-a", Level: hclog.Warn, Output: writerFunc(func(p []byte) (int, error) {
+		if strings.Contains(string(p), "waiting for the fleet") {
+			once.Do(func() { close(waiting) })
+		}
+		return os.Stderr.Write(p)
+	})})
+	h, err := host.Open(ctx, host.Options{StateDir: t.TempDir(), Engine: testengine.Name(), CacheDir: filepath.Dir(guestbuild.DefaultCacheDir())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	n := &Node{Name: "node-a", Fleet: f, Host: h, WorkDir: t.TempDir(), Heartbeat: 250 * time.Millisecond, LostAfter: 3 * time.Second, Logger: logs}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- n.Run(rctx) }()
+	defer func() { stop(); <-done }()
+	select {
+	case <-waiting:
+	case err := <-done:
+		t.Fatalf("the node exited while the server was down: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the node never said it was waiting for the fleet")
+	}
+	srv, err = natsembed.Start(ctx, natsembed.Config{StoreDir: store, Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	back := time.Now()
+	for {
+		e, err := f.Nodes.Get(ctx, "node-a")
+		if err == nil {
+			var hb Heartbeat
+			if json.Unmarshal(e.Value(), &hb) == nil && hb.Time.After(back) {
+				break
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the node exited: %v", err)
+		case <-ctx.Done():
+			t.Fatalf("no heartbeat of the node once the server was back: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (w writerFunc) Write(p []byte) (int, error) { return w(p) }

@@ -40,9 +40,10 @@ type Node struct {
 	Logger  hclog.Logger
 	// Heartbeat is how often the node says it is alive (default 1s);
 	// LostAfter is its lease: how long each heartbeat that gets through
-	// lets it act for its runs (default 15 heartbeats, longer than a NATS
-	// cluster's leader election, 4–9 s). Others declare its runs lost
-	// LostAfter plus Margin(LostAfter) after its last heartbeat.
+	// lets it act for its runs (default DefaultLease, 30 s, or 5
+	// heartbeats if longer; it must outlast a NATS cluster's leader
+	// election). Others declare its runs lost LostAfter plus
+	// Margin(LostAfter) after its last heartbeat.
 	Heartbeat, LostAfter time.Duration
 	// Parallel bounds the runs at once (default 2).
 	Parallel int

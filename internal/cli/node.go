@@ -27,7 +27,7 @@ import (
 )
 
 const nodeHelp = `Usage: mandate node --nats URL[,URL...] | --embedded-nats DIR [--name NAME] [--parallel N]
-                    [--children N] [--heartbeat 1s] [--lost-after 15s] [--replicas N]
+                    [--children N] [--heartbeat 1s] [--lost-after 30s] [--replicas N]
                     [--state-dir DIR] [--cache-dir DIR] [--engine NAME] [--log-level LEVEL]
 
 Runs a Mandate node of a fleet on NATS JetStream: it takes runs that
@@ -67,7 +67,7 @@ Flags:
 	--children N       guests of other nodes' children at once (default 4)
 	--heartbeat D      how often the node says it is alive (default 1s)
 	--lost-after D     the node's lease: how long a heartbeat lets it act
-	                   for its runs (default 15s, or 5 heartbeats if
+	                   for its runs (default 30s, or 5 heartbeats if
 	                   longer); others declare its runs lost after the
 	                   lease and half of it again
 	--replicas N       copies of the fleet's streams when this node creates

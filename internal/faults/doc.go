@@ -25,14 +25,20 @@
 // streams' leaders hand over at once, and no election follows.
 //
 // Three "mandate node" processes (node-a, -b, -c; --heartbeat 500ms
-// --lost-after 4s --replicas 3, the default --parallel 2), each reaching
+// --replicas 3, the default --parallel 2), each reaching
 // each server through its own relay, so that its link can be cut. The
 // relays remove the cluster's client URLs from what the servers tell the
 // node (natstest.Relay does not, and a node whose relays are cut
 // reconnects to the servers' own ports, so it cannot be cut off a
 // cluster). A loopback HTTP fixture records every request (submission,
 // method, path, arrival time) and holds a request marked ?hold=1 until
-// the test releases its submission. The test reads states (a watch and
+// the test releases its submission. The nodes' lease depends on the
+// scenario: --lost-after 4s for those that fault a node (so that a lost
+// mark comes 6 s after the fault), the default (fleet.DefaultLease, 30 s)
+// for those that fault a NATS server, which no node's lease may lapse in:
+// a 4 s lease cannot outlast an election, and every node would fence
+// itself. Between scenarios of different leases the nodes are stopped
+// (SIGTERM) and started again. The test reads states (a watch and
 // Fleet.State) but does not call Fleet.Wait: only the nodes declare runs
 // lost.
 //
@@ -107,6 +113,12 @@
 //   - every node survives a fault that is not its own (a NATS server's,
 //     another node's), and a cut-off node exits within lost-after plus
 //     30 s, as docs/fleet.md says;
+//   - a node that fences itself as the machine's wall clock jumps ahead of
+//     its monotonic clock (a step, or the whole VM paused; the test
+//     watches both clocks every 100 ms) is named as such in the log and
+//     not counted against the fleet: the node does what docs/fleet.md
+//     says it does when it finds it slept through its lease, and on one
+//     machine every node finds it at once;
 //   - every node's copied audit log verifies (fleet.VerifyAudit, what
 //     "mandate audit verify --nats" runs), checked after each round: the
 //     copies are append-only, so that covers every entry copied in it
