@@ -7,12 +7,13 @@
 //	MANDATE_FAULTS_SEED=7 go test ./internal/faults -run TestFleetFaults -v
 //	MANDATE_FAULTS_SEED=7 MANDATE_FAULTS_ROUNDS=5 go test ./internal/faults -run TestFleetFaults -v -timeout 30m
 //
-// It is skipped with -short. One round (the default) took 2m53s-3m36s on
-// this project's two-core machine, and 3m14s beside "go test ./fleet",
-// against fleets that fail it: about a minute of that is waits only a
-// failing fleet pays (a stuck run is waited for 40 s with no state
-// moving, a cut-off node's exit for 34 s). MANDATE_FAULTS_ROUNDS repeats
-// the five scenarios in a new seeded order for longer runs.
+// It is skipped with -short. One round (the default) took 94 s on this
+// project's two-core machine; three rounds took 3m56s and 4m38s (seeds 2
+// and 3). A failing fleet makes it longer: a stuck run is waited for 40 s
+// with no state moving, a cut-off node's exit for 34 s (it exits 14 s
+// after the cut: its 4 s lease, then up to 10 s writing its runs' ends).
+// MANDATE_FAULTS_ROUNDS repeats the five scenarios in a new seeded order
+// for longer runs.
 //
 // # Setup
 //

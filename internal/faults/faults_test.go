@@ -25,10 +25,6 @@ import (
 )
 
 const (
-	// perScenario submissions fill the three nodes' run slots (two each,
-	// mandate node's default --parallel), so every node, the victim
-	// included, holds two runs when the fault lands.
-	perScenario = 6
 	// clockSlack is what a request may arrive after its submission's lost
 	// mark: the clock's granularity, nothing more (one machine, one clock).
 	clockSlack = 5 * time.Millisecond
@@ -286,6 +282,9 @@ func (e *env) scenario(ctx context.Context, round int, kind string) {
 		e.useLease(ctx, sc, lostAfter)
 	}
 
+	// Six submissions fill the three nodes' run slots (two each, mandate
+	// node's default --parallel), so every node, the victim included,
+	// holds two runs when the fault lands.
 	kinds := []string{kindGet, kindGet, kindPost, kindPost, kindRetry, kindRetry}
 	e.rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 	for i, k := range kinds {
