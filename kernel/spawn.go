@@ -518,7 +518,7 @@ func (t *Task) makeChild(ctx context.Context, p *childPlan) (*pendingChild, erro
 			return nil, err
 		}
 	}
-	t.logger.Info("spawned", "child", child.id, "module", p.module.Digest(), "caps", len(pc.passed), "depth", p.depth)
+	t.logger.Info("spawned", "child", child.id, "module", logDigest(p.module.Digest()), "caps", len(pc.passed), "depth", p.depth)
 	return pc, nil
 }
 

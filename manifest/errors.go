@@ -15,6 +15,10 @@ import (
 // line per problem: FILE:LINE,COL: message.
 type Error struct {
 	Diags hcl.Diagnostics
+	// Policy is set when the file is an MCP policy (session and tool
+	// blocks) given where a task manifest was expected: a caller that
+	// takes either (mandate check) loads it as a policy instead.
+	Policy bool
 }
 
 func (e *Error) Error() string {

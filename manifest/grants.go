@@ -90,7 +90,7 @@ func grantsWith(caps []Cap, dir string, k Granter, g kindapi.GrantContext) ([]ke
 			ApproveMints: c.ApproveMints})
 	}
 	if diags.HasErrors() {
-		return nil, &Error{diags}
+		return nil, &Error{Diags: diags}
 	}
 	return grants, nil
 }
@@ -117,5 +117,5 @@ func topField(f string) string {
 // Error positions an error about this cap block: a *kindapi.FieldError at
 // that attribute's value, anything else at the block.
 func (c *Cap) Error(err error) error {
-	return &Error{hcl.Diagnostics{c.grantDiag(err)}}
+	return &Error{Diags: hcl.Diagnostics{c.grantDiag(err)}}
 }

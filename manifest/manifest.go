@@ -103,13 +103,13 @@ func readFile(path, what string) ([]byte, string, error) {
 func Parse(src []byte, filename, dir string, vars map[string]string) (*Manifest, error) {
 	file, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 	if diags.HasErrors() {
-		return nil, &Error{diags}
+		return nil, &Error{Diags: diags}
 	}
 	p := newParser(dir, vars)
 	m := &Manifest{Path: filename, Dir: dir}
 	p.root(file, m)
 	if p.diags.HasErrors() {
-		return nil, &Error{p.diags}
+		return nil, &Error{Diags: p.diags, Policy: p.isPolicy}
 	}
 	return m, nil
 }
@@ -120,6 +120,8 @@ type parser struct {
 	vars  map[string]string
 	ctx   *hcl.EvalContext
 	diags hcl.Diagnostics
+	// isPolicy: the file turned out to be a policy (root).
+	isPolicy bool
 }
 
 func newParser(dir string, vars map[string]string) *parser {
@@ -143,6 +145,7 @@ func (p *parser) varsObject() cty.Value {
 
 func (p *parser) root(file *hcl.File, m *Manifest) {
 	if rng, ok := policyBlock(file); ok {
+		p.isPolicy = true
 		p.add(diagErr(rng, "this is a policy (session and tool blocks), not a task manifest: use mandate mcp serve"))
 		return
 	}

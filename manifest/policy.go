@@ -246,7 +246,7 @@ func (t *Tool) ModuleError(err error) error {
 
 // Error positions an error about this tool at its block.
 func (t *Tool) Error(err error) error {
-	return &Error{hcl.Diagnostics{diagErr(t.rng, "tool %q: %v", t.Name, err)}}
+	return &Error{Diags: hcl.Diagnostics{diagErr(t.rng, "tool %q: %v", t.Name, err)}}
 }
 
 var policyRootSchema = &hcl.BodySchema{
@@ -308,13 +308,13 @@ func LoadPolicy(path string, vars map[string]string) (*Policy, error) {
 func ParsePolicy(src []byte, filename, dir string, vars map[string]string) (*Policy, error) {
 	file, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 	if diags.HasErrors() {
-		return nil, &Error{diags}
+		return nil, &Error{Diags: diags}
 	}
 	p := newParser(dir, vars)
 	pol := &Policy{Path: filename, Dir: dir}
 	p.policy(file, pol)
 	if p.diags.HasErrors() {
-		return nil, &Error{p.diags}
+		return nil, &Error{Diags: p.diags}
 	}
 	return pol, nil
 }

@@ -28,7 +28,7 @@ type Seed struct {
 
 // Error positions an error about this seed block.
 func (s *Seed) Error(err error) error {
-	return &Error{hcl.Diagnostics{diagErr(s.rng, "seed %q: %v", s.Collection, err)}}
+	return &Error{Diags: hcl.Diagnostics{diagErr(s.rng, "seed %q: %v", s.Collection, err)}}
 }
 
 func (p *parser) seed(b *hcl.Block) (Seed, bool) {

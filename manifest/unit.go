@@ -147,7 +147,7 @@ func checkDigest(pin, digest string, rng hcl.Range, module, what string) error {
 	if pin == "" || pin == digest {
 		return nil
 	}
-	return &Error{hcl.Diagnostics{diagErr(rng,
+	return &Error{Diags: hcl.Diagnostics{diagErr(rng,
 		"module %s has digest %s, but the %s pins %s", module, digest, what, pin)}}
 }
 
@@ -167,7 +167,7 @@ func (m *Manifest) ModuleError(err error) error {
 }
 
 func moduleError(rng hcl.Range, module string, err error) error {
-	return &moduleErr{diag: &Error{hcl.Diagnostics{diagErr(rng, "module %s: %v", module, err)}}, err: err}
+	return &moduleErr{diag: &Error{Diags: hcl.Diagnostics{diagErr(rng, "module %s: %v", module, err)}}, err: err}
 }
 
 // moduleErr is an *Error about a module that wraps the error it reports,

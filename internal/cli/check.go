@@ -7,6 +7,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 
 	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/manifest"
@@ -140,7 +141,14 @@ func runCheck(e *env, args []string) int {
 	}
 	m, err := manifest.Load(file, vars)
 	if err != nil {
-		if p, perr := manifest.LoadPolicy(file, vars); perr == nil {
+		var me *manifest.Error
+		if errors.As(err, &me) && me.Policy {
+			// A policy: its own problems (a variable not set, say), not
+			// the task manifest's "this is a policy".
+			p, perr := manifest.LoadPolicy(file, vars)
+			if perr != nil {
+				return e.manifestError(perr)
+			}
 			return e.checkPolicy(p, *format)
 		}
 		return e.manifestError(err)

@@ -149,8 +149,12 @@ Examples:
 
 func usage() string {
 	var b strings.Builder
+	width := 0
 	for _, c := range commands {
-		fmt.Fprintf(&b, "\t%-9s %s\n", c.name, c.short)
+		width = max(width, len(c.name))
+	}
+	for _, c := range commands {
+		fmt.Fprintf(&b, "\t%-*s  %s\n", width, c.name, c.short)
 	}
 	return fmt.Sprintf(usageText, b.String())
 }

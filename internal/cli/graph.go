@@ -15,7 +15,7 @@ import (
 	"github.com/mandatevm/mandate/runstore"
 )
 
-const graphHelp = `Usage: mandate graph [RUN | --run ID] [--format text|json|dot|svg]
+const graphHelp = `Usage: mandate graph [RUN | last | --run ID] [--format text|json|dot|svg]
                      [--output FILE] [--state-dir DIR] [--cache-dir DIR]
 
 Shows the capability graph of the last recorded run, or of run ID: every
@@ -25,8 +25,8 @@ was revoked).
 
 Flags:
 
-	--run ID          the run to show (default: the last run that ran, not
-	                  one refused before its task started); "mandate run"
+	--run ID          the run to show (default, or "last": the last run that
+	                  ran, not one refused before its task started); "mandate run"
 	                  logs each run's id ("run recorded: run=ID"); runs are
 	                  kept in the run store, STATE_DIR/runs.db
 	--format FORMAT   text (default): a tree of tasks and capabilities

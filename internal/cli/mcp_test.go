@@ -289,6 +289,15 @@ func TestCheckPolicy(t *testing.T) {
 	if code := Main([]string{"check", policy, "--format", "json"}, nil, &o, &e); code != 0 || !strings.Contains(o.String(), `"unavailable_after"`) {
 		t.Errorf("json: exit %d\n%s", code, &o)
 	}
+	// A policy's own problems are reported as a policy's: the variables
+	// it needs, not "this is a policy, not a task manifest".
+	o.Reset()
+	e.Reset()
+	desk := filepath.Join("..", "..", "examples", "mcpdesk", "desk.hcl")
+	if code := Main([]string{"check", desk}, nil, &o, &e); code != 2 || !strings.Contains(e.String(), `variable "search" is not set: pass --var search=VALUE`) ||
+		strings.Contains(e.String(), "this is a policy") {
+		t.Errorf("a policy without its variables: exit %d\n%s", code, &e)
+	}
 }
 
 // TestMCPSessionForgetsRecordedCalls: a session's kernel forgets the calls

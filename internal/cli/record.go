@@ -46,8 +46,11 @@ func readStore(dir string) (*runstore.Store, error) {
 }
 
 // readRecord reads the record of run id, or of the last run when id is
-// empty.
+// empty or "last".
 func readRecord(ctx context.Context, dir, id string) (*Record, error) {
+	if id == "last" {
+		id = "" // as "mandate logs last" and "mandate ui last" say it
+	}
 	if nothingRecorded(dir) {
 		return nil, fmt.Errorf("%w in %s", runstore.ErrNoRuns, dir)
 	}

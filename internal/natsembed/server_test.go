@@ -194,13 +194,24 @@ func TestLogger(t *testing.T) {
 	}
 	srv.Shutdown()
 	out := buf.String()
-	for _, want := range []string{"[INFO]  Starting nats-server", "[INFO]  Server is ready"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("log lacks %q; log:\n%s", want, out)
+	// At info, one line says the server started; its banner (logo,
+	// version, paths, limits) is at debug.
+	if !strings.Contains(out, "[INFO]  NATS server is ready") {
+		t.Errorf("log lacks the ready line; log:\n%s", out)
+	}
+	for _, banner := range []string{"Starting nats-server", "Version:", "_ ___", "[DEBUG]"} {
+		if strings.Contains(out, banner) {
+			t.Errorf("log at Info has %q:\n%s", banner, out)
 		}
 	}
-	if strings.Contains(out, "[DEBUG]") {
-		t.Errorf("log at Info has debug lines:\n%s", out)
+	buf = syncBuffer{}
+	l = hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Debug})
+	if srv, err = natsembed.Start(ctx, natsembed.Config{StoreDir: t.TempDir(), Logger: l}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Shutdown()
+	if out := buf.String(); !strings.Contains(out, "[DEBUG] Starting nats-server") {
+		t.Errorf("the banner is not at debug:\n%s", out)
 	}
 }
 
