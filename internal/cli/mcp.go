@@ -252,9 +252,12 @@ func (e *env) serveMCP(ctx context.Context, o mcpOptions) error {
 		// reads after the last frame ended, so a frame it had read
 		// ahead of (sent on the heels of the one before) passes it by
 		// that much: the exact bound is a line's length, kept here.
+		// The input's end ends the session once what was asked is
+		// answered (stdioDrain).
+		drain := newStdioDrain(ctx, mcpIdleTimeout)
 		err = sess.Server().Run(ctx, &mcp.IOTransport{
-			Reader:        &lineLimitReader{r: os.Stdin, max: maxMCPRequest},
-			Writer:        nopWriteCloser{os.Stdout},
+			Reader:        drain.reader(&lineLimitReader{r: os.Stdin, max: maxMCPRequest}),
+			Writer:        drain.writer(nopWriteCloser{os.Stdout}),
 			MaxLineLength: -1,
 		})
 		s.endSession(sess)

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -348,5 +349,49 @@ func TestMCPSessionForgetsRecordedCalls(t *testing.T) {
 	}
 	if strings.Join(results, ",") != "one,two,three" {
 		t.Errorf("the calls' results recorded: %q, want one, two, three", results)
+	}
+}
+
+// TestMCPServeStdioClosedAtOnce: a client that writes its requests and
+// closes its end at once (echo ... | mandate mcp serve) gets every answer
+// before the session ends. (It used to get none: the session ended at the
+// input's end with its answers unsent.)
+func TestMCPServeStdioClosedAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds mandate and a guest")
+	}
+	web := searchSite(t)
+	dir, policy := mcpPolicy(t, web.URL)
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":"three","method":"tools/call","params":{"name":"echo","arguments":{"op":"echo","text":"hi"}}}`,
+	}, "\n") // the last line has no newline
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, buildMandate(t), "mcp", "serve", policy, "--state-dir", filepath.Join(dir, "state"), "--log-level", "warn")
+	cmd.Env = append(os.Environ(), "MANDATE_CACHE_DIR="+testCache())
+	cmd.Stdin = strings.NewReader(in)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\n%s", err, &stderr)
+	}
+	answered := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil || len(m.Result) == 0 {
+			t.Errorf("not an answer: %s", line)
+			continue
+		}
+		answered[string(m.ID)] = string(m.Result)
+	}
+	if len(answered) != 3 || !strings.Contains(answered["1"], `"protocolVersion"`) || !strings.Contains(answered["2"], `"echo"`) ||
+		!strings.Contains(answered[`"three"`], `"text":"hi"`) {
+		t.Errorf("answers: %v\nstderr:\n%s", answered, &stderr)
 	}
 }
