@@ -347,6 +347,9 @@ func versionString() string {
 				e += " (wasmtime-go " + d + ")"
 			}
 		}
+		if name == host.DefaultEngine {
+			e += " (the default; --engine picks another)"
+		}
 		engines = append(engines, e)
 	}
 	fmt.Fprintf(&b, "engines    %s\n", strings.Join(engines, ", "))

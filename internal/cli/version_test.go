@@ -19,7 +19,7 @@ func TestVersionFromBuildInfo(t *testing.T) {
 	}{
 		{"released", &debug.BuildInfo{Main: debug.Module{Path: "github.com/mandatevm/mandate", Version: "v0.2.0"},
 			Deps: []*debug.Module{{Path: "github.com/tetratelabs/wazero", Version: "v1.12.0"}}},
-			[]string{"mandate v0.2.0\n", "\nengines    ", "wazero v1.12.0"}, []string{"revision"}},
+			[]string{"mandate v0.2.0\n", "\nengines    ", "wazero v1.12.0 (the default; --engine picks another)"}, []string{"revision"}},
 		{"a checkout", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
 			{Key: "vcs.revision", Value: "0123abcd"}, {Key: "vcs.time", Value: "2026-12-01T17:00:00Z"}, {Key: "vcs.modified", Value: "true"}}},
 			[]string{"mandate (devel)\n", "revision   0123abcd (2026-12-01T17:00:00Z, with uncommitted changes)\n"}, nil},
