@@ -135,7 +135,9 @@ func sdkEnv(ctx context.Context, dir, goBin string, opt Options, cacheDir string
 		return nil, fmt.Errorf("guestbuild: %w", err)
 	}
 	workFile := filepath.Join(workDir, "go.work")
-	if old, err := os.ReadFile(workFile); err != nil || string(old) != work {
+	old, err := os.ReadFile(workFile)
+	fresh := err != nil || string(old) != work
+	if fresh {
 		tmp := workFile + ".tmp"
 		if err := os.WriteFile(tmp, []byte(work), 0o600); err != nil {
 			return nil, fmt.Errorf("guestbuild: %w", err)
@@ -144,7 +146,9 @@ func sdkEnv(ctx context.Context, dir, goBin string, opt Options, cacheDir string
 			return nil, fmt.Errorf("guestbuild: %w", err)
 		}
 	}
-	if opt.Note != nil {
+	if opt.Note != nil && fresh {
+		// Said once, as the folder is first built with this copy, not at
+		// every run of it.
 		d, _ := sdkembed.Digest()
 		msg := fmt.Sprintf("%s %s is not available to the go tool; building with the copy embedded in mandate (%s %s, %s)",
 			SDKModule, required, sdkembed.Version, d, sdk)
