@@ -64,7 +64,8 @@ var rustGuestFlags = []string{"-C", "lto=fat"}
 // RustHint says how to get a Rust toolchain that builds guests.
 const RustHint = "Rust guests need rustc with the wasm32-wasi standard library: on Debian, " +
 	"apt-get install " + RustPackages + ", and use /usr/bin/rustc " +
-	"(a rustup rustc first on PATH has no wasm32-wasi std until `rustup target add wasm32-wasi`); " +
+	"(a rustup rustc first on PATH has no wasm32-wasi std: before Rust 1.84, `rustup target add wasm32-wasi` adds it; " +
+	"later releases renamed the target wasm32-wasip1, which mandate build does not use yet); " +
 	"MANDATE_RUSTC names the rustc to use"
 
 // ErrNoRustToolchain is wrapped by the error of a Rust build (and of
@@ -112,7 +113,7 @@ func rustTargetLibdir(ctx context.Context, rustc string) (string, error) {
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return "", fmt.Errorf("%v: %s", err, strings.TrimSpace(string(ee.Stderr)))
+			return "", fmt.Errorf("%v: %s", err, firstLine(ee.Stderr))
 		}
 		return "", err
 	}
@@ -122,6 +123,21 @@ func rustTargetLibdir(ctx context.Context, rustc string) (string, error) {
 		return "", fmt.Errorf("no %s standard library in %s", RustTarget, dir)
 	}
 	return dir, nil
+}
+
+// firstLine is the first line of a tool's error output that says
+// something, cut to 300 bytes: what follows it (a rustup note, a
+// backtrace) is noise in mandate's one-line error.
+func firstLine(b []byte) string {
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			if len(l) > 300 {
+				l = l[:300] + "..."
+			}
+			return l
+		}
+	}
+	return "(no error output)"
 }
 
 // cargoManifest is what Build reads of a Cargo.toml.

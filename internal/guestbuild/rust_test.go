@@ -193,6 +193,24 @@ func TestRustToolchainMissing(t *testing.T) {
 	}
 }
 
+// TestRustToolchainErrorOneLine: a rustc that fails says why in one line,
+// not with the notes and backtrace that follow.
+func TestRustToolchainErrorOneLine(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "rustc")
+	script := "#!/bin/sh\n" +
+		"echo 'error: Error loading target specification: Could not find specification for target \"wasm32-wasi\"' >&2\n" +
+		"echo '  |' >&2\necho 'note: run with `RUST_BACKTRACE=1` for a backtrace' >&2\necho 'stack backtrace: 0: rust_begin_unwind' >&2\nexit 1\n"
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MANDATE_RUSTC", p)
+	_, _, err := RustToolchain(context.Background())
+	if !errors.Is(err, ErrNoRustToolchain) || !strings.Contains(err.Error(), `Could not find specification for target "wasm32-wasi"`) ||
+		strings.Contains(err.Error(), "backtrace") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("err = %v", err)
+	}
+}
+
 // fakeRustc is a script that answers --print target-libdir with an empty
 // directory, as a rustup rustc without the wasm32-wasi target does.
 func fakeRustc(t *testing.T) string {
