@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"time"
 
 	"github.com/mandatevm/mandate/sandbox"
 )
@@ -10,4 +11,12 @@ import (
 // binary, made by f.
 func AddEngineForTest(name string, f func(ctx context.Context, cacheDir string) (sandbox.Engine, error)) {
 	engines[name] = f
+}
+
+// SetSlowStepForTest sets how long a build or compile goes on before it
+// is said; the returned func restores it.
+func SetSlowStepForTest(d time.Duration) func() {
+	old := slowStep
+	slowStep = d
+	return func() { slowStep = old }
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/internal/sdkembed"
@@ -144,6 +146,31 @@ func BuildGuest(ctx context.Context, dir string, reactor bool, cache string) ([]
 		dir = real
 	}
 	note, _ := ctx.Value(buildNotesKey{}).(func(string))
+	if note != nil {
+		// A build that takes a while (a guest's first, or one whose
+		// sources changed) is said, so that a first run is not silent.
+		// The notes are serialised, and none is given once the build
+		// returned: the caller's note need not be safe for concurrent use.
+		var mu sync.Mutex
+		done := false
+		outer := note
+		note = func(msg string) {
+			mu.Lock()
+			defer mu.Unlock()
+			if !done {
+				outer(msg)
+			}
+		}
+		slow := time.AfterFunc(slowStep, func() {
+			note("building the guest in " + dir + " (built once; later runs use the cache while its sources stay the same)")
+		})
+		defer func() {
+			slow.Stop()
+			mu.Lock()
+			done = true
+			mu.Unlock()
+		}()
+	}
 	wasm, _, err := guestbuild.Build(ctx, dir, guestbuild.Options{
 		CacheDir: filepath.Join(cache, "guests"),
 		Reactor:  reactor,
@@ -162,6 +189,10 @@ func BuildGuest(ctx context.Context, dir string, reactor bool, cache string) ([]
 }
 
 type buildNotesKey struct{}
+
+// slowStep is how long a guest's build or a module's compile goes on
+// before it is said.
+var slowStep = time.Second
 
 // WithBuildNotes returns ctx carrying note, which BuildGuest (and Open and
 // Start, when they build a manifest's guests) tells what a person building

@@ -337,7 +337,14 @@ func (r *Run) ctxErr() error {
 // whose module it is: kernel.Limits.CompileLimits), held until the run
 // ends.
 func (r *Run) compile(ctx context.Context, wasm []byte, digest string, cfg sandbox.CompileConfig) (sandbox.Module, error) {
+	// A compile that takes a while (a module's first, before the engine's
+	// cache has it) is said, so that a first run is not silent.
+	slow := time.AfterFunc(slowStep, func() {
+		r.logger.Info("compiling the module (a module's first run compiles it; later runs use the cache)",
+			"module", digest[:min(len(digest), len("sha256:")+12)], "bytes", len(wasm))
+	})
 	e, err := r.cache.acquire(ctx, wasm, digest, cfg)
+	slow.Stop()
 	if err != nil {
 		return nil, err
 	}
