@@ -53,8 +53,10 @@ Flags:
 	                        outside); each capability's scope as its kind
 	                        describes it, with when, approve_when, uses and
 	                        budget; revoked ones struck through; denials and
-	                        flows in red with their counts, the first denials
-	                        on each capability with their reasons. Node ids:
+	                        denied flows in red with their counts (allowed
+	                        flows grey), the first denials on each
+	                        capability with their reasons; a label is
+	                        {confidentiality tags}/{integrity tags}. Node ids:
 	                        task-ID and cap-ID (bytes but letters, digits,
 	                        "." and "-" as _XX). The first picture compiles
 	                        Graphviz (about a second), kept in CACHE/graphviz

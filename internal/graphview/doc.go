@@ -9,7 +9,7 @@
 // label) in a frame with the capabilities it held; spawn edges between
 // tasks, derivation edges between capabilities; each capability's scope as
 // its kind describes it with the person's intent (when, approve_when, uses,
-// budget), revoked ones struck through; denials and flows as red marks
+// budget), revoked ones struck through; denials and denied flows as red marks (allowed flows grey)
 // with their counts, each denial listed (the first MaxDenialsShown) under
 // the capability it was made on, with its reason.
 //

@@ -55,7 +55,7 @@ func elementID(id string) string {
 // to those derived from it (dashed lines join a task to the capabilities
 // it got from outside); each capability with its scope as its kind
 // describes it and the person's intent (when, approve_when, uses, budget);
-// revoked ones struck through; denials and flows as red marks with their
+// revoked ones struck through; denials and denied flows as red marks (allowed flows grey) with their
 // counts, each denial listed under the capability it was made on, with
 // its reason.
 //
@@ -313,7 +313,14 @@ func capNodeDOT(c kernel.GraphCap, name string, denials map[string][]runstore.De
 	}
 	if fs := flows[c.ID]; len(fs) > 0 {
 		class += " flowed"
-		lines = append(lines, colour(red, bold(plural(len(fs), "flow"))+": "+flowCounts(fs)))
+		// Red when a flow was denied; flows the kernel allowed are no alarm.
+		col := grey
+		for _, f := range fs {
+			if f.Decision != "allow" {
+				col = red
+			}
+		}
+		lines = append(lines, colour(col, bold(plural(len(fs), "flow"))+": "+flowCounts(fs)))
 	}
 	return fmt.Sprintf("%s [id=%s, class=%s, style=%q, fillcolor=%q%s, label=%s];\n",
 		name, dotQuote(CapElementID(c.ID)), dotQuote(class), style, capFill, attrs, htmlLabel(lines))

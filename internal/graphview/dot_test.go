@@ -77,11 +77,16 @@ func TestDOTShowsIntent(t *testing.T) {
 		`<FONT POINT-SIZE="8">EFLOW call:fetch: flow</FONT>`,
 		`EDENIED call:fetch: ` + strings.Repeat("x", maxReason-len("EDENIED call:fetch: ")) + "…</FONT>",
 		`... 2 more (mandate audit --denied)`,
-		`<B>3 flows</B>: 1 allow, 2 deny EFLOW`,
+		`<FONT COLOR="#c62828"><B>3 flows</B>: 1 allow, 2 deny EFLOW</FONT>`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %s in:\n%s", want, got)
 		}
+	}
+	// Flows the kernel allowed alone are not drawn as an alarm.
+	r.Flows = []runstore.Flow{{Cap: c.ID, Decision: "allow"}}
+	if got := dot(t, r); !strings.Contains(got, `<FONT COLOR="#757575"><B>1 flow</B>: 1 allow</FONT>`) {
+		t.Errorf("an allowed flow is not grey:\n%s", got)
 	}
 	if strings.Contains(got, "max_redirects=5") {
 		t.Errorf("a described capability shows its raw default scope:\n%s", got)
