@@ -217,6 +217,13 @@ func runLabel(rec *runstore.Record, lost int) []string {
 	if rec.FlowsDropped > 0 {
 		lines = append(lines, colour(red, fmt.Sprintf("%d more flows, not drawn (mandate audit)", rec.FlowsDropped)))
 	}
+	for _, t := range rec.Tasks {
+		if !t.Label.IsZero() {
+			// How to read the tasks' labels, once, when one is drawn.
+			lines = append(lines, colour(grey, small("label {C}/{I}: C, the confidentiality tags of what the task holds; I, its integrity taints (the sources that influenced it)")))
+			break
+		}
+	}
 	return lines
 }
 

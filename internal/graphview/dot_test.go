@@ -26,7 +26,8 @@ func TestDOT(t *testing.T) {
 	got := dot(t, sampleRecord())
 	for _, want := range []string{
 		"digraph mandate {\n",
-		`label=<<B>run 20261129T153000Z-ab12cd</B>&#160;/m/trip &quot;planner&quot;.hcl<BR ALIGN="LEFT"/>done, exit 1, 2026-11-29 15:30:00Z<BR ALIGN="LEFT"/>>;`,
+		`label=<<B>run 20261129T153000Z-ab12cd</B>&#160;/m/trip &quot;planner&quot;.hcl<BR ALIGN="LEFT"/>done, exit 1, 2026-11-29 15:30:00Z<BR ALIGN="LEFT"/>` +
+			`<FONT COLOR="#757575"><FONT POINT-SIZE="8">label {C}/{I}: C, the confidentiality tags of what the task holds; I, its integrity taints (the sources that influenced it)</FONT></FONT><BR ALIGN="LEFT"/>>;`,
 		"  subgraph cluster_t0 {\n",
 		`    t0 [id="task-t1", class="task failed", style="filled", fillcolor="#eef3fb", label=<<B>t1</B>&#160;alice<BR ALIGN="LEFT"/><FONT COLOR="#c62828">failed</FONT>  sha256:0123456789ab<BR ALIGN="LEFT"/><FONT COLOR="#c62828">error: task t1 failed: boom</FONT><BR ALIGN="LEFT"/><FONT COLOR="#c62828"><B>2 denials</B></FONT><BR ALIGN="LEFT"/>>];`,
 		`    c0 [id="cap-c1", class="cap", style="rounded,filled", fillcolor="#fbfbf6", label=<<B>c1</B>&#160;net &quot;fli\&quot;ghts\\\n&quot;<BR ALIGN="LEFT"/>max_redirects=5<BR ALIGN="LEFT"/>methods=GET,POST<BR ALIGN="LEFT"/>origin=https://flights.example<BR ALIGN="LEFT"/>timeout=30s<BR ALIGN="LEFT"/>[audited]<BR ALIGN="LEFT"/>>];`,
@@ -82,6 +83,17 @@ func TestDOTShowsIntent(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %s in:\n%s", want, got)
 		}
+	}
+	// How a label reads is said once a task's label is drawn.
+	for i := range r.Tasks {
+		r.Tasks[i].Label = kindapi.Label{}
+	}
+	if got := dot(t, r); strings.Contains(got, "label {C}/{I}") {
+		t.Errorf("the legend of labels is drawn with no label:\n%s", got)
+	}
+	r.Tasks[0].Label = kindapi.NewLabel([]string{"pii:alice"}, nil)
+	if got := dot(t, r); !strings.Contains(got, "label {C}/{I}: C, the confidentiality tags") {
+		t.Errorf("no legend of labels:\n%s", got)
 	}
 	// Flows the kernel allowed alone are not drawn as an alarm.
 	r.Flows = []runstore.Flow{{Cap: c.ID, Decision: "allow"}}
