@@ -81,6 +81,7 @@ func runBuild(e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "mandate build: %v\n", err)
 		return exitUsage
 	}
+	defer e.capCache(cache)
 	ctx := host.WithBuildNotes(context.Background(), func(msg string) {
 		fmt.Fprintf(e.stderr, "mandate build: note: %s\n", msg)
 	})

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,7 +17,7 @@ import (
 )
 
 const cacheHelp = `Usage: mandate cache [--cache-dir DIR]
-       mandate cache prune [--older-than DURATION] [--all] [--dry-run] [--cache-dir DIR]
+       mandate cache prune [--older-than DURATION] [--max-size SIZE] [--all] [--dry-run] [--cache-dir DIR]
 
 Shows the caches mandate keeps, and prunes them. The cache root is
 --cache-dir, else $MANDATE_CACHE_DIR, else the user cache directory +
@@ -37,8 +38,17 @@ Shows the caches mandate keeps, and prunes them. The cache root is
 builds are superseded (an older build of a guest that has a newer one).
 
 "mandate cache prune" removes the superseded guest builds and every file
-not written for --older-than (default 720h, 30 days); --all removes every
-file in them; --dry-run says what it would remove and removes nothing.
+not written for --older-than (default 720h, 30 days); then, with
+--max-size (1.5GiB, 500MiB, ...), the least recently written files (a
+guest build counts as written each time a run uses it) until the rest
+fits in SIZE; --all removes every file in them; --dry-run says what it
+would remove and removes nothing.
+
+The cache is also capped by itself: after "mandate run" and "mandate
+build", at most once an hour, a cache larger than $MANDATE_CACHE_MAX
+(default 2GiB; "off" for no cap) is pruned to three quarters of it, the
+least recently written files first (never one written in the last day:
+what runs now keeps what it just built), and mandate says so.
 Entries it does not know are left alone. A cache entry is only ever a
 copy: removing one costs a rebuild or a recompile, nothing else.
 
@@ -78,9 +88,18 @@ func runCache(e *env, args []string) int {
 	olderThan := flags.Duration("older-than", 720*time.Hour, "")
 	all := flags.Bool("all", false, "")
 	dry := flags.Bool("dry-run", false, "")
+	maxFlag := flags.String("max-size", "", "")
 	pos, code, ok := e.parse(c, flags, args)
 	if !ok {
 		return code
+	}
+	var maxSize int64 = -1
+	if *maxFlag != "" {
+		n, err := parseSize(*maxFlag)
+		if err != nil {
+			return e.usageError(c, "--max-size: %v", err)
+		}
+		maxSize = n
 	}
 	prune := false
 	switch {
@@ -109,9 +128,27 @@ func runCache(e *env, args []string) int {
 	cutoff := time.Now().Add(-*olderThan)
 	var removed, freed int64
 	failed := 0
+	// Past the age and the superseded builds, what a --max-size still
+	// needs: the least recently written files of what is left.
+	over := map[string]bool{}
+	if maxSize >= 0 && !*all {
+		var left []cacheFile
+		var total int64
+		for _, d := range dirs {
+			for _, f := range d.files {
+				if !d.superseded[f.path] && !f.mod.Before(cutoff) {
+					left = append(left, f)
+					total += f.size
+				}
+			}
+		}
+		for _, f := range oldestFirst(left, total-maxSize) {
+			over[f.path] = true
+		}
+	}
 	for _, d := range dirs {
 		for _, f := range d.files {
-			if !*all && !d.superseded[f.path] && !f.mod.Before(cutoff) {
+			if !*all && !d.superseded[f.path] && !f.mod.Before(cutoff) && !over[f.path] {
 				continue
 			}
 			if *dry {
@@ -139,6 +176,119 @@ func runCache(e *env, args []string) int {
 	return exitOK
 }
 
+// oldestFirst returns the least recently written of files whose sizes add
+// up to at least need (none when need <= 0).
+func oldestFirst(files []cacheFile, need int64) []cacheFile {
+	if need <= 0 {
+		return nil
+	}
+	files = append([]cacheFile(nil), files...)
+	sort.Slice(files, func(i, j int) bool { return files[i].mod.Before(files[j].mod) })
+	var out []cacheFile
+	for _, f := range files {
+		if need <= 0 {
+			break
+		}
+		out = append(out, f)
+		need -= f.size
+	}
+	return out
+}
+
+// parseSize reads a size: a number with an optional unit, B, KiB, MiB,
+// GiB, TiB (or K, M, G, T, KB, MB, GB, TB, all powers of 1024).
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := 0
+	for i < len(t) && (t[i] >= '0' && t[i] <= '9' || t[i] == '.') {
+		i++
+	}
+	num, unit := t[:i], strings.ToUpper(strings.TrimSpace(t[i:]))
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || num == "" {
+		return 0, fmt.Errorf("%q is not a size (say 500MiB, 2GiB)", s)
+	}
+	mult := map[string]float64{"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "MIB": 1 << 20,
+		"G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30, "T": 1 << 40, "TB": 1 << 40, "TIB": 1 << 40}[unit]
+	if mult == 0 {
+		return 0, fmt.Errorf("%q is not a size: unknown unit %q (say 500MiB, 2GiB)", s, t[i:])
+	}
+	if v*mult > 1<<62 {
+		return 0, fmt.Errorf("%q is too large", s)
+	}
+	return int64(v * mult), nil
+}
+
+// cacheCapDefault is the cache's cap when $MANDATE_CACHE_MAX is unset.
+const cacheCapDefault = 2 << 30
+
+// capStamp, in the cache root, is touched at each check of the cap.
+const capStamp = ".capped"
+
+// capCache prunes the cache root to three quarters of $MANDATE_CACHE_MAX
+// (default 2 GiB; "off": no cap) when it is larger, at most once an hour,
+// the least recently written files first but never one written in the
+// last day, and says what it removed. It is
+// best effort: a cache entry is only ever a copy, and a failure changes
+// nothing for the command that ran.
+func (e *env) capCache(root string) {
+	max := int64(cacheCapDefault)
+	if v := e.getenv("MANDATE_CACHE_MAX"); v != "" {
+		if strings.EqualFold(v, "off") {
+			return
+		}
+		n, err := parseSize(v)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "mandate: MANDATE_CACHE_MAX: %v; the cache is not capped\n", err)
+			return
+		}
+		max = n
+	}
+	stamp := filepath.Join(root, capStamp)
+	if fi, err := os.Stat(stamp); err == nil && time.Since(fi.ModTime()) < time.Hour && time.Since(fi.ModTime()) >= 0 {
+		return
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return
+	}
+	if err := os.WriteFile(stamp, nil, 0o644); err != nil {
+		return
+	}
+	dirs, _, err := scanCache(root)
+	if err != nil {
+		return
+	}
+	// Candidates are the files not written for a day: what runs now (a
+	// suite, another mandate) keeps what it just built or compiled.
+	var files []cacheFile
+	var total int64
+	dayAgo := time.Now().Add(-24 * time.Hour)
+	for _, d := range dirs {
+		for _, f := range d.files {
+			if f.mod.Before(dayAgo) {
+				files = append(files, f)
+			}
+		}
+		total += d.size
+	}
+	if total <= max || len(files) == 0 {
+		return
+	}
+	var removed int
+	var freed int64
+	for _, f := range oldestFirst(files, total-max*3/4) {
+		if os.Remove(f.path) == nil {
+			removed++
+			freed += f.size
+		}
+	}
+	for _, d := range dirs {
+		removeEmptyDirs(filepath.Join(root, d.name))
+	}
+	fmt.Fprintf(e.stderr, "mandate: the cache %s was %s, over its cap of %s (MANDATE_CACHE_MAX): removed the %d least recently written files (%s)\n",
+		kindapi.Printable(root), humanBytes(total), humanBytes(max), removed, humanBytes(freed))
+}
+
 // scanCache lists the known directories of the cache root and their
 // files, and the names of the entries it does not know.
 func scanCache(root string) ([]*cacheDir, []string, error) {
@@ -152,6 +302,9 @@ func scanCache(root string) ([]*cacheDir, []string, error) {
 	var dirs []*cacheDir
 	var others []string
 	for _, ent := range ents {
+		if ent.Name() == capStamp {
+			continue
+		}
 		if !ent.IsDir() || !cacheDirRE.MatchString(ent.Name()) {
 			others = append(others, ent.Name())
 			continue

@@ -198,6 +198,7 @@ func runRun(e *env, args []string) int {
 	if *natsURLs != "" {
 		return e.runFleet(ctx, o, *natsURLs)
 	}
+	defer e.capCache(o.cache)
 	return e.runTask(ctx, stop, o)
 }
 

@@ -92,6 +92,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // MandateModule is the module path of this repository; guests import its
@@ -251,6 +252,10 @@ func cached(cacheDir, name, key string, rekey func() (string, error), build func
 		// older build or damaged) is not used: it is built again and
 		// replaced.
 		if b, err := os.ReadFile(path); err == nil && CheckModule(b) == nil {
+			// Used now: a cache capped by size keeps what was used last
+			// (mandate cache prune --max-size).
+			now := time.Now()
+			os.Chtimes(path, now, now)
 			return b, path, nil
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func writeGuest(t *testing.T, dir, src string) {
@@ -108,5 +109,35 @@ func TestDefaultCacheDirEnv(t *testing.T) {
 	t.Setenv("MANDATE_CACHE_DIR", "/x/y")
 	if got, want := DefaultCacheDir(), filepath.FromSlash("/x/y/guests"); got != want {
 		t.Fatalf("DefaultCacheDir() = %q, want %q", got, want)
+	}
+}
+
+// TestCachedHitIsUsed: a build served from the cache counts as used now
+// (its file's time moves), so a cache capped by size keeps it.
+func TestCachedHitIsUsed(t *testing.T) {
+	dir := t.TempDir()
+	key := strings.Repeat("ab", 32)
+	builds := 0
+	build := func(out string) error {
+		builds++
+		return os.WriteFile(out, []byte("\x00asm\x01\x00\x00\x00\x01\x04\x01\x60\x00\x00\x03\x02\x01\x00\x0a\x04\x01\x02\x00\x0b"), 0o644)
+	}
+	_, path, err := cached(dir, "g", key, func() (string, error) { return key, nil }, build)
+	if err != nil || path == "" {
+		t.Fatalf("%q %v", path, err)
+	}
+	old := time.Now().Add(-48 * time.Hour)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cached(dir, "g", key, func() (string, error) { return key, nil }, build); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if builds != 1 || time.Since(fi.ModTime()) > time.Hour {
+		t.Errorf("%d builds, the hit's file written %s ago", builds, time.Since(fi.ModTime()))
 	}
 }
