@@ -82,6 +82,7 @@ func init() {
 	commands = []*command{
 		{"new", "write a new tool: guest, manifest, README and test", newHelp, runNew},
 		{"build", "build a guest (Go, Rust or C) to WebAssembly", buildHelp, runBuild},
+		{"sdk", "the guest SDK mandate carries, for plain go, cargo and make", sdkHelp, runSDK},
 		{"run", "run a task described by a manifest", runHelp, runRun},
 		{"graph", "show the capability graph of a recorded run", graphHelp, runGraph},
 		{"runs", "list the recorded runs", runsHelp, runRuns},

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/mandatevm/mandate/internal/sdkembed"
@@ -157,7 +158,18 @@ func sdkEnv(ctx context.Context, dir, goBin string, opt Options, cacheDir string
 		}
 		opt.Note(msg)
 	}
-	return buildEnv("GOWORK=" + workFile), nil
+	extra := []string{"GOWORK=" + workFile}
+	// A -mod=mod of the person's GOFLAGS would fail the build: in a
+	// workspace, -mod may only be readonly or vendor. It is set aside, and
+	// said.
+	if flags := strings.Fields(os.Getenv("GOFLAGS")); slices.Contains(flags, "-mod=mod") {
+		kept := slices.DeleteFunc(flags, func(f string) bool { return f == "-mod=mod" })
+		extra = append(extra, "GOFLAGS="+strings.Join(kept, " "))
+		if opt.Note != nil {
+			opt.Note("GOFLAGS' -mod=mod is set aside for this build: the embedded SDK is used through a workspace, where -mod may only be readonly or vendor")
+		}
+	}
+	return buildEnv(extra...), nil
 }
 
 // quoteWorkPath quotes a path for a go.work line when it needs it.
@@ -168,3 +180,8 @@ func quoteWorkPath(p string) string {
 	}
 	return p
 }
+
+// UnpackSDK unpacks the guest SDK embedded in this binary into the cache
+// (once; checked by its hash each time) and returns its folder: go.mod and
+// the Go packages at its root, rust/ (the mandate crate) and c/ (mandate.h).
+func UnpackSDK(opt Options) (string, error) { return embeddedSDK(opt) }
