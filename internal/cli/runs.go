@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mandatevm/mandate/internal/graphview"
+	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/runstore"
 )
@@ -18,7 +20,10 @@ const runsHelp = `Usage: mandate runs [--state-dir DIR] [--format text|json]
        mandate runs --nats URLS [--format text|json]
 
 Lists the recorded runs, newest first: id, state, exit code, principal,
-number of tasks and capabilities, denials, and the manifest. A run whose
+number of tasks and capabilities, denials, what the run could do (GRANTS:
+its root capabilities, the manifest's grants, by kind and cut short, as
+"net: GET api.example; data: benefits (read); pay: ≤ 50.00 EUR"), and the
+manifest. A run whose
 state is "running" is still running (its process holds a lock on
 STATE/running/ID.lock); "crashed" means its process ended without
 recording the end, killed or crashed (its audit entries are in the audit
@@ -34,7 +39,8 @@ created or changed).
 With --format json, stdout is a JSON array, newest first, of objects with
 id, manifest, task, module, digest, principal, engine, started, ended
 (absent while running or crashed), exit (absent likewise), state, error,
-tasks, caps and denials.
+tasks, caps, denials and grants (the GRANTS column, at most 100
+characters).
 
 With --nats, it lists a fleet's submissions instead (see "mandate node"):
 id, state (queued, running, done, refused, lost), the node that owns it
@@ -66,7 +72,7 @@ func runRuns(e *env, args []string) int {
 		return exitUsage
 	}
 	if nothingRecorded(dir) {
-		return e.listRuns(*format, dir, nil)
+		return e.listRuns(*format, dir, nil, nil)
 	}
 	s, err := readStore(dir)
 	if err != nil {
@@ -82,7 +88,11 @@ func runRuns(e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "mandate runs: %v\n", err)
 		return exitUsage
 	}
-	return e.listRuns(*format, dir, runs)
+	roots, err := s.RootCaps(context.Background())
+	if err != nil { // the list without its GRANTS rather than none
+		fmt.Fprintf(e.stderr, "mandate runs: warning: %v\n", err)
+	}
+	return e.listRuns(*format, dir, runs, roots)
 }
 
 // runLine is one run in "mandate runs --format json".
@@ -93,13 +103,22 @@ type runLine struct {
 	Tasks   int        `json:"tasks"`
 	Caps    int        `json:"caps"`
 	Denials int        `json:"denials"`
+	Grants  string     `json:"grants"`
 }
 
-func (e *env) listRuns(format, dir string, runs []runstore.Summary) int {
+// Bounds of the GRANTS summary (graphview.GrantsSummary), in runes.
+const (
+	grantsShown = 60
+	grantsJSON  = 100
+)
+
+// listRuns prints runs; roots are their root capabilities by run id
+// (runstore.Store.RootCaps), for the GRANTS column.
+func (e *env) listRuns(format, dir string, runs []runstore.Summary, roots map[string][]kernel.GraphCap) int {
 	if format == "json" {
 		lines := make([]runLine, 0, len(runs))
 		for _, r := range runs {
-			l := runLine{Run: r.Run, Tasks: r.Tasks, Caps: r.Caps, Denials: r.Denials}
+			l := runLine{Run: r.Run, Tasks: r.Tasks, Caps: r.Caps, Denials: r.Denials, Grants: graphview.GrantsSummary(roots[r.ID], grantsJSON)}
 			if !r.Run.Ended.IsZero() {
 				ended, exit := r.Run.Ended, r.Run.Exit
 				l.Ended, l.Exit = &ended, &exit
@@ -118,15 +137,19 @@ func (e *env) listRuns(format, dir string, runs []runstore.Summary) int {
 	}
 	var table bytes.Buffer
 	w := tabwriter.NewWriter(&table, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "RUN\tSTATE\tEXIT\tPRINCIPAL\tTASKS\tCAPS\tDENIALS\tMANIFEST\tREASON")
+	fmt.Fprintln(w, "RUN\tSTATE\tEXIT\tPRINCIPAL\tTASKS\tCAPS\tDENIALS\tGRANTS\tMANIFEST\tREASON")
 	for _, r := range runs {
 		exit := strconv.Itoa(r.Exit)
 		if r.Ended.IsZero() {
 			exit = "-" // still running, or its process died before recording the end
 		}
 		p := kindapi.Printable
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", p(r.ID), p(r.State), exit, p(r.Principal), r.Tasks, r.Caps, r.Denials, p(r.Manifest),
-			p(shortReason(r.Error)))
+		grants := graphview.GrantsSummary(roots[r.ID], grantsShown)
+		if grants == "" {
+			grants = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", p(r.ID), p(r.State), exit, p(r.Principal), r.Tasks, r.Caps, r.Denials,
+			grants, p(r.Manifest), p(shortReason(r.Error)))
 	}
 	w.Flush()
 	for _, line := range strings.SplitAfter(table.String(), "\n") {
