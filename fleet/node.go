@@ -478,6 +478,9 @@ func (n *Node) take(ctx context.Context, msg jetstream.Msg) {
 	final := n.execute(rctx, s, st)
 	// Killed as this node fenced itself (not as it stops: ctx).
 	killed := n.fenced.Load() && rctx.Err() != nil && ctx.Err() == nil
+	// The record first: a run whose state says it ended has its record
+	// in the fleet.
+	n.copyRecord(context.WithoutCancel(ctx), final.RunID)
 	settle = n.finish(context.WithoutCancel(ctx), final, killed)
 	n.copyAudit(context.WithoutCancel(ctx))
 }

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/internal/graphview"
@@ -17,14 +19,26 @@ import (
 
 const graphHelp = `Usage: mandate graph [RUN | last | --run ID] [--format text|json|dot|svg]
                      [--output FILE] [--state-dir DIR] [--cache-dir DIR]
+       mandate graph [RUN | last] --nats URLS [--format ...] [--output FILE]
 
 Shows the capability graph of the last recorded run, or of run ID: every
 task (who it acted for, its module, how it ended) and every capability (its
 kind, its holder, the capability it was derived from, its scope, whether it
 was revoked).
 
+With --nats, it shows a run of a fleet instead (see "mandate node"): RUN
+is the run's id on its node or its submission's id (as "mandate run
+--nats" and "mandate runs --nats" print them), "last" the last submission
+that a node ran. The graph is the record the run's node copied to the
+fleet when the run ended (to MANDATE_AUDIT, beside its audit log's copy):
+the same record, and so the same graph, as "mandate graph RUN
+--state-dir" on that node. A run still running, or lost with its node,
+has no copy yet: the error says where its record is.
+
 Flags:
 
+	--nats URLS       show a fleet's run: the record its node copied to the
+	                  fleet on these NATS servers (comma-separated)
 	--run ID          the run to show (default, or "last": the last run that
 	                  ran, not one refused before its task started); "mandate run"
 	                  logs each run's id ("run recorded: run=ID"); runs are
@@ -77,6 +91,7 @@ Examples:
 	mandate graph --format json | jq '.caps[] | select(.revoked)'
 	mandate graph --format svg --output graph.svg
 	mandate graph --run 20261129T153000Z-ab12cd --format dot | dot -Tpng
+	mandate graph last --nats nats://127.0.0.1:4222 --format svg --output run.svg
 `
 
 func runGraph(e *env, args []string) int {
@@ -87,6 +102,7 @@ func runGraph(e *env, args []string) int {
 	output := fs.String("output", "", "")
 	stateFlag := stateDirFlag(fs)
 	cacheFlag := fs.String("cache-dir", "", "")
+	natsURLs := fs.String("nats", "", "")
 	pos, code, ok := e.parse(c, fs, args)
 	if !ok {
 		return code
@@ -101,17 +117,28 @@ func runGraph(e *env, args []string) int {
 	if !ok && *format != "svg" {
 		return e.usageError(c, "unknown format %q (formats: text, json, dot, svg)", *format)
 	}
-	dir, err := e.stateDir(*stateFlag)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "mandate graph: %v\n", err)
-		return exitUsage
-	}
 	ctx := e.context()
-	r, err := readRecord(ctx, dir, *runID)
+	var r *Record
+	var err error
+	if *natsURLs != "" {
+		if *stateFlag != "" {
+			return e.usageError(c, "--nats and --state-dir: a fleet's run is read from the fleet, not a state directory")
+		}
+		r, err = e.fleetRecord(ctx, *natsURLs, *runID)
+	} else {
+		var dir string
+		if dir, err = e.stateDir(*stateFlag); err != nil {
+			fmt.Fprintf(e.stderr, "mandate graph: %v\n", err)
+			return exitUsage
+		}
+		r, err = readRecord(ctx, dir, *runID)
+	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "mandate graph: %v\n", err)
-		if errors.Is(err, runstore.ErrNoRuns) {
+		if errors.Is(err, runstore.ErrNoRuns) && *natsURLs == "" {
 			fmt.Fprintf(e.stderr, "Run a task with 'mandate run MANIFEST' first.\n")
+		} else if errors.Is(err, runstore.ErrNoRuns) {
+			fmt.Fprintf(e.stderr, "Submit one with 'mandate run --nats URLS MANIFEST' first.\n")
 		}
 		return exitUsage
 	}
@@ -139,6 +166,19 @@ func runGraph(e *env, args []string) int {
 		return exitUsage
 	}
 	return exitOK
+}
+
+// fleetRecord reads the record of a fleet's run id (a run id, a
+// submission id, or "" or "last") for mandate graph --nats.
+func (e *env) fleetRecord(ctx context.Context, urls, id string) (*Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	nc, f, err := connectFleet(ctx, urls, "mandate graph", 1)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	return newFleetRuns(f, urls).Get(ctx, id)
 }
 
 // graphvizCache is where SVG keeps Graphviz's compiled code: the cache

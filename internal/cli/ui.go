@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mandatevm/mandate/internal/graphview"
@@ -18,6 +19,7 @@ import (
 )
 
 const uiHelp = `Usage: mandate ui [RUN | last] [--addr 127.0.0.1:0] [--state-dir DIR] [--cache-dir DIR]
+       mandate ui [RUN | last] --nats URLS [--addr 127.0.0.1:0] [--cache-dir DIR]
 
 Serves a local web view of the recorded runs, and the page where a person
 answers the pending approvals, and prints its URL:
@@ -30,6 +32,16 @@ capability graph; select a capability for its scope, constraints,
 derivation path and every use and denial made on it. A run in progress
 (or an MCP session) updates live. With RUN (an id, or "last"), the URL
 printed opens that run's page.
+
+With --nats, it serves a fleet's runs instead (see "mandate node"),
+read-only: the runs its nodes started, newest first, with the node each
+ran on (the list is read again every 5 s while a page is open), and each
+run's page from the record its node copied to the fleet when the run
+ended (a run still running or lost with its node has none yet: its page
+says where its record is). Such a UI has no approvals (a node asks no
+person), no MCP clients and no audit log of its own: the run's audit
+entries are in its node's log and the fleet's copy ("mandate audit verify
+--nats" checks them). RUN may also be a submission's id.
 
 Approvals: /approvals lists the uses of a capability that wait for a
 person's yes (mandate run --approve wait, mandate mcp serve), and
@@ -63,6 +75,8 @@ text, control characters escaped.
 Flags:
 
 	--addr HOST:PORT  where to listen (default 127.0.0.1:0: a free port)
+	--nats URLS       serve a fleet's runs, from these NATS servers
+	                  (comma-separated), instead of a state directory's
 	--state-dir DIR   where runs are recorded (default $MANDATE_STATE_DIR,
 	                  else $XDG_STATE_HOME/mandate, else ~/.local/state/mandate)
 	--cache-dir DIR   cache root, for the graph pictures' compiled Graphviz
@@ -74,6 +88,7 @@ Examples:
 	mandate ui
 	mandate ui last
 	mandate ui --addr 127.0.0.1:8765 --state-dir ./state
+	mandate ui --nats nats://127.0.0.1:4222
 `
 
 func runUI(e *env, args []string) int {
@@ -82,6 +97,7 @@ func runUI(e *env, args []string) int {
 	addr := fs.String("addr", "127.0.0.1:0", "")
 	stateFlag := stateDirFlag(fs)
 	cacheFlag := fs.String("cache-dir", "", "")
+	natsURLs := fs.String("nats", "", "")
 	pos, code, ok := e.parse(c, fs, args)
 	if !ok {
 		return code
@@ -95,6 +111,12 @@ func runUI(e *env, args []string) int {
 		}
 	case len(pos) > 1:
 		return e.usageError(c, "unexpected argument %q", pos[1])
+	}
+	if *natsURLs != "" {
+		if *stateFlag != "" {
+			return e.usageError(c, "--nats and --state-dir: a fleet's runs are read from the fleet, not a state directory")
+		}
+		return e.serveFleetUI(*natsURLs, *addr, *cacheFlag, run)
 	}
 	dir, err := e.stateDir(*stateFlag)
 	if err != nil {
@@ -149,6 +171,73 @@ func runUI(e *env, args []string) int {
 	fmt.Fprintf(e.stdout, "http://%s%s?token=%s\n", ln.Addr(), page, token)
 	ctx, stop := signal.NotifyContext(e.context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if err := s.Serve(ctx, ln); err != nil {
+		fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
+		return exitUsage
+	}
+	return exitOK
+}
+
+// serveFleetUI is mandate ui --nats: the UI over a fleet's runs,
+// read-only.
+func (e *env) serveFleetUI(urls, addr, cacheFlag, run string) int {
+	cache, err := e.cacheDir(cacheFlag)
+	if err != nil {
+		cache = ""
+	}
+	ctx, stop := signal.NotifyContext(e.context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	nc, f, err := connectFleet(cctx, urls, "mandate ui", 1)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
+		return exitUsage
+	}
+	defer nc.Close()
+	src := newFleetRuns(f, urls)
+	// A run named on the command line must be one: say so now rather
+	// than on a page.
+	if run != "" {
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		st, err := src.find(cctx, run)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
+			return exitUsage
+		}
+		if run != "last" {
+			if st.RunID == "" {
+				fmt.Fprintf(e.stderr, "mandate ui: submission %s has no run yet (it is %s)\n", st.ID, st.State)
+				return exitUsage
+			}
+			run = st.RunID
+		}
+	}
+	ln, err := webui.Listen(addr)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
+		return exitUsage
+	}
+	token, err := webui.NewToken()
+	if err != nil {
+		ln.Close()
+		fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
+		return exitUsage
+	}
+	logger := hclog.New(&hclog.LoggerOptions{Name: "mandate ui", Level: hclog.Warn, Output: e.stderr})
+	s, err := webui.New(webui.Options{Runs: src, Token: token, Addr: ln.Addr().String(), Logger: logger, Graph: uiGraph(cache)})
+	if err != nil {
+		ln.Close()
+		fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
+		return exitUsage
+	}
+	page := "/"
+	if run != "" {
+		page = "/runs/" + url.PathEscape(run)
+	}
+	fmt.Fprintf(e.stderr, "mandate ui: the runs of %s, read-only; open (Ctrl-C stops):\n", src.Name())
+	fmt.Fprintf(e.stdout, "http://%s%s?token=%s\n", ln.Addr(), page, token)
 	if err := s.Serve(ctx, ln); err != nil {
 		fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
 		return exitUsage

@@ -112,6 +112,9 @@ func (s *stores) approvalsStore() (*approvals.Store, error) {
 	if s.approvals != nil {
 		return s.approvals, nil
 	}
+	if s.src != nil {
+		return nil, errNoStateDir
+	}
 	if _, err := os.Stat(s.approvalsPath()); err != nil {
 		return nil, err
 	}
@@ -123,7 +126,7 @@ func (s *stores) approvalsStore() (*approvals.Store, error) {
 	return st, nil
 }
 
-func (s *stores) approvalsPath() string { return filepath.Join(s.dir, approvals.FileName) }
+func (s *stores) approvalsPath() string { return s.path(approvals.FileName) }
 
 // listApprovals lists approvals; none (no file yet) is an empty list.
 func (s *stores) listApprovals(ctx context.Context, o approvals.ListOptions) ([]approvals.Approval, error) {

@@ -91,7 +91,7 @@ func BenchmarkRunPage(b *testing.B) {
 // page costs when the log changed).
 func BenchmarkVerify(b *testing.B) {
 	dir := bigState(b, 10, 5000)
-	st := newStores(dir, hclog.NewNullLogger())
+	st := newStores(dir, nil, hclog.NewNullLogger())
 	defer st.close()
 	log, err := st.auditLog()
 	if err != nil {
@@ -109,7 +109,7 @@ func BenchmarkVerify(b *testing.B) {
 // open page costs every PollInterval).
 func BenchmarkPoll(b *testing.B) {
 	dir := bigState(b, 10, 10)
-	st := newStores(dir, hclog.NewNullLogger())
+	st := newStores(dir, nil, hclog.NewNullLogger())
 	defer st.close()
 	p := &poller{stores: st}
 	p.step(context.Background())

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +46,9 @@ func (s *stores) clientsStore() (*mcpclients.Store, error) {
 	if s.clients != nil {
 		return s.clients, nil
 	}
+	if s.src != nil {
+		return nil, errNoStateDir
+	}
 	st, err := mcpclients.OpenReadOnly(s.dir)
 	if err != nil {
 		return nil, err
@@ -55,7 +57,7 @@ func (s *stores) clientsStore() (*mcpclients.Store, error) {
 	return st, nil
 }
 
-func (s *stores) clientsPath() string { return filepath.Join(s.dir, mcpclients.FileName) }
+func (s *stores) clientsPath() string { return s.path(mcpclients.FileName) }
 
 // listClients lists the clients; none (no file yet) is an empty list.
 func (s *stores) listClients(ctx context.Context) ([]mcpclients.State, error) {

@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"context"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/mandatevm/mandate/audit"
 	"github.com/mandatevm/mandate/internal/approvals"
+	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/runstore"
 )
 
@@ -126,7 +128,7 @@ func (s *Server) apiRuns(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	q := r.URL.Query()
 	f := runsFilter{Principal: q.Get("principal"), State: q.Get("state"), Denials: truthy(q.Get("denials"))}
-	runs, err := s.stores.list(r.Context())
+	runs, err := s.listRuns(r.Context())
 	if err != nil {
 		s.logger.Warn("listing runs", "error", err)
 		jsonError(w, http.StatusInternalServerError, err)
@@ -135,11 +137,17 @@ func (s *Server) apiRuns(w http.ResponseWriter, r *http.Request) {
 	v := runsView{StateDir: esc(s.o.StateDir), Total: len(runs),
 		Filter: runsFilter{Principal: esc(f.Principal), State: esc(f.State), Denials: f.Denials}, Now: time.Now().UTC()}
 	v.Runs, v.Principals, v.States = filterRuns(runs, f)
-	if len(runs) == 0 {
+	switch {
+	case len(runs) == 0 && s.o.Runs != nil:
+		v.Note = "No run of this fleet has started on a node yet: submit one with mandate run --nats URLS MANIFEST."
+	case len(runs) == 0:
 		v.Note = "No runs recorded yet in this state directory: run a task with mandate run MANIFEST; it shows here as it starts."
 		if s.stores.legacyRecords() {
 			v.Note = "This state directory holds run records of an earlier Mandate: run mandate runs once to import them (the UI writes nothing)."
 		}
+	}
+	if s.o.Runs != nil {
+		v.Source = esc(s.o.Runs.Name())
 	}
 	if pending, err := s.stores.listApprovals(r.Context(), approvals.ListOptions{Pending: true}); err != nil {
 		s.logger.Warn("listing approvals", "error", err)
@@ -150,8 +158,31 @@ func (s *Server) apiRuns(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v)
 }
 
+// listRuns lists the runs with what each could do: the state
+// directory's (its root capabilities in one query), or the RunSource's.
+func (s *Server) listRuns(ctx context.Context) ([]SourceRun, error) {
+	if s.o.Runs != nil {
+		return s.o.Runs.List(ctx)
+	}
+	runs, err := s.stores.list(ctx)
+	if err != nil || len(runs) == 0 {
+		return nil, err
+	}
+	var roots map[string][]kernel.GraphCap
+	if st, err := s.stores.runStore(); err == nil {
+		if roots, err = st.RootCaps(ctx); err != nil { // the list without what runs could do rather than none
+			s.logger.Warn("reading the runs' capabilities", "error", err)
+		}
+	}
+	out := make([]SourceRun, len(runs))
+	for i, r := range runs {
+		out[i] = SourceRun{Summary: r, Caps: roots[r.ID]}
+	}
+	return out, nil
+}
+
 // record returns the run named by the request's id ("last": the last
-// run that ran).
+// run that ran), and the store it is in (nil for a RunSource's run).
 func (s *Server) record(w http.ResponseWriter, r *http.Request) (*runstore.Record, *runstore.Store, bool) {
 	id := r.PathValue("id")
 	if id == "last" {
@@ -159,6 +190,18 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request) (*runstore.Recor
 	} else if !runstore.ValidRunID(id) {
 		jsonError(w, http.StatusNotFound, errors.New("not a run id"))
 		return nil, nil, false
+	}
+	if s.o.Runs != nil {
+		rec, err := s.o.Runs.Get(r.Context(), id)
+		if err != nil {
+			code := http.StatusInternalServerError
+			if errors.Is(err, runstore.ErrNotFound) || errors.Is(err, runstore.ErrNoRuns) || errors.Is(err, ErrNoRecord) {
+				code = http.StatusNotFound
+			}
+			jsonError(w, code, err)
+			return nil, nil, false
+		}
+		return rec, nil, true
 	}
 	st, err := s.stores.runStore()
 	if err != nil {
@@ -188,15 +231,21 @@ func (s *Server) apiRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	outs, err := st.Outputs(ctx, rec.Run.ID, "")
-	if err != nil {
-		jsonError(w, http.StatusInternalServerError, err)
-		return
+	outs := rec.Outputs
+	if st != nil {
+		var err error
+		if outs, err = st.Outputs(ctx, rec.Run.ID, ""); err != nil {
+			jsonError(w, http.StatusInternalServerError, err)
+			return
+		}
 	}
 	a := auditView{Path: esc(s.stores.auditPath())}
 	var entries []audit.Entry
 	log, err := s.stores.auditLog()
 	switch {
+	case s.o.Runs != nil:
+		a.Note = "This run's audit entries are in its node's audit log, and in the copy the node keeps in the fleet (MANDATE_AUDIT): " +
+			"mandate audit verify --nats checks every node's copy; mandate audit --run ID --state-dir on the node lists them."
 	case notExist(err):
 		a.Note = "No audit log in this state directory yet."
 	case err != nil:

@@ -22,7 +22,8 @@ import (
 // tells every stream which changed; the page then fetches again what it
 // shows. A run left "running" by a process that died turns "crashed"
 // without any file changing: while a run is running, the list is read
-// again every relistEvery whatever the files say.
+// again every relistEvery whatever the files say. A RunSource (a fleet)
+// has no files: its list is read every SourceRelist.
 
 // relistEvery is how often the runs are listed again while one is running.
 const relistEvery = 2 * time.Second
@@ -223,7 +224,13 @@ func (p *poller) step(ctx context.Context) (change, bool) {
 	if s := statSig(p.stores.runsPath()); s != p.runsSig {
 		p.runsSig, filesChanged = s, true
 	}
-	if filesChanged || p.running && time.Since(p.listed) >= relistEvery {
+	// A RunSource's list changes with no file: it is read again every
+	// SourceRelist.
+	relist := filesChanged || p.running && time.Since(p.listed) >= relistEvery
+	if p.stores.src != nil {
+		relist = first || time.Since(p.listed) >= SourceRelist
+	}
+	if relist {
 		if runs, err := p.stores.list(ctx); err != nil {
 			if ctx.Err() == nil {
 				p.stores.logger.Warn("listing runs for the event streams", "error", err)

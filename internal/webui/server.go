@@ -15,13 +15,18 @@ import (
 	"github.com/mandatevm/mandate/runstore"
 )
 
-// Options configure a Server. StateDir, Token and Addr are required.
+// Options configure a Server. Token, Addr and StateDir or Runs are
+// required.
 type Options struct {
 	// StateDir is the state directory whose run store (runs.db) and audit
 	// log (audit.db, audit.key) are shown. Both are opened read-only, when
 	// first needed: a directory with nothing recorded yet is shown empty
 	// until something is.
 	StateDir string
+	// Runs, when set, is where the runs are read instead (a fleet's):
+	// StateDir is then ignored, and the UI has no approvals, clients or
+	// audit log of its own (see RunSource).
+	Runs RunSource
 	// Token is the secret every request must carry (the token query
 	// parameter once, then the cookie it sets). At least MinTokenLen
 	// bytes; NewToken makes one.
@@ -115,8 +120,11 @@ type Server struct {
 
 // New returns a Server for o.
 func New(o Options) (*Server, error) {
-	if o.StateDir == "" {
+	if o.StateDir == "" && o.Runs == nil {
 		return nil, errors.New("webui: no state directory")
+	}
+	if o.Runs != nil {
+		o.StateDir = ""
 	}
 	if len(o.Token) < MinTokenLen {
 		return nil, fmt.Errorf("webui: a token of %d bytes is too short (at least %d)", len(o.Token), MinTokenLen)
@@ -136,7 +144,7 @@ func New(o Options) (*Server, error) {
 		logger = hclog.NewNullLogger()
 	}
 	s := &Server{o: o, logger: logger, guard: g, done: make(chan struct{})}
-	s.stores = newStores(o.StateDir, logger)
+	s.stores = newStores(o.StateDir, o.Runs, logger)
 	s.live = newHub(s.stores, o.PollInterval, o.MaxClients, logger)
 	s.graphs = newGraphCache(o.Graph)
 	s.mux = http.NewServeMux()

@@ -26,6 +26,7 @@ const AuditFile = "audit.db"
 // opening is retried on each use until it works) and kept open.
 type stores struct {
 	dir    string
+	src    RunSource // when set, the runs come from it and dir is unused
 	logger hclog.Logger
 
 	mu        sync.Mutex // guards runs, log, approvals, clients and closed
@@ -40,12 +41,21 @@ type stores struct {
 	verified *verification // the last one, nil before the first
 }
 
-func newStores(dir string, logger hclog.Logger) *stores {
-	return &stores{dir: dir, logger: logger}
+func newStores(dir string, src RunSource, logger hclog.Logger) *stores {
+	return &stores{dir: dir, src: src, logger: logger}
 }
 
-func (s *stores) runsPath() string  { return filepath.Join(s.dir, runstore.FileName) }
-func (s *stores) auditPath() string { return filepath.Join(s.dir, AuditFile) }
+// path is the state directory's file name; "" (which no stat finds) when
+// the runs come from a RunSource.
+func (s *stores) path(name string) string {
+	if s.src != nil {
+		return ""
+	}
+	return filepath.Join(s.dir, name)
+}
+
+func (s *stores) runsPath() string  { return s.path(runstore.FileName) }
+func (s *stores) auditPath() string { return s.path(AuditFile) }
 
 // errClosed is returned once the server is closed.
 var errClosed = errors.New("webui: closed")
@@ -60,6 +70,9 @@ func (s *stores) runStore() (*runstore.Store, error) {
 	}
 	if s.runs != nil {
 		return s.runs, nil
+	}
+	if s.src != nil {
+		return nil, runstore.ErrNoRuns
 	}
 	st, err := runstore.OpenReadOnly(s.dir)
 	if err != nil {
@@ -80,6 +93,9 @@ func (s *stores) auditLog() (*audit.Log, error) {
 	}
 	if s.log != nil {
 		return s.log, nil
+	}
+	if s.src != nil {
+		return nil, errNoStateDir
 	}
 	if _, err := os.Stat(s.auditPath()); err != nil {
 		return nil, err
@@ -116,8 +132,17 @@ func (s *stores) close() error {
 	return errors.Join(errs...)
 }
 
-// list is the run store's List; no runs (no store yet) is an empty list.
+// list is the run store's List (or the RunSource's); no runs (no store
+// yet) is an empty list.
 func (s *stores) list(ctx context.Context) ([]runstore.Summary, error) {
+	if s.src != nil {
+		runs, err := s.src.List(ctx)
+		out := make([]runstore.Summary, len(runs))
+		for i, r := range runs {
+			out[i] = r.Summary
+		}
+		return out, err
+	}
 	st, err := s.runStore()
 	if errors.Is(err, runstore.ErrNoRuns) {
 		return nil, nil
@@ -131,6 +156,9 @@ func (s *stores) list(ctx context.Context) ([]runstore.Summary, error) {
 // legacyRecords reports whether the state directory holds run records of
 // the earlier JSON format, which only a writing command imports.
 func (s *stores) legacyRecords() bool {
+	if s.src != nil {
+		return false
+	}
 	m, _ := filepath.Glob(filepath.Join(s.dir, "runs", "*.json"))
 	return len(m) > 0
 }

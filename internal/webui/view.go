@@ -33,7 +33,10 @@ func escAll(ss []string) []string {
 
 // runsView is GET /api/runs.
 type runsView struct {
-	StateDir   string     `json:"state_dir"`
+	StateDir string `json:"state_dir"`
+	// Source names where the runs are when they are not a state
+	// directory's (a fleet's: RunSource).
+	Source     string     `json:"source,omitempty"`
 	Runs       []runLine  `json:"runs"`
 	Total      int        `json:"total"` // runs before the filters
 	Principals []string   `json:"principals"`
@@ -67,7 +70,16 @@ type runLine struct {
 	Caps      int        `json:"caps"`
 	Denials   int        `json:"denials"`
 	Error     string     `json:"error,omitempty"`
+	// Grants is what the run could do: its root capabilities by kind,
+	// short (graphview.GrantsSummary).
+	Grants string `json:"grants"`
+	// Node and Submission: a fleet run's node and submission id.
+	Node       string `json:"node,omitempty"`
+	Submission string `json:"submission,omitempty"`
 }
+
+// grantsShown bounds a run's Grants, in runes.
+const grantsShown = 100
 
 func newRunLine(r runstore.Summary) runLine {
 	l := runLine{ID: esc(r.ID), Task: esc(r.Task), Principal: esc(r.Principal), Manifest: esc(r.Manifest),
@@ -81,7 +93,7 @@ func newRunLine(r runstore.Summary) runLine {
 
 // filterRuns applies f to runs and lists the principals and states of all
 // runs, for the filter's choices.
-func filterRuns(runs []runstore.Summary, f runsFilter) (lines []runLine, principals, states []string) {
+func filterRuns(runs []SourceRun, f runsFilter) (lines []runLine, principals, states []string) {
 	lines = []runLine{}
 	ps, ss := map[string]bool{}, map[string]bool{}
 	for _, r := range runs {
@@ -89,7 +101,10 @@ func filterRuns(runs []runstore.Summary, f runsFilter) (lines []runLine, princip
 		if f.Principal != "" && r.Principal != f.Principal || f.State != "" && r.State != f.State || f.Denials && r.Denials == 0 {
 			continue
 		}
-		lines = append(lines, newRunLine(r))
+		l := newRunLine(r.Summary)
+		l.Grants = graphview.GrantsSummary(r.Caps, grantsShown)
+		l.Node, l.Submission = esc(r.Node), esc(r.Submission)
+		lines = append(lines, l)
 	}
 	return lines, sortedEsc(ps), sortedEsc(ss)
 }

@@ -197,7 +197,7 @@
       choices(fp, d.principals, params.get('principal'));
       choices(fs, d.states, params.get('state'));
       fill($('#count'), d.runs.length === d.total ? String(d.total) : d.runs.length + ' of ' + d.total);
-      fill($('#state-dir'), 'state directory ' + d.state_dir);
+      fill($('#state-dir'), d.source ? d.source : 'state directory ' + d.state_dir);
       const pa = $('#approvals-link');
       pa.hidden = !d.pending_approvals;
       fill(pa, el('a', { href: '/approvals' }, d.pending_approvals + (d.pending_approvals === 1 ? ' approval waits' : ' approvals wait') + ' for your answer'));
@@ -207,14 +207,15 @@
       const tbody = $('#runs tbody');
       fill(tbody, d.runs.map((r) => el('tr', { dataset: { run: r.id } },
         el('td', { class: 'mono' }, el('a', { href: runURL(r.id) }, r.id)),
-        el('td', {}, r.task),
+        el('td', {}, r.task, r.node ? el('span', { class: 'muted small' }, ' on ' + r.node) : null),
         el('td', {}, r.principal),
         el('td', {}, badge(r.state), r.error ? el('span', { class: 'muted small', title: r.error }, ' ' + r.error.slice(0, 80)) : null),
         el('td', { class: 'num' }, r.exit === null ? '—' : String(r.exit)),
         el('td', {}, fmtTime(r.started)),
-        el('td', { class: 'num' + (r.denials ? ' hot' : '') }, String(r.denials)))));
+        el('td', { class: 'num' + (r.denials ? ' hot' : '') }, String(r.denials)),
+        el('td', { class: 'grants small' }, r.grants || '—'))));
       if (!d.runs.length && d.total) {
-        fill(tbody, el('tr', {}, el('td', { colspan: 7, class: 'muted' }, 'No run matches the filters.')));
+        fill(tbody, el('tr', {}, el('td', { colspan: 8, class: 'muted' }, 'No run matches the filters.')));
       }
     });
 
@@ -511,6 +512,7 @@
         if (!r.ok) throw new Error('the picture: ' + (await r.text()));
         const svg = sanitizeSVG(await r.text());
         fill($('#graph'), svg);
+        sizeGraph();
         markGraph();
       } catch (e) {
         fill($('#graph'), el('p', { class: 'error-text' }, String(e.message || e)));
@@ -524,10 +526,35 @@
       }
     }
 
-    // The picture fits the column, or shows at its own size (scrolling).
+    // The picture's size. "readable" (the default) fits the column but
+    // never shrinks below MIN_GRAPH_SCALE of its own size, so that its text
+    // stays readable (a large graph scrolls in its box instead); "actual"
+    // is its own size; "whole" fits the column however small its text.
+    // The button names the next.
+    const MIN_GRAPH_SCALE = 0.75;
+    const GRAPH_SIZES = { readable: ['actual', 'actual size'], actual: ['whole', 'whole width'], whole: ['readable', 'readable size'] };
+    let graphSize = 'readable';
+    function sizeGraph() {
+      const box = $('#graph');
+      box.classList.toggle('full', graphSize === 'actual');
+      fill($('#graph-size'), GRAPH_SIZES[graphSize][1]);
+      const svg = box.querySelector('svg');
+      if (!svg) return;
+      const w = naturalWidth(svg);
+      // Set through the CSSOM (the CSP forbids style attributes).
+      svg.style.minWidth = graphSize === 'readable' && w ? Math.round(w * MIN_GRAPH_SCALE) + 'px' : '';
+    }
+    // naturalWidth is the picture's own width in CSS pixels: its width
+    // attribute (Graphviz writes points), else its viewBox's (in points).
+    function naturalWidth(svg) {
+      const m = /^([0-9.]+)(pt|px)?$/.exec(svg.getAttribute('width') || '');
+      if (m) return parseFloat(m[1]) * (m[2] === 'pt' ? 4 / 3 : 1);
+      const vb = svg.viewBox && svg.viewBox.baseVal;
+      return vb && vb.width ? vb.width * 4 / 3 : 0;
+    }
     $('#graph-size').addEventListener('click', () => {
-      const full = $('#graph').classList.toggle('full');
-      fill($('#graph-size'), full ? 'fit width' : 'actual size');
+      graphSize = GRAPH_SIZES[graphSize][0];
+      sizeGraph();
     });
 
     // A click in the picture selects the capability whose node it is in,
