@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
 
+	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/internal/scaffold"
 )
 
@@ -17,10 +19,13 @@ against a loopback fixture. NAME's base name is the tool's name.
 
 	go     main.go, go.mod requiring the guest SDK (mandate build supplies
 	       the SDK from its own copy when the go tool cannot fetch it)
-	rust   Cargo.toml and src/main.rs on the mandate crate (built with
-	       Debian's rustc for wasm32-wasi)
+	rust   Cargo.toml and src/main.rs on the mandate crate, built for
+	       wasm32-wasip1 (wasm32-wasi with a rustc older than 1.78, such as
+	       Debian 12's); Cargo.toml names the crate's copy mandate carries,
+	       unpacked into its cache, so cargo builds it offline too (mandate
+	       sdk --work rewrites that path if the copy is gone)
 	c      main.c and a Makefile on mandate.h (built with clang and
-	       wasi-libc for wasm32-wasi)
+	       wasi-libc for wasm32-wasi; make asks mandate sdk --dir)
 
 	net    GET under one path of one origin (--var origin=URL)
 	data   the principal's own records of a collection seeded from a file
@@ -57,7 +62,21 @@ func runNew(e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	files, err := scaffold.New(scaffold.Options{Dir: dir, Lang: *lang, Cap: *kind})
+	opts := scaffold.Options{Dir: dir, Lang: *lang, Cap: *kind}
+	if *lang == "rust" {
+		// Cargo.toml names the crate mandate carries (the checkout's, in
+		// one), so that cargo builds the folder offline.
+		cache, err := e.cacheDir("")
+		if err == nil {
+			note := func(msg string) { fmt.Fprintf(e.stderr, "mandate new: note: %s\n", msg) }
+			opts.RustSDK, err = guestbuild.RustCrate(dir, guestbuild.Options{CacheDir: filepath.Join(cache, "guests"), Note: note})
+		}
+		if err != nil {
+			fmt.Fprintf(e.stderr, "mandate new: the guest SDK for Cargo.toml: %v\n", err)
+			return exitUsage
+		}
+	}
+	files, err := scaffold.New(opts)
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "unknown ") {
 			return e.usageError(c, "%v", err)
@@ -75,5 +94,8 @@ func runNew(e *env, args []string) int {
 		run = strings.ToUpper(strings.ReplaceAll(name, "-", "_")) + "_CARD_TOKEN=tok_... " + run + " --var provider=http://127.0.0.1:8080"
 	}
 	fmt.Fprintf(e.stdout, "next:\n\n\tcd %s\n\tmandate build .\n\t%s\n\tcd tooltest && go test\n", dir, run)
+	if *lang == "rust" {
+		fmt.Fprintf(e.stdout, "\ncargo, offline too (Cargo.toml names %s):\n\n\t%s\n", opts.RustSDK, cargoCommand(context.Background()))
+	}
 	return exitOK
 }

@@ -10,16 +10,22 @@ package guestbuild
 // name and edition, and to refuse dependencies other than mandate (which
 // always resolves to SDKDir's copy, whatever path the Cargo.toml gives).
 //
+// The target is WASI preview 1, which Rust names wasm32-wasip1 since 1.78
+// and named wasm32-wasi until 1.84 removed that name (Debian 12's rustc
+// 1.63 knows only wasm32-wasi). A rustc builds for the first of
+// RustTargets whose standard library it has: its sysroot's
+// lib/rustlib/<target>/lib holds a libstd rlib.
+//
 // The compiler is $MANDATE_RUSTC when set; otherwise the first of
-// /usr/bin/rustc and the rustc on PATH that has the wasm32-wasi standard
-// library (a rustup rustc, often first on PATH, has none until `rustup
-// target add wasm32-wasi`).
+// /usr/bin/rustc and the rustc on PATH that has one of those standard
+// libraries (a rustup rustc, often first on PATH, has none until `rustup
+// target add wasm32-wasip1`).
 //
 // The cache key is the SHA-256 over rustKeyVersion, the compiler's path,
 // its `--version --verbose` output and the names of the files of its
-// wasm32-wasi library directory, the flags, the name and content of the
-// guest's Cargo.toml and of every file under its src/, and of every file
-// under SDKDir/rust.
+// target's library directory, the flags (the target among them), the name
+// and content of the guest's Cargo.toml and of every file under its src/,
+// and of every file under SDKDir/rust.
 
 import (
 	"bufio"
@@ -33,6 +39,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -40,21 +47,28 @@ import (
 // rustKeyVersion changes whenever what the Rust key covers changes.
 const rustKeyVersion = "guestbuild rust v1"
 
-// RustTarget is the target Rust guests are built for.
-const RustTarget = "wasm32-wasi"
+// The names of WASI preview 1 in Rust.
+const (
+	RustTargetWASIP1 = "wasm32-wasip1" // Rust 1.78 and later
+	RustTargetWASI   = "wasm32-wasi"   // until Rust 1.84 (Debian 12's rustc 1.63)
+)
+
+// RustTargets are the targets a Rust guest may be built for, the preferred
+// first: the same WASI, under its two names.
+func RustTargets() []string { return []string{RustTargetWASIP1, RustTargetWASI} }
 
 // RustFlags returns the rustc flags of both compilations (the SDK's and
 // the guest's), after --edition and --crate-type: a small module
 // (optimised for size, no unwinding tables, no debug info, one codegen
-// unit) for RustTarget. The guest's adds -C lto=fat.
-func RustFlags() []string { return append([]string(nil), rustFlags...) }
-
-var rustFlags = []string{
-	"--target", RustTarget,
-	"-C", "opt-level=s",
-	"-C", "panic=abort",
-	"-C", "strip=debuginfo",
-	"-C", "codegen-units=1",
+// unit) for target. The guest's adds -C lto=fat.
+func RustFlags(target string) []string {
+	return []string{
+		"--target", target,
+		"-C", "opt-level=s",
+		"-C", "panic=abort",
+		"-C", "strip=debuginfo",
+		"-C", "codegen-units=1",
+	}
 }
 
 // rustGuestFlags are added for the guest's compilation: link-time
@@ -62,29 +76,36 @@ var rustFlags = []string{
 var rustGuestFlags = []string{"-C", "lto=fat"}
 
 // RustHint says how to get a Rust toolchain that builds guests.
-const RustHint = "Rust guests need rustc with the wasm32-wasi standard library: on Debian, " +
-	"apt-get install " + RustPackages + ", and use /usr/bin/rustc " +
-	"(a rustup rustc first on PATH has no wasm32-wasi std: before Rust 1.84, `rustup target add wasm32-wasi` adds it; " +
-	"later releases renamed the target wasm32-wasip1, which mandate build does not use yet); " +
-	"MANDATE_RUSTC names the rustc to use"
+const RustHint = "Rust guests need rustc with the standard library of wasm32-wasip1 " +
+	"(or of wasm32-wasi, its name before Rust 1.84): on Debian, apt-get install " + RustPackages +
+	" (rustc 1.63, wasm32-wasi) and use /usr/bin/rustc; with rustup, `rustup target add wasm32-wasip1` " +
+	"(a rustup rustc first on PATH has none until then); MANDATE_RUSTC names the rustc to use"
 
 // ErrNoRustToolchain is wrapped by the error of a Rust build (and of
-// RustToolchain) when no rustc with the wasm32-wasi standard library is
-// found; tests skip on it.
-var ErrNoRustToolchain = errors.New("no rustc with the wasm32-wasi standard library")
+// RustToolchain) when no rustc with a WASI standard library is found;
+// tests skip on it.
+var ErrNoRustToolchain = errors.New("no rustc with the wasm32-wasip1 or wasm32-wasi standard library")
 
 // rustDepsNotice is the message of a Cargo.toml that depends on crates other
 // than the SDK.
 const rustDepsNotice = "mandate build builds Rust guests with rustc and the SDK alone; " +
-	"for other crates build with cargo build --target wasm32-wasi and point the manifest's module at the .wasm"
+	"for other crates build with cargo build --release --target wasm32-wasip1 (wasm32-wasi before Rust 1.78) " +
+	"and point the manifest's module at the .wasm"
 
 // RustPackages are the Debian packages a Rust guest's build needs.
 const RustPackages = "rustc libstd-rust-dev-wasm32"
 
-// RustToolchain finds the rustc that builds Rust guests (as the comment
-// at the top of this file says), with its wasm32-wasi library directory.
-// The error wraps ErrNoRustToolchain and says how to install one.
-func RustToolchain(ctx context.Context) (rustc, libdir string, err error) {
+// Rust is a toolchain that builds Rust guests.
+type Rust struct {
+	Rustc  string // the compiler
+	Target string // one of RustTargets
+	Libdir string // the target's standard library
+}
+
+// FindRust finds the rustc that builds Rust guests and its target (as the
+// comment at the top of this file says). The error wraps
+// ErrNoRustToolchain and says what to install.
+func FindRust(ctx context.Context) (Rust, error) {
 	var cands []string
 	if p := os.Getenv("MANDATE_RUSTC"); p != "" {
 		cands = []string{p}
@@ -96,33 +117,59 @@ func RustToolchain(ctx context.Context) (rustc, libdir string, err error) {
 	}
 	var tried []string
 	for _, c := range cands {
-		dir, err := rustTargetLibdir(ctx, c)
+		target, dir, err := rustTarget(ctx, c)
 		if err != nil {
 			tried = append(tried, fmt.Sprintf("%s: %v", c, err))
 			continue
 		}
-		return c, dir, nil
+		return Rust{Rustc: c, Target: target, Libdir: dir}, nil
 	}
-	return "", "", fmt.Errorf("guestbuild: %w (%s). %s", ErrNoRustToolchain, strings.Join(tried, "; "), RustHint)
+	return Rust{}, fmt.Errorf("guestbuild: %w (%s). %s", ErrNoRustToolchain, strings.Join(tried, "; "), RustHint)
 }
 
-// rustTargetLibdir is rustc's wasm32-wasi library directory, an error
-// when rustc does not run or that directory has no std.
-func rustTargetLibdir(ctx context.Context, rustc string) (string, error) {
-	out, err := exec.CommandContext(ctx, rustc, "--print", "target-libdir", "--target", RustTarget).Output()
+// RustToolchain is FindRust's compiler and library directory.
+func RustToolchain(ctx context.Context) (rustc, libdir string, err error) {
+	r, err := FindRust(ctx)
+	return r.Rustc, r.Libdir, err
+}
+
+// rustTarget asks rustc for its sysroot and the targets it knows, then
+// picks its target (pickRustTarget); an error when rustc does not run or
+// has no WASI standard library.
+func rustTarget(ctx context.Context, rustc string) (target, libdir string, err error) {
+	out, err := exec.CommandContext(ctx, rustc, "--print", "sysroot").Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return "", fmt.Errorf("%v: %s", err, firstLine(ee.Stderr))
+			return "", "", fmt.Errorf("%v: %s", err, firstLine(ee.Stderr))
 		}
-		return "", err
+		return "", "", err
 	}
-	dir := strings.TrimSpace(string(out))
-	std, _ := filepath.Glob(filepath.Join(dir, "libstd-*.rlib"))
-	if len(std) == 0 {
-		return "", fmt.Errorf("no %s standard library in %s", RustTarget, dir)
+	sysroot := strings.TrimSpace(string(out))
+	var known []string
+	if out, err := exec.CommandContext(ctx, rustc, "--print", "target-list").Output(); err == nil {
+		known = strings.Fields(string(out))
 	}
-	return dir, nil
+	return pickRustTarget(sysroot, known)
+}
+
+// pickRustTarget is the first of RustTargets whose standard library is in
+// sysroot, with its directory. known are the targets the compiler knows
+// (rustc --print target-list; nil when unknown): when none has its library,
+// the error names the one to install, wasm32-wasip1 unless the compiler
+// knows only wasm32-wasi.
+func pickRustTarget(sysroot string, known []string) (target, libdir string, err error) {
+	for _, t := range RustTargets() {
+		dir := filepath.Join(sysroot, "lib", "rustlib", t, "lib")
+		if std, _ := filepath.Glob(filepath.Join(dir, "libstd-*.rlib")); len(std) > 0 {
+			return t, dir, nil
+		}
+	}
+	want, how := RustTargetWASIP1, "rustup target add "+RustTargetWASIP1
+	if known != nil && !slices.Contains(known, RustTargetWASIP1) && slices.Contains(known, RustTargetWASI) {
+		want, how = RustTargetWASI, "apt-get install libstd-rust-dev-wasm32 for Debian's rustc, or rustup target add "+RustTargetWASI
+	}
+	return "", "", fmt.Errorf("no %s standard library in %s (%s)", want, filepath.Join(sysroot, "lib", "rustlib"), how)
 }
 
 // firstLine is the first line of a tool's error output that says
@@ -335,9 +382,12 @@ func planRust(ctx context.Context, dir string, opt Options) (*rustBuild, error) 
 	if _, err := os.Stat(r.sdkSrc); err != nil {
 		return nil, fmt.Errorf("guestbuild: the guest SDK has no Rust crate: %w", err)
 	}
-	if r.rustc, r.libdir, err = RustToolchain(ctx); err != nil {
+	tc, err := FindRust(ctx)
+	if err != nil {
 		return nil, err
 	}
+	r.rustc, r.libdir = tc.Rustc, tc.Libdir
+	rustFlags := RustFlags(tc.Target)
 	r.sdkFlags = append([]string{"--edition", "2021", "--crate-type", "rlib", "--crate-name", "mandate"}, rustFlags...)
 	r.sdkFlags = append(r.sdkFlags, "--remap-path-prefix", filepath.Join(sdk, "rust")+"=mandate")
 	r.guestFlags = append([]string{"--edition", m.edition, "--crate-type", "bin", "--crate-name", r.crate}, rustFlags...)

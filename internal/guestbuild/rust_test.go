@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// needRust skips the test when no rustc with the wasm32-wasi std is
+// needRust skips the test when no rustc with a WASI std is
 // installed, except under CI=true (CI installs one: .ci/run).
 func needRust(t *testing.T) {
 	t.Helper()
@@ -172,12 +172,12 @@ func TestReadCargo(t *testing.T) {
 		"src/main.rs": "fn main() {}\n",
 	})
 	if _, _, err := Build(context.Background(), dir, Options{CacheDir: t.TempDir()}); err == nil ||
-		!strings.Contains(err.Error(), "cargo build --target wasm32-wasi") {
+		!strings.Contains(err.Error(), "cargo build --release --target wasm32-wasip1") {
 		t.Fatalf("Build = %v, want the notice naming cargo build", err)
 	}
 }
 
-// A rustc that is missing, or has no wasm32-wasi std, is ErrNoRustToolchain
+// A rustc that is missing, or has no WASI std, is ErrNoRustToolchain
 // with the hint naming the packages and the PATH trap.
 func TestRustToolchainMissing(t *testing.T) {
 	for name, rustc := range map[string]string{
@@ -211,8 +211,8 @@ func TestRustToolchainErrorOneLine(t *testing.T) {
 	}
 }
 
-// fakeRustc is a script that answers --print target-libdir with an empty
-// directory, as a rustup rustc without the wasm32-wasi target does.
+// fakeRustc is a script that answers --print sysroot with an empty
+// directory, as a rustup rustc without the wasm32-wasip1 target does.
 func fakeRustc(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()

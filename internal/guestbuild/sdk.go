@@ -185,3 +185,24 @@ func quoteWorkPath(p string) string {
 // (once; checked by its hash each time) and returns its folder: go.mod and
 // the Go packages at its root, rust/ (the mandate crate) and c/ (mandate.h).
 func UnpackSDK(opt Options) (string, error) { return embeddedSDK(opt) }
+
+// RustCrate is the path a Cargo.toml in dir names for the mandate crate,
+// for cargo: in a checkout of Mandate, its guest-sdk/rust, relative to dir;
+// elsewhere the rust/ folder of the copy this binary carries, unpacked into
+// the cache (absolute). dir need not exist yet.
+func RustCrate(dir string, opt Options) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("guestbuild: %w", err)
+	}
+	if sdk := checkoutSDK(abs); sdk != "" {
+		if rel, err := filepath.Rel(abs, filepath.Join(sdk, "rust")); err == nil {
+			return rel, nil
+		}
+	}
+	sdk, err := embeddedSDK(opt)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(sdk, "rust"), nil
+}

@@ -12,6 +12,7 @@ package scaffold
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"errors"
 	"fmt"
@@ -40,7 +41,16 @@ type Options struct {
 	Dir  string // the folder to create; its base name is the tool's name
 	Lang string // "go" (default), "rust" or "c"
 	Cap  string // "net" (default), "data" or "pay"
+	// RustSDK is, for a Rust tool, the folder of the mandate crate that
+	// Cargo.toml names for cargo (the guest SDK's rust/): absolute, or
+	// relative to Dir. Default DefaultRustSDK, which exists only in a
+	// checkout of Mandate ("mandate sdk --work" rewrites it).
+	RustSDK string
 }
+
+// DefaultRustSDK is Options.RustSDK's default: the SDK of a checkout
+// holding the tool's folder at its top.
+const DefaultRustSDK = "../guest-sdk/rust"
 
 // data is what the templates see.
 type data struct {
@@ -51,6 +61,7 @@ type data struct {
 	SDKVersion string
 	CapName    string // the capability's name in the manifest
 	EnvPrefix  string // Name upper-cased, for environment variables
+	RustSDK    string // Options.RustSDK as a TOML string
 }
 
 var validName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
@@ -88,6 +99,7 @@ func New(o Options) ([]string, error) {
 		SDKModule: sdkembed.Module, SDKVersion: sdkembed.Version,
 		CapName:   map[string]string{"net": "api", "data": "notes", "pay": "card"}[o.Cap],
 		EnvPrefix: strings.ToUpper(strings.ReplaceAll(name, "-", "_")),
+		RustSDK:   TOMLString(filepath.ToSlash(cmp.Or(o.RustSDK, DefaultRustSDK))),
 	}
 	files, err := render(d)
 	if err != nil {
@@ -172,6 +184,25 @@ func render(d data) ([]file, error) {
 		}
 	}
 	return out, nil
+}
+
+// TOMLString is s as a TOML basic string ("...", with its escapes).
+func TOMLString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, "\\u%04X", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 func contains(list []string, s string) bool {

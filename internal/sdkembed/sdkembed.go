@@ -27,6 +27,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -127,6 +128,12 @@ func dirName(d string) string {
 	raw, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(d, "h1:"))
 	return "guest-sdk-" + hex.EncodeToString(raw)[:24]
 }
+
+// IsCopyName tells whether name is one Extract gives the folder of a copy
+// (of this SDK or of another mandate's).
+func IsCopyName(name string) bool { return copyName.MatchString(name) }
+
+var copyName = regexp.MustCompile(`^guest-sdk-[0-9a-f]{24}$`)
 
 // Extract unpacks the embedded SDK under root (created 0700 when missing)
 // and returns its directory, named by the SDK's digest, and whether a copy

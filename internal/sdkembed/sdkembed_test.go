@@ -89,6 +89,9 @@ func TestExtract(t *testing.T) {
 	if err != nil || fi.Mode().Perm()&0o222 != 0 {
 		t.Errorf("mandate.go: %v %v, want read-only", fi.Mode(), err)
 	}
+	if !IsCopyName(filepath.Base(dir)) || IsCopyName("guest-sdk") || IsCopyName("rust") {
+		t.Errorf("IsCopyName(%q) = false, or true for guest-sdk or rust", filepath.Base(dir))
+	}
 	if again, repaired, err := Extract(root); err != nil || repaired || again != dir {
 		t.Errorf("second Extract: %s %v %v", again, repaired, err)
 	}
