@@ -33,6 +33,8 @@ const mcpHelp = `Usage: mandate mcp serve POLICY.hcl [--http ADDR] [--token-file
                          [--client NAME] [--var NAME=VALUE ...] [--approve MODE]
                          [--engine NAME] [--cache-dir DIR] [--state-dir DIR]
                          [--log-level LEVEL]
+       mandate mcp client URL [--token-file FILE | --token TOKEN]
+                          [--format text|json] [-- COMMAND ...]
        mandate mcp reset CLIENT --reason WHY [--state-dir DIR]
 
 Serves the tools a policy file names over the Model Context Protocol, each
@@ -49,7 +51,10 @@ stderr). With --http ADDR, over Streamable HTTP at ADDR (a loopback
 address: 127.0.0.1:PORT; DNS-rebinding protection is on), each client
 session its own session task; --token-file FILE requires
 "Authorization: Bearer TOKEN" with a token of the file (never passed to a
-tool).
+tool). The server has no OAuth: a client refused for its token is told
+so, and its OAuth discovery (/.well-known/...) finds nothing. A browser's
+page of another origin may not post to it. "mandate mcp client URL" keeps
+one session over several calls, to see its label at work from a shell.
 
 The label is the client's, not the connection's: a model does not forget
 what it read when a connection ends. Each session belongs to a client:
@@ -107,19 +112,22 @@ A policy (the grammar of "go doc github.com/mandatevm/mandate/manifest"):
 	  cap "data" "benefits" { collection = "benefits", records = "own" }
 	}
 
-` + mcpResetHelp
+` + mcpClientHelp + "\n" + mcpResetHelp
 
 func runMCP(e *env, args []string) int {
 	c := lookupCommand("mcp")
 	if len(args) > 0 && args[0] == "reset" {
 		return runMCPReset(e, c, args[1:])
 	}
+	if len(args) > 0 && args[0] == "client" {
+		return runMCPClient(e, c, args[1:])
+	}
 	if len(args) == 0 || args[0] != "serve" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
 			fmt.Fprint(e.stdout, c.help)
 			return exitOK
 		}
-		return e.usageError(c, "the subcommands are serve and reset: mandate mcp serve POLICY.hcl; mandate mcp reset CLIENT --reason WHY")
+		return e.usageError(c, "the subcommands are serve, client and reset: mandate mcp serve POLICY.hcl; mandate mcp client URL; mandate mcp reset CLIENT --reason WHY")
 	}
 	fs := flagSet("mcp serve")
 	vars := varFlag{}
@@ -493,12 +501,14 @@ func (s *mcpServer) serveHTTP(ctx context.Context) error {
 	// Every request names its client: by its token, or "local" without a
 	// token file; a session answers only its own client.
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if noOAuth(w, r) {
+			return
+		}
 		client := localClient
 		if tokens != nil {
 			var ok bool
 			if client, ok = clientOf(tokens, r); !ok {
-				w.Header().Set("WWW-Authenticate", "Bearer")
-				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				unauthorized(w, r)
 				return
 			}
 		}
@@ -519,7 +529,9 @@ func (s *mcpServer) serveHTTP(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// A browser's page of another origin may not post to the server
+	// (the clients of others, Node or Go, send no Origin and pass).
+	srv := &http.Server{Handler: http.NewCrossOriginProtection().Handler(h), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(s.e.stderr, "mandate: serving MCP at http://%s/\n", ln.Addr())
 	go func() {
 		<-ctx.Done()

@@ -284,3 +284,30 @@ func runMCPReset(e *env, c *command, args []string) int {
 		client, before, client, st.Path(), auditPath(state), by)
 	return exitOK
 }
+
+// noOAuth answers the OAuth discovery of a client that was refused
+// (unauthorized): every /.well-known/ address is a 404 saying that the
+// server takes a bearer token and has no OAuth, with or without a token.
+// Answered 401 like any other address, a client such as the MCP Inspector
+// took the server for an OAuth server and ended in a refused client
+// registration, never naming the token. True when it answered.
+func noOAuth(w http.ResponseWriter, r *http.Request) bool {
+	if !strings.HasPrefix(r.URL.Path, "/.well-known/") {
+		return false
+	}
+	http.Error(w, "not found: this MCP server has no OAuth; it takes the bearer token of a line of its --token-file (Authorization: Bearer TOKEN)", http.StatusNotFound)
+	return true
+}
+
+// unauthorized refuses a request without a token of the token file, and
+// says which token the server wants (RFC 6750: invalid_token when one was
+// sent).
+func unauthorized(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") == "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="mandate"`)
+		http.Error(w, "unauthorized: send Authorization: Bearer TOKEN, with the token of a line of the server's --token-file (this server has no OAuth)", http.StatusUnauthorized)
+		return
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="mandate", error="invalid_token"`)
+	http.Error(w, "unauthorized: the bearer token is none of the server's --token-file (Authorization: Bearer TOKEN; this server has no OAuth)", http.StatusUnauthorized)
+}

@@ -295,20 +295,28 @@ func NewSession(cfg Config) (*Session, error) {
 		opts.GetSessionID = func() string { return id }
 	}
 	s.server = mcp.NewServer(&mcp.Implementation{Name: name, Version: cfg.Version}, opts)
-	if s.labels != nil {
-		// tools/list takes up the client's label first: what another of
-		// its sessions showed it.
-		s.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-				if method == "tools/list" {
-					if err := s.Sync(ctx); err != nil {
-						return nil, err
-					}
-				}
+	// tools/list takes up the client's label first (what another of its
+	// sessions showed it), and carries the session's label in its _meta
+	// (LabelMeta), read-only: what "mandate mcp client" shows as the
+	// session's label.
+	s.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method != "tools/list" {
 				return next(ctx, method, req)
 			}
-		})
-	}
+			if err := s.Sync(ctx); err != nil {
+				return nil, err
+			}
+			res, err := next(ctx, method, req)
+			if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+				if lr.Meta == nil {
+					lr.Meta = mcp.Meta{}
+				}
+				lr.Meta[LabelMeta] = s.task.Label()
+			}
+			return res, err
+		}
+	})
 	s.listTools()
 	return s, nil
 }
@@ -353,10 +361,12 @@ func (s *Session) listTools() {
 	for _, name := range s.order {
 		t := s.tools[name]
 		desc := t.Description
+		var meta mcp.Meta
 		if why := s.unavailable(t); why != "" {
 			desc = "[unavailable in this session: " + why + "] " + desc
+			meta = mcp.Meta{UnavailableMeta: why}
 		}
-		s.server.AddTool(&mcp.Tool{Name: t.Name, Description: desc, InputSchema: json.RawMessage(t.InputSchema)},
+		s.server.AddTool(&mcp.Tool{Name: t.Name, Description: desc, InputSchema: json.RawMessage(t.InputSchema), Meta: meta},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				return s.call(ctx, t, req), nil
 			})
@@ -597,8 +607,15 @@ func withEffects(res *mcp.CallToolResult, effects func(string) []runstore.Effect
 	return res
 }
 
+// UnavailableMeta is the _meta key of a tool that tools/list gives as
+// unavailable at the session's label: why (the errno and the reason, as
+// its description says after "[unavailable in this session: ").
+const UnavailableMeta = "mandate/unavailable"
+
 // LabelMeta is the _meta key of a tool result's label ({"conf": [...],
-// "integ": [...]}): what influenced the result and whose data it holds.
+// "integ": [...]}): what influenced the result and whose data it holds;
+// on a tools/list result, the session's label: what the session has been
+// shown, which decides the tools it may still call.
 const LabelMeta = "mandate/label"
 
 // result is what an ended call returns.
