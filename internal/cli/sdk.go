@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/internal/scaffold"
@@ -251,5 +253,9 @@ func writeSDKWork(e *env, gomod []byte, sdk string) int {
 		return exitUsage
 	}
 	fmt.Fprintf(e.stdout, "wrote go.work (this folder and %s)\n", kindapi.Printable(sdk))
+	if slices.Contains(strings.Fields(e.getenv("GOFLAGS")), "-mod=mod") {
+		fmt.Fprintf(e.stderr, "mandate sdk: note: GOFLAGS holds -mod=mod, which the go command refuses in a workspace: "+
+			"leave it out here (mandate build sets it aside by itself)\n")
+	}
 	return exitOK
 }

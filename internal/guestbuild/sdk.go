@@ -84,8 +84,12 @@ func sdkEnv(ctx context.Context, dir, goBin string, opt Options, cacheDir string
 		return env, nil // the build says what is wrong
 	}
 	var ge struct{ GOMOD, GOWORK, GOVERSION string }
-	if json.Unmarshal(out, &ge) != nil || ge.GOWORK != "" || ge.GOMOD == "" || ge.GOMOD == os.DevNull {
+	if json.Unmarshal(out, &ge) != nil || ge.GOMOD == "" || ge.GOMOD == os.DevNull {
 		return env, nil
+	}
+	if ge.GOWORK != "" && ge.GOWORK != "off" {
+		// A workspace of the person's (mandate sdk --work writes one).
+		return buildEnv(setAsideModMod(opt, "it builds in the workspace "+ge.GOWORK)...), nil
 	}
 	gomod, err := os.ReadFile(ge.GOMOD)
 	if err != nil {
@@ -158,18 +162,24 @@ func sdkEnv(ctx context.Context, dir, goBin string, opt Options, cacheDir string
 		}
 		opt.Note(msg)
 	}
-	extra := []string{"GOWORK=" + workFile}
-	// A -mod=mod of the person's GOFLAGS would fail the build: in a
-	// workspace, -mod may only be readonly or vendor. It is set aside, and
-	// said.
-	if flags := strings.Fields(os.Getenv("GOFLAGS")); slices.Contains(flags, "-mod=mod") {
-		kept := slices.DeleteFunc(flags, func(f string) bool { return f == "-mod=mod" })
-		extra = append(extra, "GOFLAGS="+strings.Join(kept, " "))
-		if opt.Note != nil {
-			opt.Note("GOFLAGS' -mod=mod is set aside for this build: the embedded SDK is used through a workspace, where -mod may only be readonly or vendor")
-		}
-	}
+	extra := append([]string{"GOWORK=" + workFile}, setAsideModMod(opt, "the embedded SDK is used through a workspace")...)
 	return buildEnv(extra...), nil
+}
+
+// setAsideModMod returns the GOFLAGS setting, if any, that sets aside a
+// -mod=mod of the person's GOFLAGS, saying so (why says why the build is in
+// a workspace): it would fail the build, since in a workspace -mod may only
+// be readonly or vendor.
+func setAsideModMod(opt Options, why string) []string {
+	flags := strings.Fields(os.Getenv("GOFLAGS"))
+	if !slices.Contains(flags, "-mod=mod") {
+		return nil
+	}
+	kept := slices.DeleteFunc(flags, func(f string) bool { return f == "-mod=mod" })
+	if opt.Note != nil {
+		opt.Note("GOFLAGS' -mod=mod is set aside for this build: " + why + ", where -mod may only be readonly or vendor")
+	}
+	return []string{"GOFLAGS=" + strings.Join(kept, " ")}
 }
 
 // quoteWorkPath quotes a path for a go.work line when it needs it.
