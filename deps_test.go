@@ -52,6 +52,8 @@ var badDeps = map[string]map[string]string{
 		"github.com/bytecodealliance/wasmtime-go":       "the default build is pure Go: wasmtime only with the tag",
 		"github.com/mandatevm/mandate/internal/fakellm": "the fake model is for tests and demos, never in the CLI",
 		"github.com/goccy/go-graphviz":                  "its init compiles Graphviz at every start: internal/graphviz is the lazy copy",
+		"github.com/nats-io/nats-server":                "the embedded NATS server is the build tag natsserver's: a sixth of a cold build (internal/optional)",
+		"github.com/jackc/pgx":                          "PostgreSQL is the build tag postgres's: its driver is not compiled by default (internal/optional)",
 	},
 	"github.com/mandatevm/mandate/caps/pay": {
 		"github.com/mandatevm/mandate/kernel$":  "a kind imports the kind contract (kernel/kindapi), not the kernel",

@@ -2,11 +2,13 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"time"
 
 	"github.com/mandatevm/mandate/caps/data"
-	"github.com/mandatevm/mandate/caps/data/pgstore"
+	"github.com/mandatevm/mandate/caps/data/pgstore/pgurl"
+	"github.com/mandatevm/mandate/internal/optional"
 )
 
 // DataStoreEnv names the environment variable that puts every command's
@@ -33,21 +35,25 @@ func DataStore(state string) string {
 }
 
 // OpenDataStore opens the data store at where: a PostgreSQL database for a
-// postgres:// or postgresql:// URL (caps/data/pgstore), else the SQLite
+// postgres:// or postgresql:// URL (caps/data/pgstore, in a build with
+// the tag postgres: internal/optional), else the SQLite
 // file at that path, created when missing.
 func OpenDataStore(ctx context.Context, where string) (data.Backend, error) {
-	if pgstore.IsURL(where) {
+	if pgurl.IsURL(where) {
+		if optional.Postgres == nil {
+			return nil, fmt.Errorf("data store %s: %w", pgurl.Redact(where), optional.Missing("postgres"))
+		}
 		ctx, cancel := context.WithTimeout(ctx, openTimeout)
 		defer cancel()
-		return pgstore.Open(ctx, where)
+		return optional.Postgres(ctx, where)
 	}
 	return data.Open(where)
 }
 
 // DataStoreName is where, fit for a message: a URL without its password.
 func DataStoreName(where string) string {
-	if pgstore.IsURL(where) {
-		return pgstore.Redact(where)
+	if pgurl.IsURL(where) {
+		return pgurl.Redact(where)
 	}
 	return where
 }

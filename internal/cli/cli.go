@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mandatevm/mandate/host"
+	"github.com/mandatevm/mandate/internal/optional"
 	"github.com/mandatevm/mandate/internal/sdkembed"
 	"github.com/mandatevm/mandate/kernel/kindapi"
 )
@@ -283,7 +284,9 @@ Prints mandate's module version (a release, a pseudo-version for a commit,
 or "(devel)" for a build from a checkout), then, one per line, the version
 control revision it was built from when the build recorded one (builds in
 a checkout do; "go install ...@version" builds carry the version instead),
-the Go version and platform, the guest SDK it carries, and the engines.
+the Go version and platform, the guest SDK it carries, the engines, and
+the optional parts it was built with (build tags natsserver, postgres:
+the default build leaves them out for their compile time).
 All of it comes from the binary's build information.
 
 Example:
@@ -354,6 +357,21 @@ func versionString() string {
 		engines = append(engines, e)
 	}
 	fmt.Fprintf(&b, "engines    %s\n", strings.Join(engines, ", "))
+	var parts, out []string
+	for _, p := range optional.Parts() {
+		in := "no"
+		if p.In {
+			in = "yes"
+		} else {
+			out = append(out, p.Tag)
+		}
+		parts = append(parts, p.Tag+" "+in)
+	}
+	fmt.Fprintf(&b, "optional   %s", strings.Join(parts, ", "))
+	if len(out) > 0 {
+		fmt.Fprintf(&b, " (go install -tags '%s' ./cmd/mandate builds them in)", strings.Join(out, " "))
+	}
+	b.WriteString("\n")
 	return b.String()
 }
 

@@ -10,7 +10,7 @@ import (
 	"syscall"
 
 	"github.com/mandatevm/mandate/caps/data"
-	"github.com/mandatevm/mandate/caps/data/pgstore"
+	"github.com/mandatevm/mandate/caps/data/pgstore/pgurl"
 	"github.com/mandatevm/mandate/host"
 )
 
@@ -161,7 +161,7 @@ func runData(e *env, args []string) int {
 
 // dataExport prints collection's records as a JSON array.
 func (e *env) dataExport(path, collection string) int {
-	if !pgstore.IsURL(path) {
+	if !pgurl.IsURL(path) {
 		if _, err := os.Stat(path); err != nil {
 			e.errorf("data store: %v", err)
 			return exitUsage

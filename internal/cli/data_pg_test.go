@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	_ "github.com/mandatevm/mandate/caps/data/pgstore" // PostgreSQL data stores: the build tag postgres's
 	"os"
 	"path/filepath"
 	"strings"

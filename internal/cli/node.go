@@ -21,7 +21,7 @@ import (
 	"github.com/mandatevm/mandate/audit"
 	"github.com/mandatevm/mandate/fleet"
 	"github.com/mandatevm/mandate/host"
-	"github.com/mandatevm/mandate/internal/natsembed"
+	"github.com/mandatevm/mandate/internal/optional"
 	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/nats-io/nats.go"
 )
@@ -62,6 +62,8 @@ Flags:
 	                   its streams in DIR, on 127.0.0.1 (--embedded-port,
 	                   default 4222), for trying a fleet on one machine:
 	                   other nodes and "mandate run --nats" connect to it
+	                   (in a build with the tag natsserver: go install
+	                   -tags natsserver ./cmd/mandate)
 	--name NAME        this node's name in the fleet (default: the host name)
 	--parallel N       runs at once (default 2)
 	--children N       guests of other nodes' children at once (default 4)
@@ -140,14 +142,17 @@ func runNode(e *env, args []string) int {
 	ctx, stop := signal.NotifyContext(e.context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *embedded != "" {
-		srv, err := natsembed.Start(ctx, natsembed.Config{StoreDir: *embedded, Port: *embeddedPort,
-			Logger: logger.Named("nats")})
+		if optional.NATSServer == nil {
+			e.errorf("--embedded-nats: %v; or run a NATS server with JetStream (nats-server -js) and give --nats URL", optional.Missing("natsserver"))
+			return exitUsage
+		}
+		url, shutdown, err := optional.NATSServer(ctx, *embedded, *embeddedPort, logger.Named("nats"))
 		if err != nil {
 			e.errorf("the embedded NATS server: %v", err)
 			return exitUsage
 		}
-		defer srv.Shutdown()
-		*urls = srv.ClientURL()
+		defer shutdown()
+		*urls = url
 		logger.Info("embedded NATS server with JetStream", "url", *urls, "store", *embedded)
 	}
 

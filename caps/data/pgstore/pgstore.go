@@ -36,8 +36,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mandatevm/mandate/caps/data/pgstore/pgurl"
 	"math/rand/v2"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -105,23 +105,11 @@ var _ data.Backend = (*Store)(nil)
 
 // IsURL reports whether s names a PostgreSQL database (postgres:// or
 // postgresql://) rather than a SQLite file.
-func IsURL(s string) bool {
-	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
-}
+func IsURL(s string) bool { return pgurl.IsURL(s) }
 
 // Redact returns the URL s without its password (in the user info or a
 // password= parameter), for messages.
-func Redact(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(a PostgreSQL URL that does not parse)"
-	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.Redacted()
-}
+func Redact(s string) string { return pgurl.Redact(s) }
 
 // Open connects to the database at url (a postgres:// URL) and creates or
 // checks the data store's schema there. ctx bounds the connection and the
