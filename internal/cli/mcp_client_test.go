@@ -258,41 +258,38 @@ func TestMCPInspector(t *testing.T) {
 	tokenFile, tokens := mcpTokens(t, dir, "desk")
 	srv := startMCPHTTP(t, policy, "--state-dir", filepath.Join(dir, "state"), "--token-file", tokenFile, "--log-level", "info")
 	url := srv.url + "mcp"
-	run := func(args ...string) (string, error) {
+	run := func(args ...string) (stdout string, stderr string, err error) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "npx", append(append([]string{}, inspector...), append([]string{url, "--transport", "http"}, args...)...)...)
 		cmd.Dir, cmd.Env = dir, append(npmEnv(), "MCP_INSPECTOR_SECRET_STORE=memory", "HOME="+dir)
 		cmd.WaitDelay = 10 * time.Second
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
 		start := time.Now()
-		err := cmd.Run()
+		err = cmd.Run()
 		t.Logf("mcp-inspector --cli %s: %v (%v)", strings.Join(args, " "), time.Since(start).Round(time.Millisecond), err)
-		if err != nil {
-			t.Logf("its stderr:\n%s", &stderr)
-		}
-		return stdout.String(), err
+		return o.String(), e.String(), err
 	}
 	header := "Authorization: Bearer " + tokens["desk"]
-	out, err := run("--header", header, "--method", "tools/list")
+	out, errOut, err := run("--header", header, "--method", "tools/list")
 	var list struct{ Tools []struct{ Name string } }
 	if jerr := json.Unmarshal([]byte(out), &list); err != nil || jerr != nil || len(list.Tools) != 3 {
-		t.Fatalf("tools/list: %v %v:\n%s\nthe server's log:\n%s", err, jerr, out, srv.log())
+		t.Fatalf("tools/list: %v %v:\n%s\nits stderr:\n%s\nthe server's log:\n%s", err, jerr, out, errOut, srv.log())
 	}
-	out, err = run("--header", header, "--method", "tools/call", "--tool-name", "echo", "--tool-arg", "op=echo", "text=hi")
+	out, errOut, err = run("--header", header, "--method", "tools/call", "--tool-name", "echo", "--tool-arg", "op=echo", "text=hi")
 	var call struct {
 		Content []struct{ Text string }
 	}
 	if jerr := json.Unmarshal([]byte(out), &call); err != nil || jerr != nil || len(call.Content) != 1 || call.Content[0].Text != "hi" {
-		t.Errorf("tools/call echo: %v %v:\n%s", err, jerr, out)
+		t.Errorf("tools/call echo: %v %v:\n%s\nits stderr:\n%s", err, jerr, out, errOut)
 	}
 	// Without the token, non-interactive (no OAuth in a browser): the
-	// inspector shows the server's word.
-	out, _ = run("--stored-auth-only", "--method", "tools/list")
-	if !strings.Contains(out, "send Authorization: Bearer TOKEN") {
-		t.Errorf("without the token, the inspector says:\n%s\nwant the server's word on the token", out)
+	// inspector refuses, showing the server's word on the token.
+	out, errOut, err = run("--stored-auth-only", "--method", "tools/list")
+	if err == nil || !strings.Contains(errOut, "send Authorization: Bearer TOKEN") {
+		t.Errorf("without the token, the inspector: %v\n%s\nits stderr:\n%s\nwant it refused, with the server's word on the token", err, out, errOut)
 	}
 	srv.stop(t)
 }
