@@ -15,6 +15,24 @@
 // Every failure is an *Error carrying the kernel's errno; errors.Is(err,
 // abi.EDENIED) matches by errno. Build guests with GOOS=wasip1 GOARCH=wasm;
 // on other platforms every call fails with ENOTSUP.
+//
+// # No ambient network or files
+//
+// A guest gets no sockets and no preopened directories, so the standard
+// library's own networking and files fail, whatever the manifest grants:
+//
+//	http.Get("http://127.0.0.1:8080/hello")
+//	// Get "http://127.0.0.1:8080/hello": dial tcp 127.0.0.1:8080:
+//	// address 127.0.0.1:8080: connect: Connection refused
+//	// (even with a server listening there)
+//	os.Open("notes.json") // or any path
+//	// open notes.json: Bad file number (EBADF)
+//
+// Use the capabilities instead: for HTTP, a net capability through
+// [github.com/mandatevm/mandate/guest-sdk/net] (net.NewClient(name) is an
+// *http.Client on it, net.Fetch a single request); for records, a data
+// capability ([Cap.Call] with "read", "query" or "write"); for a file of the
+// person's, the task's input ([Input]: mandate run --input FILE).
 package mandate
 
 import (

@@ -36,6 +36,16 @@
  * Logging: the ABI has no log call. A guest's stdout and stderr (WASI fd 1
  * and 2) are captured by the kernel, bounded, and shown by `mandate run`;
  * write to them as usual.
+ *
+ * No ambient network or files: a guest has no preopened directories, so
+ * fopen and open of any path fail with errno ENOTCAPABLE ("Capabilities
+ * insufficient"), whatever the manifest grants; and wasi-libc for
+ * wasm32-wasi has no socket or connect at all (a guest calling them does
+ * not link: "undefined symbol: socket"). Use the capabilities instead: HTTP
+ * through a net capability (mandate_fetch), records through a data
+ * capability (mandate_call_str with "read", "query" or "write"), a file of
+ * the person's as the task's input (mandate_input_bytes: mandate run
+ * --input FILE).
  */
 #ifndef MANDATE_H
 #define MANDATE_H

@@ -10,6 +10,11 @@
 // or call the capability directly:
 //
 //	resp, err := net.Fetch(flights, abi.HTTPRequest{Method: "GET", URL: "/search"})
+//
+// A plain http.Get, or http.DefaultClient, reaches nothing: a guest has no
+// sockets, and the dial fails with "connect: Connection refused" even when
+// a server listens at the address. Requests go through a client of this
+// package, on a capability the manifest grants.
 package net
 
 import (

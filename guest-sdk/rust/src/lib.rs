@@ -21,8 +21,18 @@
 //! reason. Handles ([`Cap`], [`Blob`], [`Task`]) are plain numbers, `Copy`
 //! like the Go SDK's values; `drop_handle` removes one from the task's
 //! table. Build guests with `mandate build` (rustc and this crate alone)
-//! or `cargo build --target wasm32-wasi`; off WebAssembly every call fails
-//! with `ENOTSUP`.
+//! or `cargo build --target wasm32-wasip1` (`wasm32-wasi` for a rustc older
+//! than 1.78); off WebAssembly every call fails with `ENOTSUP`.
+//!
+//! A guest has no sockets and no preopened directories, so `std::net` and
+//! `std::fs` fail whatever the manifest grants:
+//! `TcpStream::connect("127.0.0.1:8080")` with "operation not supported on
+//! this platform" (`ErrorKind::Unsupported`), `File::open("notes.json")`
+//! with "failed to find a pre-opened file descriptor through which
+//! \"notes.json\" could be opened". Use the capabilities instead: HTTP
+//! through a net capability ([`net::fetch`]), records through a data
+//! capability ([`Cap::call`] with "read", "query" or "write"), a file of the
+//! person's as the task's input ([`input`]: `mandate run --input FILE`).
 //!
 //! The only `unsafe` code is in [`sys`], the import shims.
 #![deny(unsafe_code)]
