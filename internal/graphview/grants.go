@@ -100,36 +100,36 @@ func grantBounds(c kernel.GraphCap) string {
 	for _, d := range c.View.Fields {
 		f[d.Name] = kindapi.Printable(OneLine(d.Value))
 	}
+	var s string
 	switch c.Kind {
 	case "net":
 		host := f["origin"]
 		if u, err := url.Parse(host); err == nil && u.Host != "" {
 			host = u.Host
 		}
-		return strings.TrimSpace(strings.ReplaceAll(f["methods"], ",", "/") + " " + host)
+		s = strings.ReplaceAll(f["methods"], ",", "/") + " " + host
 	case "data":
-		if f["ops"] != "" {
-			return strings.TrimSpace(f["collection"] + " (" + f["ops"] + ")")
+		s = f["collection"]
+		if s != "" && f["ops"] != "" {
+			s += " (" + f["ops"] + ")"
 		}
-		return f["collection"]
 	case "pay":
-		if m := f["max_amount"]; m != "" {
-			return "≤ " + m
+		if s = f["provider"] + " " + f["currency"]; f["max_amount"] != "" {
+			s = "≤ " + f["max_amount"]
 		}
-		return strings.TrimSpace(f["provider"] + " " + f["currency"])
 	case "llm":
-		return f["models"]
+		s = f["models"]
 	case "spawn":
-		return f["modules"]
+		s = f["modules"]
 	case "declassify":
 		if f["drop"] != "" {
-			return "drop " + f["drop"]
+			s = "drop " + f["drop"]
 		}
 	}
-	if len(c.View.Fields) > 0 { // another kind: its first field
-		return kindapi.Printable(OneLine(c.View.Fields[0].Value))
+	if s = strings.TrimSpace(s); s == "" && len(c.View.Fields) > 0 { // another kind, or one described otherwise: its first field
+		s = kindapi.Printable(OneLine(c.View.Fields[0].Value))
 	}
-	return ""
+	return s
 }
 
 // cutRunes is s's first n runes.
