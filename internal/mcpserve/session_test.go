@@ -488,3 +488,38 @@ func TestToolResultCarriesEffects(t *testing.T) {
 		t.Errorf("a GET's result carries effects: %v", r.Meta)
 	}
 }
+
+// TestToolsListCarriesTheLabel: tools/list's _meta carries the session's
+// label (LabelMeta), and a tool unavailable at it carries why
+// (UnavailableMeta), as its description says: what "mandate mcp client"
+// shows as the session.
+func TestToolsListCarriesTheLabel(t *testing.T) {
+	f := newFixture(t)
+	list := func() *mcp.ListToolsResult {
+		t.Helper()
+		res, err := f.cs.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if l, ok := list().Meta[LabelMeta].(map[string]any); !ok || fmt.Sprint(l["conf"], l["integ"]) != "[] []" {
+		t.Errorf("tools/list's _meta before any call: %v, want the empty label", list().Meta)
+	}
+	if r := f.call("my_benefits", map[string]any{"op": "read", "owner": "alice"}); r.IsError {
+		t.Fatalf("my_benefits: %s", text(r))
+	}
+	res := list()
+	if l, ok := res.Meta[LabelMeta].(map[string]any); !ok || fmt.Sprint(l["conf"]) != "[pii:alice]" {
+		t.Errorf("tools/list's _meta after the record: %v, want the session's label, pii:alice", res.Meta)
+	}
+	for _, tl := range res.Tools {
+		why, marked := tl.Meta[UnavailableMeta].(string)
+		switch {
+		case tl.Name == "web_search" && (!marked || !strings.HasPrefix(why, "EFLOW: ") || !strings.Contains(tl.Description, why)):
+			t.Errorf("web_search: _meta %v, description %q: want why it is unavailable in both", tl.Meta, tl.Description)
+		case tl.Name != "web_search" && marked:
+			t.Errorf("%s is marked unavailable: %v", tl.Name, tl.Meta)
+		}
+	}
+}
