@@ -44,9 +44,19 @@ func connect(t testing.TB, url string) *Fleet {
 	return f
 }
 
+// testLostAfter is the lease of the nodes in a test that waits for a node
+// to be declared lost (shortLease): short enough to wait out, long enough
+// that a loaded machine does not lapse it between two heartbeats that get
+// through. Other tests' nodes have the default lease, as nodes do: a test
+// that loses no node must not fail because a busy machine delayed a beat.
+const testLostAfter = 10 * time.Second
+
+// shortLease gives a node the lease testLostAfter (runNode, startNode).
+func shortLease(n *Node) { n.LostAfter = testLostAfter }
+
 // startNode runs a node on its own host and state directory until the
-// test ends.
-func startNode(t testing.TB, f *Fleet, name string) *host.Host {
+// test ends; set adjusts the node before it runs.
+func startNode(t testing.TB, f *Fleet, name string, set ...func(*Node)) *host.Host {
 	t.Helper()
 	state := t.TempDir()
 	h, err := host.Open(context.Background(), host.Options{StateDir: state, Engine: testengine.Name(),
@@ -55,7 +65,10 @@ func startNode(t testing.TB, f *Fleet, name string) *host.Host {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &Node{Name: name, Fleet: f, Host: h, WorkDir: t.TempDir(), Heartbeat: 250 * time.Millisecond, LostAfter: 5 * time.Second, Parallel: 2}
+	n := &Node{Name: name, Fleet: f, Host: h, WorkDir: t.TempDir(), Heartbeat: 250 * time.Millisecond, LostAfter: DefaultLease, Parallel: 2}
+	for _, f := range set {
+		f(n)
+	}
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx) }()
 	t.Cleanup(func() {
@@ -237,7 +250,7 @@ func TestFleetLostNode(t *testing.T) {
 	if ok, err := f.swap(ctx, st, rev); err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
-	h := startNode(t, f, "node-b")
+	h := startNode(t, f, "node-b", shortLease)
 	final, err := f.Wait(ctx, s.ID, time.Second)
 	if err != nil {
 		t.Fatal(err)

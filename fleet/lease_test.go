@@ -205,7 +205,7 @@ func TestPausedNodeActsNoMore(t *testing.T) {
 		fmt.Fprint(w, "shipped")
 	})
 	t.Cleanup(shop.Close)
-	runNode(t, f, "node-a", host.Options{}, func(n *Node) {
+	runNode(t, f, "node-a", host.Options{}, shortLease, func(n *Node) {
 		n.beforeBeat = func() {
 			select {
 			case <-paused:
@@ -384,7 +384,7 @@ func TestFencedRetryRunsAgain(t *testing.T) {
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) }) // before the node's cleanup waits for it
 	var paused sync.Once
-	runNode(t, f, "node-a", host.Options{}, func(n *Node) {
+	runNode(t, f, "node-a", host.Options{}, shortLease, func(n *Node) {
 		n.beforeBeat = func() {
 			if gets.Load() == 0 {
 				return

@@ -157,8 +157,8 @@ func TestNodePermissions(t *testing.T) {
 		t.Fatalf("claim as node-dead: %v %v", ok, err)
 	}
 
-	nA := runNode(t, fA, "node-a", host.Options{})
-	nB := runNode(t, fB, "node-b", host.Options{})
+	nA := runNode(t, fA, "node-a", host.Options{}, shortLease)
+	nB := runNode(t, fB, "node-b", host.Options{}, shortLease)
 	for {
 		st, _, err := admin.State(ctx, dead.ID)
 		if err != nil {
@@ -589,7 +589,7 @@ func TestNodePermissionsRetry(t *testing.T) {
 	rs := map[string]*refusals{"node-a": {}, "node-b": {}, "alice": {}}
 	relay := natstest.StartRelay(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
 	_, fA := connectAs(t, withUser(relay.URL(), "node-a"), "node-a", rs["node-a"])
-	runNode(t, fA, "node-a", host.Options{})
+	runNode(t, fA, "node-a", host.Options{}, shortLease)
 	_, fSub := connectAs(t, as("alice"), "alice", rs["alice"])
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -609,7 +609,7 @@ func TestNodePermissionsRetry(t *testing.T) {
 	}
 	relay.Cut()
 	_, fB := connectAs(t, as("node-b"), "node-b", rs["node-b"])
-	runNode(t, fB, "node-b", host.Options{})
+	runNode(t, fB, "node-b", host.Options{}, shortLease)
 	st, err := fSub.Wait(ctx, s.ID, 3*time.Second)
 	if err != nil {
 		t.Fatal(err)

@@ -40,7 +40,7 @@ func runNode(t testing.TB, f *Fleet, name string, opts host.Options, set ...func
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &Node{Name: name, Fleet: f, Host: h, WorkDir: t.TempDir(), Heartbeat: 250 * time.Millisecond, LostAfter: 3 * time.Second, Parallel: 2,
+	n := &Node{Name: name, Fleet: f, Host: h, WorkDir: t.TempDir(), Heartbeat: 250 * time.Millisecond, LostAfter: DefaultLease, Parallel: 2,
 		Logger: hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Warn, Output: os.Stderr})}
 	for _, f := range set {
 		f(n)
@@ -236,14 +236,14 @@ func TestPlacedRevoke(t *testing.T) {
 // that the child's node was lost (EINTERNAL) and the task ends failed.
 func TestPlacedNodePartitioned(t *testing.T) {
 	srv, f := startFleet(t)
-	owner := runNode(t, f, "owner", host.Options{})
+	owner := runNode(t, f, "owner", host.Options{}, shortLease)
 	relay := natstest.StartRelay(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
 	nc, cf, err := Connect(context.Background(), relay.URL(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	runNode(t, cf, "cut", host.Options{})
+	runNode(t, cf, "cut", host.Options{}, shortLease)
 	rec := &timedAuditor{}
 	_, task := placedTask(t, f, owner, "cut", "revoke-wait", rec)
 	waitAllowed(t, rec, 20)
@@ -270,7 +270,7 @@ func TestPlacedNodePartitioned(t *testing.T) {
 	if !lost {
 		t.Errorf("the owner audited no lost node: %+v", rec.events())
 	}
-	t.Logf("cut at 0; the owner ended the task %v later (lost-after 3 s): %v", ended.Sub(cut), err)
+	t.Logf("cut at 0; the owner ended the task %v later (lost-after %v): %v", ended.Sub(cut), testLostAfter, err)
 }
 
 // TestPlacedTripChild: the trip planner on a fleet of two nodes, its
@@ -340,7 +340,7 @@ func TestFleetRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	runNode(t, cf, "node-a", host.Options{})
+	runNode(t, cf, "node-a", host.Options{}, shortLease)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -365,7 +365,7 @@ func TestFleetRetry(t *testing.T) {
 		t.Fatalf("%d charges before the cut, want 1", n)
 	}
 	relay.Cut() // node-a is lost mid-run
-	runNode(t, f, "node-b", host.Options{})
+	runNode(t, f, "node-b", host.Options{}, shortLease)
 	st, err := f.Wait(ctx, s.ID, 3*time.Second)
 	if err != nil {
 		t.Fatal(err)

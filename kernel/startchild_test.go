@@ -50,7 +50,7 @@ func TestHostChildren(t *testing.T) {
 	c.Kill()
 	select {
 	case <-c.Done():
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("killing the child did not end it")
 	}
 	// Once it has seen Alice's data, a child cleared for public data
@@ -117,7 +117,7 @@ func TestHostChildren(t *testing.T) {
 	session.Kill()
 	select {
 	case <-session.Done():
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the session did not end")
 	}
 	<-c.Done()

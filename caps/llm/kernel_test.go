@@ -501,8 +501,10 @@ func TestHostileProvider(t *testing.T) {
 			if errnoOf(err) != c.errno {
 				t.Fatalf("%v, want %s", err, c.errno)
 			}
-			if d := time.Since(start); d > 10*time.Second {
-				t.Errorf("took %s (timeout 2s)", d)
+			// Not a bound on the machine's speed: the default timeout
+			// would have ended it only after llm.DefaultTimeout.
+			if d := time.Since(start); d >= llm.DefaultTimeout {
+				t.Errorf("took %s (timeout 2s): the default timeout, not the grant's", d)
 			}
 		})
 	}

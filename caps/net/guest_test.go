@@ -627,8 +627,8 @@ func TestGuestAttacks(t *testing.T) {
 	if len(uploads) != 1 || !bytes.Equal(uploads[0], attackerPattern(700)) {
 		t.Errorf("uploads received: %d; want exactly the spliced blob's 700 bytes", len(uploads))
 	}
-	if held := time.Duration(e.hangHeld.Load()); held < 400*time.Millisecond || held > 3*time.Second {
-		t.Errorf("the hanging request was held %v; want about the 500ms timeout", held)
+	if held := time.Duration(e.hangHeld.Load()); held < 400*time.Millisecond || held >= net.DefaultTimeout {
+		t.Errorf("the hanging request was held %v; want the grant's 500ms timeout, not the default", held)
 	}
 
 	// The secret never reached the guest, nor the logs or the graph.

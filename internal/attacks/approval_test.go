@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/mandatevm/mandate/audit"
 	"github.com/mandatevm/mandate/kernel"
@@ -48,7 +47,7 @@ func TestApprovalText(t *testing.T) {
 			task, err := e.k.Run(context.Background(), kernel.TaskSpec{
 				Module: e.module(t, "pipeline"), Principal: "alice", Grants: grants,
 				Input:  e.input("pipeline", "{"+r.plan+"}"),
-				Limits: kernel.Limits{Timeout: 20 * time.Second, Memory: 64 << 20},
+				Limits: kernel.Limits{Timeout: hangGuard, Memory: 64 << 20},
 			})
 			if err != nil {
 				t.Fatalf("%v\nstderr: %s", err, task.Stderr())

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/testengine"
@@ -123,8 +122,8 @@ func forwardedRow(a attack) (_ attack, skip string) {
 			return a, "2 million forwarded calls take minutes under wasmtime's loopback; run under wazero"
 		}
 		// 10 s alone, but 40-58 s here beside two test suites on 2 cores:
-		// the row's 60 s is a hang guard, not a measure.
-		a.limits.Timeout = 5 * time.Minute
+		// the row's limit is a hang guard, not a measure.
+		a.limits.Timeout = 2 * hangGuard
 	case "stdout-flood":
 		// The guest's node keeps the first forward.MaxOutput bytes of
 		// each stream (64 KiB, the row's own limit) and an Exit carries

@@ -178,7 +178,7 @@ func runPipelineRow(t *testing.T, r pipelineRow) {
 	task, err := e.k.Run(ctx, kernel.TaskSpec{
 		Module: e.module(t, "pipeline"), Principal: "alice", Grants: grants,
 		Input:  e.input("pipeline", "{"+r.plan+"}"),
-		Limits: kernel.Limits{Timeout: 20 * time.Second, Memory: 64 << 20, MaxHandles: 64},
+		Limits: kernel.Limits{Timeout: hangGuard, Memory: 64 << 20, MaxHandles: 64},
 	})
 	if err != nil {
 		t.Fatalf("%v\nstderr: %s", err, task.Stderr())

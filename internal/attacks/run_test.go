@@ -105,7 +105,7 @@ func runAttack(t *testing.T, a attack) {
 		limits.Memory = 64 << 20
 	}
 	if limits.Timeout == 0 {
-		limits.Timeout = 10 * time.Second
+		limits.Timeout = hangGuard
 	}
 	ctx := context.Background()
 	if a.refused {

@@ -80,7 +80,7 @@ func TestPipelineHostChildren(t *testing.T) {
 			web, _ := session.CapByName("web")
 			spec := kernel.ChildSpec{Module: e.module(t, "pipeline"), Name: "tool",
 				Input:       e.input("pipeline", "{"+planFetch+"}"),
-				Limits:      kernel.Limits{Timeout: 20 * time.Second, Memory: 64 << 20},
+				Limits:      kernel.Limits{Timeout: hangGuard, Memory: 64 << 20},
 				MaxChildren: 4,
 				Caps:        []kernel.PassedCap{{Name: "web", Cap: web}}}
 			refused, clear := r.setup(t, e, session, spec)

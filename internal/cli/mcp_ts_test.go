@@ -502,7 +502,7 @@ func (s *mcpHTTP) stop(t *testing.T) string {
 		if err != nil {
 			t.Errorf("mandate mcp serve: %v\n%s", err, s.log())
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute): // a hang guard: the end is an event
 		s.cmd.Process.Kill()
 		<-s.done
 		t.Fatalf("mandate mcp serve did not end on SIGINT:\n%s", s.log())

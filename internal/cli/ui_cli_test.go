@@ -62,9 +62,9 @@ func startUIProc(t *testing.T, bin, state string, args ...string) *uiProc {
 			t.Fatalf("mandate ui printed no URL: %s", p.stderr)
 		}
 		p.url = l
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute): // a hang guard: the URL is an event
 		p.cmd.Process.Kill()
-		t.Fatalf("mandate ui printed no URL within 30s: %s", p.stderr)
+		t.Fatalf("mandate ui printed no URL within 2 minutes: %s", p.stderr)
 	}
 	u, err := url.Parse(p.url)
 	if err != nil || u.Query().Get("token") == "" {
@@ -78,9 +78,9 @@ func startUIProc(t *testing.T, bin, state string, args ...string) *uiProc {
 			if err != nil {
 				t.Errorf("mandate ui after SIGINT: %v\n%s", err, p.stderr)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(2 * time.Minute): // a hang guard
 			p.cmd.Process.Kill()
-			t.Errorf("mandate ui did not stop within 10s of SIGINT")
+			t.Errorf("mandate ui did not stop within 2 minutes of SIGINT")
 		}
 	})
 	return p

@@ -199,7 +199,9 @@ func TestHang(t *testing.T) {
 	waitFor(t, "two hung requests", func() bool { return s.Stats().Active == 2 })
 	t0 := time.Now()
 	s.Close()
-	if d := time.Since(t0); d > 2*time.Second {
+	// Not a bound on the machine's speed: a Close that waited for the
+	// hung requests would wait until the test's end.
+	if d := time.Since(t0); d > time.Minute {
 		t.Errorf("Close took %v", d)
 	}
 	for range 2 {
@@ -227,7 +229,9 @@ func TestCloseUnblocksWrite(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // let the socket buffers fill
 	t0 := time.Now()
 	s.Close()
-	if d := time.Since(t0); d > 2*time.Second {
+	// Not a bound on the machine's speed: a Close that waited for the
+	// hung requests would wait until the test's end.
+	if d := time.Since(t0); d > time.Minute {
 		t.Errorf("Close took %v", d)
 	}
 }

@@ -154,7 +154,7 @@ func TestUIEventsBounded(t *testing.T) {
 		for open {
 			_, open = <-c.events
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute):
 		t.Error("Close left a stream open")
 	}
 }

@@ -168,7 +168,7 @@ func TestCloseStopsRuns(t *testing.T) {
 		if !errors.Is(err, sandbox.ErrCanceled) {
 			t.Errorf("Run = %v, want ErrCanceled", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("Close did not stop the run")
 	}
 	if err := m.Run(ctx, sandbox.RunConfig{}); err == nil {
