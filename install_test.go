@@ -3,13 +3,16 @@ package mandate_test
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/sumdb/dirhash"
@@ -87,13 +90,20 @@ func TestGoInstallPublished(t *testing.T) {
 	publish(t, proxy, rt, rtZipBytes, rtMod)
 
 	gobin := t.TempDir()
-	cmd := exec.Command(goBin, "install", "github.com/mandatevm/mandate/cmd/mandate@"+version)
+	// Its own limit, under go test's: a cold build of mandate takes
+	// minutes on two busy cores; a hang says what hung.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goBin, "install", "github.com/mandatevm/mandate/cmd/mandate@"+version)
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(os.Environ(),
 		"GOPROXY=file://"+filepath.ToSlash(proxy)+",file://"+filepath.ToSlash(filepath.Join(env.GOMODCACHE, "cache", "download")),
 		"GOMODCACHE="+t.TempDir(), "GOCACHE="+env.GOCACHE, "GOBIN="+gobin, "GOWORK=off",
 		"GOSUMDB=off", "GOFLAGS=-modcacherw -trimpath", "GOTOOLCHAIN=local", "CGO_ENABLED=0", "HOME="+t.TempDir())
 	if b, err := cmd.CombinedOutput(); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("not done in 15 minutes: %w", ctx.Err())
+		}
 		t.Fatalf("go install: %v\n%s", err, b)
 	}
 	b, err := exec.Command(filepath.Join(gobin, "mandate"), "version").CombinedOutput()

@@ -2,11 +2,13 @@ package tools
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/internal/scaffold"
@@ -45,9 +47,16 @@ func TestNewEveryLangAndCap(t *testing.T) {
 				name := lang + "tool" + kind
 				run := func(dir string, prog string, args ...string) string {
 					t.Helper()
-					cmd := exec.Command(prog, args...)
+					// Each step's own limit, under go test's: a hang
+					// names the step.
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+					defer cancel()
+					cmd := exec.CommandContext(ctx, prog, args...)
 					cmd.Dir, cmd.Env = dir, env
 					out, err := cmd.CombinedOutput()
+					if ctx.Err() != nil {
+						err = fmt.Errorf("not done in 10 minutes: %w", ctx.Err())
+					}
 					if err != nil {
 						t.Fatalf("%s %s: %v\n%s", prog, strings.Join(args, " "), err, out)
 					}
