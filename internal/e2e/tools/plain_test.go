@@ -3,11 +3,13 @@ package tools
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/internal/testbin"
@@ -60,10 +62,17 @@ func (p *plainEnv) try(dir string, extra []string, prog string, args ...string) 
 	if prog == "mandate" {
 		prog = p.mandate
 	}
-	cmd := exec.Command(prog, args...)
+	// Each step's own hang guard, under go test's: a hang names the step
+	// (as TestNewEveryLangAndCap's do); not a bound on how long it takes.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, prog, args...)
 	cmd.Dir = filepath.Join(p.work, dir)
 	cmd.Env = append(append([]string(nil), p.env...), extra...)
 	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("not done in 10 minutes: %w", ctx.Err())
+	}
 	return string(out), err
 }
 
