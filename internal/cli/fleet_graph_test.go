@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -258,6 +259,28 @@ func TestUINatsErrors(t *testing.T) {
 		code, out, errs := mandate(tc.args...)
 		if code != exitUsage || out != "" || !strings.Contains(errs, tc.want) {
 			t.Errorf("mandate %s: exit %d, stdout %q, stderr %q; want %q", strings.Join(tc.args, " "), code, out, errs, tc.want)
+		}
+	}
+}
+
+// TestFleetRecordWhyNone: a submission with no run yet says why it has no
+// graph (no fleet is asked: its state says it all).
+func TestFleetRecordWhyNone(t *testing.T) {
+	fr := newFleetRuns(nil, "nats://u:secret@127.0.0.1:4222")
+	if fr.Name() != "the fleet on nats://u:***@127.0.0.1:4222" {
+		t.Errorf("name: %q", fr.Name())
+	}
+	for _, tc := range []struct {
+		st   fleet.RunState
+		want string
+	}{
+		{fleet.RunState{ID: "s1", State: fleet.StateQueued}, "submission s1 is queued: no node has taken it yet"},
+		{fleet.RunState{ID: "s2", State: fleet.StateRunning, Node: "node-a"}, "submission s2 is starting on node node-a"},
+		{fleet.RunState{ID: "s3", State: fleet.StateRefused, Error: "manifest: bad\nline"}, "submission s3 was refused before a run started: manifest: bad line"},
+	} {
+		_, err := fr.record(context.Background(), tc.st)
+		if !errors.Is(err, webui.ErrNoRecord) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrNoRecord and %q", tc.st.State, err, tc.want)
 		}
 	}
 }

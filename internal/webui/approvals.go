@@ -200,7 +200,10 @@ func (s *Server) apiApprovals(w http.ResponseWriter, r *http.Request) {
 			v.Answered = append(v.Answered, newApprovalLine(a))
 		}
 	}
-	if len(all) == 0 {
+	switch {
+	case s.o.Runs != nil:
+		v.Note = "A fleet's runs ask no person: a node refuses a use that needs a person's yes. Approvals are answered in the state directory of mandate run --approve wait or mandate mcp serve (mandate ui --state-dir there)."
+	case len(all) == 0:
 		v.Note = "No approval asked yet in this state directory. A use that needs a person's yes shows here while mandate run --approve wait or mandate mcp serve waits for it."
 	}
 	writeJSON(w, http.StatusOK, v)

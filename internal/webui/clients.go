@@ -122,7 +122,10 @@ func (s *Server) apiClients(w http.ResponseWriter, r *http.Request) {
 	for _, c := range cs {
 		v.Clients = append(v.Clients, newClientLine(c, count[c.Client]))
 	}
-	if len(cs) == 0 {
+	switch {
+	case s.o.Runs != nil:
+		v.Note = "A fleet's UI shows no MCP clients: they are known in the state directory of mandate mcp serve (mandate ui --state-dir there)."
+	case len(cs) == 0:
 		v.Note = "No MCP client known yet in this state directory. A client of mandate mcp serve shows here once a session of it has been shown a result."
 	}
 	writeJSON(w, http.StatusOK, v)

@@ -116,14 +116,20 @@ func TestRunSource(t *testing.T) {
 			t.Errorf("GET %s: %s %s, want 404 and %q", path, resp.Status, b, want)
 		}
 	}
-	var appr struct{ Pending, Answered []any }
+	var appr struct {
+		Pending, Answered []any
+		Note              string
+	}
 	u.getJSON("/api/approvals", &appr)
-	if len(appr.Pending)+len(appr.Answered) != 0 {
+	if len(appr.Pending)+len(appr.Answered) != 0 || !strings.Contains(appr.Note, "A fleet's runs ask no person") {
 		t.Errorf("approvals: %+v", appr)
 	}
-	var clients struct{ Clients []any }
+	var clients struct {
+		Clients []any
+		Note    string
+	}
 	u.getJSON("/api/clients", &clients)
-	if len(clients.Clients) != 0 {
+	if len(clients.Clients) != 0 || !strings.Contains(clients.Note, "A fleet's UI shows no MCP clients") {
 		t.Errorf("clients: %+v", clients)
 	}
 
