@@ -331,7 +331,7 @@ func (h *Host) start(ctx context.Context, spec RunSpec) (*Run, error) {
 		Grants:    grants,
 		Input:     spec.Input,
 
-		RefuseTaintedResult: m.RefuseTaintedResult,
+		RefuseTaintedResult: m.RefuseTaintedResult, RefusedResultTaints: m.RefusedResultTaints,
 	})
 }
 

@@ -96,8 +96,7 @@ func (t *Task) SetResult(ctx context.Context, h abi.Handle) error {
 	if err != nil {
 		return t.deny(ctx, nil, "task_result", err)
 	}
-	if t.refuseTaintedResult && len(b.Label().Integ()) > 0 {
-		err := taintErr("the result", b.Label(), "task "+t.id+"'s result (result { accepts_untrusted = false })")
+	if err := t.resultFlow(b.Label()); err != nil {
 		t.mu.Lock()
 		t.refusedResult = err.Error()
 		t.mu.Unlock()

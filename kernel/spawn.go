@@ -106,8 +106,9 @@ type ChildSpec struct {
 	// MaxChildren, when positive, bounds how many children the parent may
 	// have been given, as a spawn capability's max_children does.
 	MaxChildren int
-	// RefuseTaintedResult is TaskSpec's.
+	// RefuseTaintedResult and RefusedResultTaints are TaskSpec's.
 	RefuseTaintedResult bool
+	RefusedResultTaints kindapi.TaintPatterns
 	// Made, when set, is called with the child once it is decided and
 	// made, before it runs (to find it by its ID from its first call).
 	Made func(*Task)
@@ -203,6 +204,7 @@ type childRequest struct {
 	maxChildren int // 0: no bound but the kernel's running tasks
 
 	refuseTaintedResult bool
+	refusedResultTaints kindapi.TaintPatterns
 }
 
 // passRequest is a capability asked to be passed.
@@ -314,7 +316,8 @@ func (t *Task) hostChild(spec ChildSpec) (*childRequest, error) {
 	}
 	limits := spec.Limits.withDefaults()
 	cr := &childRequest{module: spec.Module, name: spec.Name, entry: spec.Entry, limits: limits,
-		held: spec.Held, maxDepth: MaxSpawnDepth, maxChildren: spec.MaxChildren, refuseTaintedResult: spec.RefuseTaintedResult}
+		held: spec.Held, maxDepth: MaxSpawnDepth, maxChildren: spec.MaxChildren, refuseTaintedResult: spec.RefuseTaintedResult,
+		refusedResultTaints: spec.RefusedResultTaints}
 	if spec.Clearance != nil {
 		c := *spec.Clearance
 		cr.clearance = &c
@@ -376,6 +379,7 @@ type childPlan struct {
 	maxChildren int
 
 	refuseTaintedResult bool
+	refusedResultTaints kindapi.TaintPatterns
 }
 
 // passedCap is a capability the parent passes, narrowed as asked.
@@ -393,7 +397,7 @@ func (t *Task) planChild(r *childRequest) (*childPlan, error) {
 	}
 	p := &childPlan{parent: t, module: r.module, name: r.name, entry: r.entry, limits: r.limits, clearance: t.clearance,
 		input: r.input, held: r.held, depth: t.depth + 1, maxChildren: r.maxChildren,
-		refuseTaintedResult: r.refuseTaintedResult}
+		refuseTaintedResult: r.refuseTaintedResult, refusedResultTaints: r.refusedResultTaints}
 	if r.clearance != nil {
 		if pc, bounded := t.Clearance(); bounded && !r.clearance.CanFlowTo(pc) {
 			return nil, flowErr("the child's clearance", *r.clearance, pc, "its parent's clearance")
@@ -482,7 +486,7 @@ func (p *childPlan) reserve() (func(), bool, error) {
 func (t *Task) makeChild(ctx context.Context, p *childPlan) (*pendingChild, error) {
 	k := t.k
 	spec := TaskSpec{Module: p.module, Principal: t.principal, Name: p.name, Entry: p.entry, Limits: p.limits,
-		RefuseTaintedResult: p.refuseTaintedResult}
+		RefuseTaintedResult: p.refuseTaintedResult, RefusedResultTaints: p.refusedResultTaints}
 	child, err := k.newTask(spec, t)
 	if err != nil {
 		return nil, err

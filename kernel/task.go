@@ -145,6 +145,11 @@ type TaskSpec struct {
 	// (a manifest's result { accepts_untrusted = false }): SetResult of
 	// such a blob is EFLOW, audited.
 	RefuseTaintedResult bool
+	// RefusedResultTaints refuses a result carrying a taint one of them
+	// matches (a manifest's result { refuses_taints = [...] }): SetResult
+	// of such a blob is EFLOW naming the taint, audited. With
+	// RefuseTaintedResult every taint is refused anyway.
+	RefusedResultTaints kindapi.TaintPatterns
 }
 
 // Task is one WebAssembly instance with its own capability table.
@@ -179,8 +184,10 @@ type Task struct {
 	denials int             // protected by mu
 	// clearance bounds the label; nil: unbounded. Immutable after start.
 	clearance *kindapi.Label
-	// refuseTaintedResult is TaskSpec.RefuseTaintedResult. Immutable.
-	refuseTaintedResult bool
+	// resultRefuses is what the task's result refuses: TaskSpec's
+	// RefuseTaintedResult and RefusedResultTaints (resultflow.go).
+	// Immutable.
+	resultRefuses kindapi.Sink
 	// refusedResult is why SetResult refused a result (a tainted one);
 	// protected by mu.
 	refusedResult string
@@ -337,10 +344,10 @@ func (k *Kernel) newTask(spec TaskSpec, parent *Task) (*Task, error) {
 		c := *spec.Clearance
 		t.clearance = &c
 	}
-	t.refuseTaintedResult = spec.RefuseTaintedResult
-	if t.refuseTaintedResult {
-		tainted := func() bool { return len(t.Label().Integ()) > 0 }
-		t.stdout.withhold, t.stderr.withhold = tainted, tainted
+	t.resultRefuses = kindapi.Sink{RefusesTainted: spec.RefuseTaintedResult, RefusedTaints: spec.RefusedResultTaints}
+	if t.refusesResultTaints() {
+		refused := func() bool { _, r := t.resultRefuses.RefusedTaint(t.Label()); return r }
+		t.stdout.withhold, t.stderr.withhold = refused, refused
 	}
 	if spec.Input != nil {
 		if int64(len(spec.Input)) > limits.MaxBlobBytes {
@@ -446,14 +453,15 @@ func (t *Task) run(ctx context.Context, mod sandbox.Module, cfg sandbox.RunConfi
 		err = fmt.Errorf("%w (last denied call: %s)", err, t.lastErr)
 	}
 	if state == TaskDone && t.result == nil {
-		// Its answer was refused (result { accepts_untrusted = false }):
-		// a run that has no answer to show did not succeed.
+		// Its answer was refused (result { accepts_untrusted = false }
+		// or refuses_taints): a run that has no answer to show did not
+		// succeed.
 		switch {
 		case t.refusedResult != "":
 			state, err = TaskFailed, fmt.Errorf("task %s's answer was withheld: %s", t.id, t.refusedResult)
 		case stdoutWithheld:
 			state, err = TaskFailed, fmt.Errorf("task %s's answer was withheld: it wrote its stdout after it read data labelled %s, "+
-				"and its result may not carry untrusted data (result { accepts_untrusted = false })", t.id, t.label)
+				"and %s", t.id, t.label, t.resultRefusesText(t.label))
 		}
 	}
 	t.state, t.err = state, err

@@ -47,6 +47,8 @@
 //
 //	  result {                    # optional, at most one: what the task's answer may carry
 //	    accepts_untrusted = false # refuse a result tainted by any source (EFLOW when the task sets it)
+//	    refuses_taints = ["web:reviews*"] # or refuse only a result carrying a taint these match (a taint,
+//	                              # or a prefix ending in "*"); EFLOW names the taint; others are accepted
 //	  }
 //
 //	  seed "COLLECTION" {         # any number: records imported into the data store before the run

@@ -49,6 +49,10 @@ type Manifest struct {
 	// RefuseTaintedResult is result { accepts_untrusted = false }: the
 	// task may not set a result carrying any integrity taint.
 	RefuseTaintedResult bool
+	// RefusedResultTaints is result { refuses_taints = [...] }: the task
+	// may not set a result carrying a taint they match (a taint, or a
+	// prefix ending in "*"); the refusal names the taint.
+	RefusedResultTaints kindapi.TaintPatterns
 	// Retry is how many times a fleet may run the task again when the
 	// node running it is lost (retry = N, 1..MaxRetry); 0: never, the run
 	// is marked lost. Only a task whose every capability is repeatable
@@ -222,7 +226,7 @@ func (p *parser) task(b *hcl.Block, m *Manifest) {
 			continue
 		}
 		result = blk
-		m.RefuseTaintedResult = p.result(blk)
+		m.RefuseTaintedResult, m.RefusedResultTaints = p.result(blk)
 	}
 	if a, ok := content.Attributes["retry"]; ok {
 		if v, vok := p.eval(a.Expr); vok {
@@ -240,8 +244,9 @@ func (p *parser) task(b *hcl.Block, m *Manifest) {
 const MaxRetry = 5
 
 // result parses a result block: whether the task's result must carry no
-// integrity taint.
-func (p *parser) result(b *hcl.Block) (refuseTainted bool) {
+// integrity taint (accepts_untrusted = false), and the taints it refuses
+// when it accepts others (refuses_taints).
+func (p *parser) result(b *hcl.Block) (refuseTainted bool, refused kindapi.TaintPatterns) {
 	if len(b.Labels) != 0 {
 		p.add(diagErr(b.DefRange, "result takes no labels"))
 	}
@@ -251,10 +256,20 @@ func (p *parser) result(b *hcl.Block) (refuseTainted bool) {
 		if v, ok := p.eval(a.Expr); ok {
 			if v.IsNull() || v.Type() != cty.Bool {
 				p.add(diagErr(a.Expr.Range(), "accepts_untrusted must be true or false"))
-				return false
+			} else {
+				refuseTainted = v.False()
 			}
-			return v.False()
 		}
 	}
-	return false
+	if a, ok := content.Attributes["refuses_taints"]; ok {
+		if v, ok := p.eval(a.Expr); ok {
+			ps, err := stringOrList(v)
+			if err != nil && !(v.Type().IsTupleType() && v.LengthInt() == 0) {
+				p.add(diagErr(a.Expr.Range(), `refuses_taints must be a list of taints or prefixes ending in "*", e.g. ["web:*", "reviews:hotels"]`))
+			} else if refused, err = kindapi.ParseTaintPatterns(ps); err != nil {
+				p.add(diagErr(a.Expr.Range(), "refuses_taints: %v", err))
+			}
+		}
+	}
+	return refuseTainted, refused
 }

@@ -35,7 +35,7 @@ var taskSchema = &hcl.BodySchema{
 }
 
 var resultSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "accepts_untrusted"}},
+	Attributes: []hcl.AttributeSchema{{Name: "accepts_untrusted"}, {Name: "refuses_taints"}},
 }
 
 var seedSchema = &hcl.BodySchema{

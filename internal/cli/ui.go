@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/signal"
@@ -137,23 +138,8 @@ func runUI(e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "mandate ui: state directory %s: %s\n", kindapi.Printable(dir), statProblem(err))
 		return exitUsage
 	}
-	ln, err := webui.Listen(*addr)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
-		return exitUsage
-	}
-	token, err := webui.NewToken()
-	if err != nil {
-		ln.Close()
-		fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
-		return exitUsage
-	}
-	logger := hclog.New(&hclog.LoggerOptions{Name: "mandate ui", Level: hclog.Warn, Output: e.stderr})
-	s, err := webui.New(webui.Options{StateDir: dir, Token: token, Addr: ln.Addr().String(), Logger: logger,
-		Graph: uiGraph(cache)})
-	if err != nil {
-		ln.Close()
-		fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
+	ln, s, token, ok := e.startUI(*addr, webui.Options{StateDir: dir, Graph: uiGraph(cache)})
+	if !ok {
 		return exitUsage
 	}
 	// Where a process waiting for an approval points the person.
@@ -163,19 +149,9 @@ func runUI(e *env, args []string) int {
 	} else {
 		defer unpublish()
 	}
-	page := "/"
-	if run != "" {
-		page = "/runs/" + url.PathEscape(run)
-	}
-	fmt.Fprintf(e.stderr, "mandate ui: the runs and approvals in %s; open (Ctrl-C stops):\n", kindapi.Printable(dir))
-	fmt.Fprintf(e.stdout, "http://%s%s?token=%s\n", ln.Addr(), page, token)
 	ctx, stop := signal.NotifyContext(e.context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := s.Serve(ctx, ln); err != nil {
-		fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
-		return exitUsage
-	}
-	return exitOK
+	return e.serveUI(ctx, ln, s, token, run, "the runs and approvals in "+kindapi.Printable(dir))
 }
 
 // serveFleetUI is mandate ui --nats: the UI over a fleet's runs,
@@ -214,29 +190,47 @@ func (e *env) serveFleetUI(urls, addr, cacheFlag, run string) int {
 			run = st.RunID
 		}
 	}
+	ln, s, token, ok := e.startUI(addr, webui.Options{Runs: src, Graph: uiGraph(cache)})
+	if !ok {
+		return exitUsage
+	}
+	return e.serveUI(ctx, ln, s, token, run, "the runs of "+src.Name()+", read-only")
+}
+
+// startUI listens on addr and makes the UI's server with opts, its token,
+// address and logger filled in (for a state directory and for a fleet);
+// false when it cannot, said on stderr.
+func (e *env) startUI(addr string, opts webui.Options) (net.Listener, *webui.Server, string, bool) {
 	ln, err := webui.Listen(addr)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
-		return exitUsage
+		return nil, nil, "", false
 	}
 	token, err := webui.NewToken()
 	if err != nil {
 		ln.Close()
 		fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
-		return exitUsage
+		return nil, nil, "", false
 	}
-	logger := hclog.New(&hclog.LoggerOptions{Name: "mandate ui", Level: hclog.Warn, Output: e.stderr})
-	s, err := webui.New(webui.Options{Runs: src, Token: token, Addr: ln.Addr().String(), Logger: logger, Graph: uiGraph(cache)})
+	opts.Token, opts.Addr = token, ln.Addr().String()
+	opts.Logger = hclog.New(&hclog.LoggerOptions{Name: "mandate ui", Level: hclog.Warn, Output: e.stderr})
+	s, err := webui.New(opts)
 	if err != nil {
 		ln.Close()
 		fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
-		return exitUsage
+		return nil, nil, "", false
 	}
+	return ln, s, token, true
+}
+
+// serveUI prints the URL of run's page (the runs list without one) and
+// serves until ctx ends; what says what is served.
+func (e *env) serveUI(ctx context.Context, ln net.Listener, s *webui.Server, token, run, what string) int {
 	page := "/"
 	if run != "" {
 		page = "/runs/" + url.PathEscape(run)
 	}
-	fmt.Fprintf(e.stderr, "mandate ui: the runs of %s, read-only; open (Ctrl-C stops):\n", src.Name())
+	fmt.Fprintf(e.stderr, "mandate ui: %s; open (Ctrl-C stops):\n", what)
 	fmt.Fprintf(e.stdout, "http://%s%s?token=%s\n", ln.Addr(), page, token)
 	if err := s.Serve(ctx, ln); err != nil {
 		fmt.Fprintf(e.stderr, "mandate ui: %v\n", err)
