@@ -51,6 +51,10 @@ shows); the report puts the descriptions together:
               could receive, and whether holding the others would shut it:
               the kernel refuses a task whose label is above a sink's
               clearance
+  result      when the manifest's result block refuses taints (accepts_untrusted
+              = false, refuses_taints): each taint the task could read, with
+              the capabilities bringing it, accepted or refused; an answer
+              written after reading a refused one is refused (EFLOW)
   spawn       every capability that starts child tasks: its grant, modules
               as the manifest names them; children get at most what the
               parent passes them and at most the parent's clearance
@@ -105,7 +109,11 @@ and "kernel" (the kernel's attributes that are set):
 	 "declassify": [{"cap": "nationality", "kind": "declassify",
 	                 "fields": [{"name": "drop", "value": "pii:alice"}, ...],
 	                 "kernel": {}}],
-	 "other": []}
+	 "other": [],
+	 "result": {"accepts_untrusted": true, "refuses_taints": ["web:reviews*"],
+	            "could_carry": [{"taint": "web:reviews.example",
+	                             "from": ["reviews"], "refused": true}, ...],
+	            "refused": ["reviews"], "verdict": "..."}}  // only with a result block
 
 A declassify cap lowers the labels of blobs the task hands on, never the
 task's own label, so it changes none of the verdicts; it is listed last.

@@ -31,6 +31,9 @@ type checkReport struct {
 	Declassify []checkCap `json:"declassify"`
 	// Other lists the capabilities in none of the lists above.
 	Other []checkCap `json:"other"`
+	// Result is what the task's answer refuses and which sources' taints
+	// that refuses (check_result.go); omitted when it refuses nothing.
+	Result *checkResult `json:"result,omitempty"`
 }
 
 type checkTask struct {
@@ -140,6 +143,7 @@ func checkManifest(m *manifest.Manifest, g *checkedGrants) (*checkReport, error)
 	}
 
 	hold := map[string]bool{}
+	var taints []capTaints
 	for i, gs := range g.Grants {
 		k, ok := g.Kinds[gs.Kind]
 		if !ok {
@@ -154,6 +158,9 @@ func checkManifest(m *manifest.Manifest, g *checkedGrants) (*checkReport, error)
 			r.Task.NotRepeatable = append(r.Task.NotRepeatable, fmt.Sprintf("%s (%s): %s", gs.Name, gs.Kind, why))
 		}
 		c := checkCap{Cap: gs.Name, Kind: gs.Kind, Fields: g.named(d.Fields), Kernel: kernelAttrs(k, gs, &m.Caps[i])}
+		if integ := d.Label.Integ(); len(integ) > 0 {
+			taints = append(taints, capTaints{cap: gs.Name, taints: integ})
+		}
 		listed := false
 
 		switch conf := d.Label.Conf(); {
@@ -210,6 +217,7 @@ func checkManifest(m *manifest.Manifest, g *checkedGrants) (*checkReport, error)
 		}
 	}
 	r.CouldHold = sortedSet(hold)
+	r.Result = checkResultOf(m, taints)
 
 	for i := range r.Sinks {
 		s := &r.Sinks[i]

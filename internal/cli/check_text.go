@@ -83,6 +83,8 @@ func writeCheckText(w io.Writer, m *manifest.Manifest, r *checkReport) {
 		fmt.Fprintf(w, "    %s\n", s.Verdict)
 	}
 
+	writeCheckResult(w, r.Result)
+
 	fmt.Fprintf(w, "\nspawn:\n")
 	if len(r.Spawn) == 0 {
 		fmt.Fprintf(w, "  none\n")
