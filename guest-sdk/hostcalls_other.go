@@ -35,3 +35,5 @@ func taskSpawn(h uint32, req unsafe.Pointer, reqLen uint32, out *uint32) abi.Err
 }
 func taskWait(h uint32, out *uint32) abi.Errno { return abi.ENOTSUP }
 func taskKill(h uint32) abi.Errno              { return abi.ENOTSUP }
+
+func planSubmit(req unsafe.Pointer, reqLen uint32) abi.Errno { return abi.ENOTSUP }

@@ -55,3 +55,6 @@ func taskWait(h uint32, out *uint32) abi.Errno
 
 //go:wasmimport mandate task_kill
 func taskKill(h uint32) abi.Errno
+
+//go:wasmimport mandate plan_submit
+func planSubmit(req unsafe.Pointer, reqLen uint32) abi.Errno

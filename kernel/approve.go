@@ -40,6 +40,9 @@ type ApprovalRequest struct {
 	// digest, and a remembered yes (approve_mints) covers only an effect
 	// with the same one.
 	Digest string `json:"digest"`
+	// Plan, for a plan's request (Op PlanOp), is its items, each as a
+	// single approval of it would show it; Details show them too.
+	Plan []PlanItem `json:"plan,omitempty"`
 }
 
 // Text is the request as a person reads it: the same text the audit log
@@ -160,6 +163,23 @@ func (t *Task) approve(ctx context.Context, c *Cap, op string, eff kindapi.Previ
 		t.logger.Info("approved before", "cap", c.id, "op", op, "summary", eff.Summary)
 		return nil
 	}
+	if pl, n, ok, used := t.usePlanItem(c, req.Digest); ok {
+		text += fmt.Sprintf("  allowed by plan %d item %d (the plan %s, approved by channel %s%s): no question of its own\n",
+			pl.n, n, pl.digest, kindapi.Printable(pl.channel), byText(pl.by))
+		dec.Answer, dec.Channel, dec.By = AnswerPlan, pl.channel, pl.by
+		dec.Plan, dec.PlanItem = pl.n, n
+		if aerr := t.k.auditApproval(ctx, t, c, "approve:"+op, Allow, nil, text, dec); aerr != nil {
+			return aerr
+		}
+		t.logger.Info("allowed by plan", "cap", c.id, "op", op, "plan", pl.n, "item", n, "summary", eff.Summary)
+		return nil
+	} else if used != "" {
+		req.Reasons = append(req.Reasons, "the same effect was planned, and "+used+" was used already")
+		text = req.Text()
+	} else if t.hasPlans() {
+		req.Reasons = append(req.Reasons, "not an item of the task's approved plan")
+		text = req.Text()
+	}
 	ans, err := t.k.approver.Approve(ctx, req)
 	failed := err != nil
 	if err != nil {
@@ -212,6 +232,14 @@ func answerLine(a Answer, failed bool) string {
 		line += " (" + kindapi.Printable(a.By) + ")"
 	}
 	return line + "\n"
+}
+
+// byText is ", by WHO" when who is known.
+func byText(who string) string {
+	if who == "" {
+		return ""
+	}
+	return " (" + kindapi.Printable(who) + ")"
 }
 
 // maxApproved bounds the approvals one capability remembers.

@@ -73,11 +73,16 @@ type ApprovalDecision struct {
 	Summary string
 	Digest  string // the whole effect's (ApprovalRequest.Digest)
 	// Answer is AnswerYes, AnswerNo, AnswerRemembered (approve_mints: the
-	// same effect approved before in the task) or AnswerFailed (the
-	// approver failed: refused).
+	// same effect approved before in the task), AnswerPlan (an item of
+	// a plan the person approved) or AnswerFailed (the approver failed:
+	// refused).
 	Answer  string
 	Channel string
 	By      string
+	// Plan and PlanItem, for AnswerPlan, say which plan of the task and
+	// which of its items (from 1) allowed the effect.
+	Plan     int `json:",omitempty"`
+	PlanItem int `json:",omitempty"`
 }
 
 // Answers of an ApprovalDecision.

@@ -39,6 +39,9 @@ type Cap struct {
 	approveMints bool
 	approvedMu   sync.Mutex
 	approved     map[string]struct{}
+	// approvePlans: effects on c and what is derived from it may be
+	// items of a plan (GrantSpec.ApprovePlans). Immutable.
+	approvePlans bool
 
 	// children is protected by Kernel.mu.
 	children []*Cap

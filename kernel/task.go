@@ -126,6 +126,12 @@ type GrantSpec struct {
 	// they were shown: the same effect again in the same task needs no
 	// second question; any other still does.
 	ApproveMints bool
+	// ApprovePlans lets a task name effects on the capability (or on one
+	// derived from it) in a plan (plan_submit): a person approves the
+	// plan once, and each of its effects is then allowed once without a
+	// question of its own (plan.go). It replaces only the yes: every
+	// other check of the capability still applies to each effect.
+	ApprovePlans bool
 }
 
 // TaskSpec describes a task to start.
@@ -197,6 +203,9 @@ type Task struct {
 	lastDenial    abi.Errno       // the errno of the last denied call; protected by mu
 	state         TaskState       // protected by mu
 	err           error           // protected by mu
+
+	// plans are the plans a person approved for this task (plan.go).
+	plans plans
 }
 
 // ID is unique within the kernel, e.g. "t1".
@@ -286,7 +295,8 @@ func (k *Kernel) grant(t *Task, grants []GrantSpec) error {
 			return fmt.Errorf("kernel: grant %q: a %s capability has no amounts to budget", g.Name, g.Kind)
 		}
 		c := &Cap{kind: kind.kind, reg: kind, scope: g.Scope, name: g.Name, holder: t,
-			audit: g.Audit || kind.lowers, cons: g.Constraints, allow: newAllowance(g.Allowance), approveMints: g.ApproveMints}
+			audit: g.Audit || kind.lowers, cons: g.Constraints, allow: newAllowance(g.Allowance), approveMints: g.ApproveMints,
+			approvePlans: g.ApprovePlans}
 		if !g.Rate.IsZero() {
 			c.rate = newBucket(g.Rate, time.Now())
 		}
@@ -419,6 +429,7 @@ func (k *Kernel) Run(ctx context.Context, spec TaskSpec) (*Task, error) {
 func (t *Task) run(ctx context.Context, mod sandbox.Module, cfg sandbox.RunConfig) {
 	start := now()
 	err := runGuarded(ctx, mod, cfg)
+	t.expirePlans(ctx)
 	t.stdout.close()
 	t.stderr.close()
 	state := TaskDone

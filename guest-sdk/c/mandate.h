@@ -119,6 +119,7 @@ enum {
 #define MANDATE_TASK_SPAWN "task_spawn"
 #define MANDATE_TASK_WAIT "task_wait"
 #define MANDATE_TASK_KILL "task_kill"
+#define MANDATE_PLAN_SUBMIT "plan_submit"
 
 /*
  * Raw host calls: the ABI as it is, every pointer an offset into linear
@@ -140,6 +141,7 @@ MANDATE_IMPORT("last_error") uint32_t mandate_raw_last_error(uint32_t buf_ptr, u
 MANDATE_IMPORT("task_spawn") uint32_t mandate_raw_task_spawn(uint32_t spawn_h, uint32_t req_ptr, uint32_t req_len, uint32_t out_task_ptr);
 MANDATE_IMPORT("task_wait") uint32_t mandate_raw_task_wait(uint32_t task_h, uint32_t out_handle_ptr);
 MANDATE_IMPORT("task_kill") uint32_t mandate_raw_task_kill(uint32_t task_h);
+MANDATE_IMPORT("plan_submit") uint32_t mandate_raw_plan_submit(uint32_t req_ptr, uint32_t req_len);
 
 /* mandate_addr is the linear-memory offset of p, as the raw calls take it. */
 static inline uint32_t mandate_addr(const void *p) { return (uint32_t)(uintptr_t)p; }
@@ -510,6 +512,22 @@ MANDATE_MUST_USE static inline mandate_errno mandate_kill(mandate_task t) { retu
 
 /* mandate_task_drop removes t from this task's table (the child keeps running). Host call handle_drop. */
 MANDATE_MUST_USE static inline mandate_errno mandate_task_drop(mandate_task t) { return mandate_raw_handle_drop(t.h); }
+
+/*
+ * mandate_submit_plan asks the person, once, to approve a plan: req is its
+ * JSON document (abi.Plan), {"items":[{"cap":H,"op":"OP","args":{...}},...]},
+ * each item the exact call (capability handle, operation, argument
+ * document) the task will make later. On success each later call whose
+ * effect is exactly one unused item, and would need a yes, is allowed
+ * without a question, once. Host call plan_submit. EAPPROVAL: the person
+ * said no; EDENIED: an item is refused as the call would be, or its
+ * capability does not allow plans (approve_plans).
+ */
+MANDATE_MUST_USE static inline mandate_errno mandate_submit_plan(const char *req, size_t req_len) {
+	if (mandate__bad(req, req_len))
+		return MANDATE_EFAULT;
+	return mandate_raw_plan_submit(mandate_addr(req), (uint32_t)req_len);
+}
 
 /*
  * mandate_str is a growable byte string for building argument documents

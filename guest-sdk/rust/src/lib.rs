@@ -43,10 +43,12 @@ pub mod json;
 pub mod net;
 #[allow(unsafe_code)]
 pub mod sys;
+mod plan;
 mod task;
 
 pub use errno::{name_of, Errno, ALL as ALL_ERRNOS};
 pub use error::{errno_of, Error};
+pub use plan::{submit_plan, PlanItem};
 pub use task::{spawn, SpawnCap, SpawnRequest, Task};
 
 /// The import module every host call lives in.
@@ -64,7 +66,7 @@ pub const MAX_BLOB_LEN: usize = 64 << 20;
 pub const MAX_ERROR_LEN: usize = 1024;
 
 /// The host calls, in the order of abi.HostCalls.
-pub const HOST_CALLS: [&str; 15] = [
+pub const HOST_CALLS: [&str; 16] = [
     "cap_lookup",
     "cap_call",
     "cap_derive",
@@ -80,6 +82,7 @@ pub const HOST_CALLS: [&str; 15] = [
     "task_spawn",
     "task_wait",
     "task_kill",
+    "plan_submit",
 ];
 
 pub(crate) fn sys_call_name(call: &str) -> bool {

@@ -47,6 +47,7 @@ pub mod raw {
         pub fn task_spawn(spawn_h: u32, req_ptr: *const u8, req_len: u32, out_task_ptr: *mut u32) -> u32;
         pub fn task_wait(task_h: u32, out_handle_ptr: *mut u32) -> u32;
         pub fn task_kill(task_h: u32) -> u32;
+        pub fn plan_submit(req_ptr: *const u8, req_len: u32) -> u32;
     }
 }
 
@@ -72,6 +73,7 @@ pub mod raw {
     pub unsafe fn task_spawn(_: u32, _: *const u8, _: u32, _: *mut u32) -> u32 { ENOTSUP }
     pub unsafe fn task_wait(_: u32, _: *mut u32) -> u32 { ENOTSUP }
     pub unsafe fn task_kill(_: u32) -> u32 { ENOTSUP }
+    pub unsafe fn plan_submit(_: *const u8, _: u32) -> u32 { ENOTSUP }
 }
 
 // The safe shims. Each passes the kernel only a live slice (its pointer
@@ -162,4 +164,9 @@ pub(crate) fn task_wait(h: u32, out: &mut u32) -> u32 {
 pub(crate) fn task_kill(h: u32) -> u32 {
     // SAFETY: no pointers.
     unsafe { raw::task_kill(h) }
+}
+
+pub(crate) fn plan_submit(req: &[u8]) -> u32 {
+    // SAFETY: see above.
+    unsafe { raw::plan_submit(req.as_ptr(), len(req)) }
 }
