@@ -70,6 +70,7 @@ func (c *Compiler) env(vars []string) (*cel.Env, error) {
 	opts := []cel.EnvOption{cel.CrossTypeNumericComparisons(true)}
 	opts = append(opts, provenanceOptions()...)
 	opts = append(opts, historyOptions()...)
+	opts = append(opts, textOptions()...)
 	for _, v := range vars {
 		opts = append(opts, cel.Variable(v, cel.DynType))
 	}
