@@ -30,7 +30,13 @@ import (
 // So a payment's recipient can be bound to the bank's own record of who
 // sent a transaction:
 //
-//	spliced(request.body.recipient) && from(request.body.recipient).integ == ["bank:transactions.sender"]
+//	spliced(request.body.recipient) && "bank:transactions.sender" in from(request.body.recipient).integ
+//
+// Membership, not equality: a part carries its field's taint joined with
+// the label of the task that fetched it, so a task that read anything
+// else first (its profile, the user's request) holds a part whose integ
+// has more than the one taint. What keeps the others out is the sink's
+// refuses_taints (a part carrying a subject's bank:tx is refused, EFLOW).
 //
 // A value the guest typed is not spliced; from() of it is an evaluation
 // error, which denies. They are macros: spliced(x) becomes `"x" in

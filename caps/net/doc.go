@@ -112,12 +112,15 @@
 // taint} whose parts carry {those labels and the field's, the field's
 // taint} (kindapi.Result.Parts). A task that reads the blob carries all of
 // them; a call that splices one field by part (abi.HTTPRequest.SpliceParts)
-// sends only that field's, and the task's own label does not rise. So a
+// sends only that field's (joined with the label the task had when it
+// fetched), and the task's own label does not rise. So a
 // payment capability with refuses_taints = ["bank:tx"] accepts the bank's
 // record of a sender and refuses its free-text subject, and a constraint
-// can insist the recipient came from there:
+// can insist the recipient came from there (with "in": the part has more
+// taints than its field's once the task had read anything before the
+// fetch):
 //
-//	when = "spliced(request.body.recipient) && from(request.body.recipient).integ == ['bank:transactions.sender']"
+//	when = "spliced(request.body.recipient) && 'bank:transactions.sender' in from(request.body.recipient).integ"
 //
 // A response whose body is not JSON carries taint on all of it. Without
 // an entry for its path a response is labelled as without responses.

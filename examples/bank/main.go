@@ -207,7 +207,7 @@ var (
 		{"c1", "EDENIED", `path "/password" is outside the allowed prefixes [/payments]`},
 		{"c1", "ELIMIT", "all 1 uses spent"},
 	}
-	spliceRule     = `constraint "spliced(request.body.recipient) && from(request.body.recipient).integ == ['bank:transactions.sender']" (on c2) does not hold`
+	spliceRule     = `constraint "spliced(request.body.recipient) && 'bank:transactions.sender' in from(request.body.recipient).integ" (on c2) does not hold`
 	refundRefusals = []refusal{
 		{"c2", "EDENIED", spliceRule}, // the attacker, typed
 		{"c2", "EDENIED", `path "/password" is outside the allowed prefixes [/payments]`},

@@ -40,10 +40,11 @@ task "refund" {
     max_uses = 1 # once (refused calls are not uses)
     when = [
       # The recipient was spliced by the kernel from a part labelled
-      # only bank:transactions.sender: the bank's sender field, of a
+      # bank:transactions.sender: the bank's sender field, of a
       # transaction of 10.00 (the only ones the task can fetch). A typed
-      # IBAN, even the right one, is not spliced.
-      "spliced(request.body.recipient) && from(request.body.recipient).integ == ['bank:transactions.sender']",
+      # IBAN, even the right one, is not spliced. "in", not "==": the
+      # part also carries whatever the task had read before fetching.
+      "spliced(request.body.recipient) && 'bank:transactions.sender' in from(request.body.recipient).integ",
       "request.body.amount > 0.0 && request.body.amount <= 10.0", # at most what was received
     ]
     # A sink refusing the senders' free text: a task that read a subject,
