@@ -1,8 +1,8 @@
 package manifest
 
 // Cap blocks: Cap, and how one is evaluated: the kernel's attributes
-// (audit, rate, max_uses, budget, when, approve_when, approve_mints) and
-// the rest, the kind's grant spec, as JSON.
+// (audit, rate, max_uses, budget, when, approve_when, approve_mints,
+// approve_plans) and the rest, the kind's grant spec, as JSON.
 
 import (
 	"sort"
@@ -29,6 +29,9 @@ type Cap struct {
 	// ApproveMints is the kernel-level approve_mints attribute: a call a
 	// person approved is approved for the rest of the task.
 	ApproveMints bool
+	// ApprovePlans is the kernel-level approve_plans attribute: calls on
+	// the capability may be items of a plan a person approves once.
+	ApprovePlans bool
 	// Budget is the kernel-level budget attribute as written, read in the
 	// kind's unit by Grants; "" when unset.
 	Budget string
@@ -106,6 +109,19 @@ func (p *parser) cap(b *hcl.Block) (Cap, bool) {
 				continue
 			}
 			c.ApproveMints = v.True()
+			continue
+		case n == "approve_plans":
+			v, vok := p.eval(a.Expr)
+			if !vok {
+				ok = false
+				continue
+			}
+			if v.IsNull() || v.Type() != cty.Bool {
+				p.add(diagErr(a.Expr.Range(), "approve_plans must be true or false, not %s", describe(v)))
+				ok = false
+				continue
+			}
+			c.ApprovePlans = v.True()
 			continue
 		case n == "rate":
 			s, sok := p.str(a, true)

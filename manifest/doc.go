@@ -65,6 +65,7 @@
 //	    when         = "request.method == 'GET'"   # kernel-level: CEL (or a list), every use must satisfy it
 //	    approve_when = "request.method == 'POST'"  # kernel-level: CEL (or a list), a match needs a person's yes
 //	    approve_mints = true      # kernel-level: a call a person approved needs no second yes in this task
+//	    approve_plans = true      # kernel-level: a task may name calls on it in a plan a person approves once (plan_submit)
 //	    ...                       # every other attribute is the kind's grant spec
 //	  }
 //	}
@@ -176,6 +177,7 @@
 //	    when         = "request.method == 'GET'"   # kernel-level: CEL (or a list), every use must satisfy it
 //	    approve_when = "request.method == 'POST'"  # kernel-level: CEL (or a list), a match needs a person's yes
 //	    approve_mints = true      # kernel-level: a call a person approved needs no second yes in this task
+//	    approve_plans = true      # kernel-level: a task may name calls on it in a plan a person approves once (plan_submit)
 //	    ...                       # every other attribute is the kind's grant spec
 //	  }
 //	}

@@ -87,7 +87,7 @@ func grantsWith(caps []Cap, dir string, k Granter, g kindapi.GrantContext) ([]ke
 			allow.Budget = b
 		}
 		grants = append(grants, kernel.GrantSpec{Name: c.Name, Kind: c.Kind, Scope: scope, Audit: c.Audit, Constraints: cons, Rate: c.Rate, Allowance: allow,
-			ApproveMints: c.ApproveMints})
+			ApproveMints: c.ApproveMints, ApprovePlans: c.ApprovePlans})
 	}
 	if diags.HasErrors() {
 		return nil, &Error{Diags: diags}

@@ -9,7 +9,7 @@ import "github.com/hashicorp/hcl/v2"
 // kept for labels, clearances and constraints and refused until they are
 // implemented, so a manifest that relies on them never runs without them.
 var (
-	kernelAttrs   = map[string]bool{"audit": true, "rate": true, "when": true, "approve_when": true, "max_uses": true, "budget": true, "approve_mints": true}
+	kernelAttrs   = map[string]bool{"audit": true, "rate": true, "when": true, "approve_when": true, "max_uses": true, "budget": true, "approve_mints": true, "approve_plans": true}
 	reservedAttrs = map[string]bool{"label": true}
 )
 
