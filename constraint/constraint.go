@@ -71,6 +71,7 @@ func (c *Compiler) env(vars []string) (*cel.Env, error) {
 	opts = append(opts, provenanceOptions()...)
 	opts = append(opts, historyOptions()...)
 	opts = append(opts, textOptions()...)
+	opts = append(opts, seenOptions()...)
 	for _, v := range vars {
 		opts = append(opts, cel.Variable(v, cel.DynType))
 	}
@@ -126,7 +127,14 @@ func (e *expr) References(name string) bool {
 
 // Eval evaluates the expression. Anything but a bool result is an error.
 func (e *expr) Eval(ctx context.Context, act map[string]any) (bool, error) {
-	out, _, err := e.prg.ContextEval(ctx, act)
+	var in any = act
+	if e.References(kernel.ReadsVar) { // given or seen (seen.go)
+		var err error
+		if in, err = activationOf(act); err != nil {
+			return false, err
+		}
+	}
+	out, _, err := e.prg.ContextEval(ctx, in)
 	if err != nil {
 		return false, err
 	}

@@ -17,7 +17,7 @@ func (t *Task) CreateBlob(ctx context.Context, data []byte) (abi.Handle, error) 
 	if len(data) > abi.MaxBlobLen {
 		return 0, t.fail("blob_create", kindapi.Errorf(abi.ELIMIT, "blob of %d bytes exceeds %d", len(data), abi.MaxBlobLen))
 	}
-	h, err := t.table.InsertBlob(kindapi.NewBlobOwned(data, t.Label()))
+	h, err := t.table.InsertBlob(kindapi.NewBlobWritten(data, t.Label()))
 	if err != nil {
 		return 0, t.fail("blob_create", err)
 	}
@@ -38,6 +38,7 @@ func (t *Task) ReadBlob(ctx context.Context, h abi.Handle, offset uint32, p []by
 		return 0, t.fail("blob_read", kindapi.Errorf(abi.EINVAL, "offset %d past the blob's %d bytes", offset, b.Len()))
 	}
 	t.raise(b.Label())
+	t.noteRead(b)
 	n, _ := b.ReadAt(p, int64(offset))
 	return n, nil
 }

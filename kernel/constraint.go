@@ -74,6 +74,9 @@ func (k *Kernel) CompileConstraints(kind string, when, approveWhen []string) (Co
 		}
 		cs.ApproveWhen = append(cs.ApproveWhen, c)
 	}
+	if cs.References(ReadsVar) {
+		k.seenUsed.Store(true) // tasks record what they read from now on (seen.go)
+	}
 	return cs, nil
 }
 
@@ -81,11 +84,12 @@ func (k *Kernel) CompileConstraints(kind string, when, approveWhen []string) (Co
 // the prepared call, and reports each `approve_when` of any of them that
 // matched. On a chain whose constraints read uses, the call is recorded
 // as pending in r (history.go).
-func checkConstraints(ctx context.Context, c *Cap, call *kindapi.Call, op *kindapi.Op, r *reservation) (needApproval []string, err error) {
+func checkConstraints(ctx context.Context, t *Task, c *Cap, call *kindapi.Call, op *kindapi.Op, r *reservation) (needApproval []string, err error) {
 	act, err := activation(call, op)
 	if err != nil {
 		return nil, kindapi.Errorf(abi.EDENIED, "constraints cannot be evaluated: %v", err)
 	}
+	act[ReadsVar] = readsView{t}
 	if c.chain&(chainHistory|chainNow) != 0 {
 		return checkWithHistory(ctx, c, act, r)
 	}

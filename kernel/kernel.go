@@ -92,6 +92,8 @@ type Kernel struct {
 	fence    func() error // nil: none
 	funcs    []sandbox.HostFunc
 	live     atomic.Int64 // running tasks
+	// seenUsed: a compiled constraint reads what tasks read (seen.go).
+	seenUsed atomic.Bool
 
 	mu       sync.Mutex
 	tasks    []*Task // every task started; protected by mu

@@ -75,6 +75,7 @@ func (t *Task) newCall(c *Cap, op string, args []byte) *kindapi.Call {
 		scope = c.scope
 	}
 	call.Init(op, args, scope, t.info, t.logger, t.resolveBlob, t.labelOf)
+	call.SetReveal(t.raiseOf)
 	return call
 }
 
@@ -134,7 +135,7 @@ func (t *Task) decide(ctx context.Context, c *Cap, op opName, call *kindapi.Call
 	// Constraints, then approval.
 	var reasons []string
 	if mode != modeDerive && c != nil && c.chain&chainConstraints != 0 {
-		need, err := checkConstraints(ctx, c, call, prep, &d.r)
+		need, err := checkConstraints(ctx, t, c, call, prep, &d.r)
 		if err != nil {
 			return refuse(err)
 		}

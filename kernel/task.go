@@ -181,6 +181,9 @@ type Task struct {
 	resolveBlob func(abi.Handle) (*kindapi.Blob, error)
 	// labelOf is t.Label, bound once for the same reason.
 	labelOf func() kindapi.Label
+	// raiseOf is t.raise, bound once for the same reason: what a call's
+	// pattern parts revealed (kindapi.Call.SetReveal).
+	raiseOf func(kindapi.Label)
 
 	mu      sync.Mutex
 	names   map[string]*Cap // root grants by name; protected by mu
@@ -347,6 +350,7 @@ func (k *Kernel) newTask(spec TaskSpec, parent *Task) (*Task, error) {
 	t.table.SetBlobLimit(limits.MaxBlobBytes)
 	t.resolveBlob = t.table.GetBlob
 	t.labelOf = t.Label
+	t.raiseOf = t.raise
 	t.logger = k.logger.Named("task").With("task", id, "principal", spec.Principal, "module", logDigest(t.module))
 	t.stdout = newOutputWriter("stdout", t.logger, limits.MaxOutput)
 	t.stderr = newOutputWriter("stderr", t.logger, limits.MaxOutput)

@@ -72,8 +72,9 @@ func substitute(s string, vals [][]byte, enc func([]byte) string) (string, error
 }
 
 // Parts: a request may splice parts of blobs (abi.HTTPRequest.SpliceParts),
-// each a JSON path into a blob's document, extracted by the kernel
-// (Call.BlobPart) with that part's own label. They go into a JSON body
+// each a JSON path into a blob's document, a pattern over a text (the
+// blob's, or the string at the path) or both, extracted by the kernel
+// (Call.BlobPartOf) with that part's own label. They go into a JSON body
 // only, each where a string value is exactly abi.PartPlaceholder(i), and
 // replace that whole string with the part's JSON value, so a value cannot
 // break out of its field. The request's provenance records, for each such
@@ -103,7 +104,7 @@ func spliceParts(call *kindapi.Call, r *abi.HTTPRequest) (map[string]kindapi.Sou
 	vals := make([]any, len(r.SpliceParts))
 	srcs := make([]kindapi.Source, len(r.SpliceParts))
 	for i, sp := range r.SpliceParts {
-		b, err := call.BlobPart(sp.Blob, sp.Path)
+		b, err := call.BlobPartOf(sp)
 		if err != nil {
 			return nil, err
 		}
@@ -112,7 +113,7 @@ func spliceParts(call *kindapi.Call, r *abi.HTTPRequest) (map[string]kindapi.Sou
 		if err := dec.Decode(&vals[i]); err != nil {
 			return nil, kindapi.Errorf(abi.EINTERNAL, "net: fetch: part %d: %v", i, err)
 		}
-		srcs[i] = kindapi.Source{Label: b.Label(), Path: sp.Path}
+		srcs[i] = kindapi.Source{Label: b.Label(), Path: sp.Path, Pattern: sp.Pattern, Written: b.Written()}
 	}
 	dec := json.NewDecoder(bytes.NewReader(r.Body))
 	dec.UseNumber()

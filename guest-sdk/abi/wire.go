@@ -60,10 +60,29 @@ type HTTPRequest struct {
 // SplicePart is one part of a blob spliced by reference: Blob is a handle
 // in the caller's table, Path a JSON path into its document, such as
 // "$.transactions[0].sender" (members as .name or ["name"], indexes [N]).
+//
+// Pattern, when set, chooses a part of a text: a regular expression (RE2
+// syntax, as Go's regexp; at most MaxPatternLen bytes) with exactly one
+// capture group, run over the string at Path (which must be a JSON
+// string), or, with Path "", over the blob's text (the blob's bytes; the
+// body of a fetched response). The part is the capture of its one match,
+// as a JSON string: no match, or more than one, is EINVAL (an attacker
+// who can write into the text can make the part fail, never choose
+// another), and so is a capture that is not valid UTF-8. At most
+// MaxPatternText bytes are scanned (ELIMIT above).
 type SplicePart struct {
-	Blob Handle `json:"blob"`
-	Path string `json:"path"`
+	Blob    Handle `json:"blob"`
+	Path    string `json:"path"`
+	Pattern string `json:"pattern,omitempty"`
 }
+
+// Bounds of a part's pattern (SplicePart.Pattern).
+const (
+	// MaxPatternLen bounds a pattern's text.
+	MaxPatternLen = 256
+	// MaxPatternText bounds the text one pattern scans.
+	MaxPatternText = 1 << 20
+)
 
 // PartPlaceholder is the placeholder for the i-th spliced part:
 // "{{mandate:part:i}}".

@@ -19,6 +19,10 @@ type Blob struct {
 	// nil parts: the whole blob is label.
 	base  Label
 	parts []partLabel
+	// written: a task wrote these bytes (blob_create), or they are a
+	// part of such a blob. A part spliced from it proves nothing about
+	// where its value came from (Source.Written).
+	written bool
 }
 
 var blobIDs atomic.Uint64
@@ -38,7 +42,23 @@ func NewBlobOwned(data []byte, label Label) *Blob {
 // Relabeled returns a new blob (a new ID) of the same bytes, shared, not
 // copied (a blob is immutable), labelled label: the parts' labels are
 // not carried over.
-func (b *Blob) Relabeled(label Label) *Blob { return NewBlobOwned(b.data, label) }
+func (b *Blob) Relabeled(label Label) *Blob {
+	r := NewBlobOwned(b.data, label)
+	r.written = b.written
+	return r
+}
+
+// NewBlobWritten makes a blob of bytes a task wrote (blob_create), owning
+// data as NewBlobOwned: its parts are the task's text, whatever its label.
+func NewBlobWritten(data []byte, label Label) *Blob {
+	b := NewBlobOwned(data, label)
+	b.written = true
+	return b
+}
+
+// Written reports whether a task wrote b's bytes (NewBlobWritten), or b is
+// a part of such a blob.
+func (b *Blob) Written() bool { return b.written }
 
 // ID is unique within the process.
 func (b *Blob) ID() uint64 { return b.id }

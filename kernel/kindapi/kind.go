@@ -413,8 +413,14 @@ type Call struct {
 
 	blob    func(abi.Handle) (*Blob, error)
 	label   func() Label
+	reveal  func(Label)
 	spliced []*Blob
 }
+
+// SetReveal sets what the call does with the label of a text a pattern
+// part scanned (BlobPartOf): the kernel raises the calling task's label
+// by it. Raising is all it can do, so a kind calling it gains nothing.
+func (c *Call) SetReveal(f func(Label)) { c.reveal = f }
 
 // Init sets every field of c for a call (the kernel recycles Calls).
 func (c *Call) Init(op string, args []byte, scope Scope, task TaskInfo, logger hclog.Logger,

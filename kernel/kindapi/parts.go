@@ -294,11 +294,16 @@ func (b *Blob) JSONDocument() ([]byte, error) {
 }
 
 // Source is where a value of a call came from, for constraints
-// (Op.Provenance): the label of the part it was spliced from and its
-// path in that blob's JSON document.
+// (Op.Provenance): the label of the part it was spliced from, its path in
+// that blob's JSON document and the pattern that chose it in a text (""
+// for none). Written says the blob was one a task wrote (blob_create), or
+// a part of one: its bytes are the task's own, whatever their label, so
+// the kernel does not count such a value as spliced from anywhere.
 type Source struct {
-	Label Label
-	Path  string
+	Label   Label
+	Path    string
+	Pattern string
+	Written bool
 }
 
 // BlobPart resolves blob h, named in the call's arguments, and returns a
@@ -307,29 +312,36 @@ type Source struct {
 // of the whole blob. The part, not the blob, is what the kernel then checks
 // may flow to the call's sink, and what the result carries.
 func (c *Call) BlobPart(h abi.Handle, path string) (*Blob, error) {
+	return c.BlobPartOf(abi.SplicePart{Blob: h, Path: path})
+}
+
+// BlobPartOf is BlobPart of a part named by a path, a pattern or both
+// (abi.SplicePart, Blob.Part). A pattern's run raises the calling task's
+// label by the confidentiality tags of the text it scanned, matched or
+// not (see pattern.go).
+func (c *Call) BlobPartOf(sp abi.SplicePart) (*Blob, error) {
 	if c.blob == nil {
 		return nil, ErrBadHandle
 	}
-	p, err := ParsePath(path, false)
-	if err != nil {
-		return nil, Errorf(abi.EINVAL, "%v", err)
+	if sp.Path != "" {
+		if _, err := ParsePath(sp.Path, false); err != nil {
+			return nil, Errorf(abi.EINVAL, "%v", err)
+		}
 	}
-	b, err := c.blob(h)
+	b, err := c.blob(sp.Blob)
 	if err != nil {
 		return nil, err
 	}
 	if len(c.spliced) >= MaxSpliced {
 		return nil, Errorf(abi.ELIMIT, "a call may splice at most %d blobs", MaxSpliced)
 	}
-	doc, err := b.JSONDocument()
+	part, revealed, err := b.Part(sp.Path, sp.Pattern)
+	if !revealed.IsZero() && c.reveal != nil {
+		c.reveal(revealed)
+	}
 	if err != nil {
 		return nil, err
 	}
-	v, err := p.Extract(doc)
-	if err != nil {
-		return nil, Errorf(abi.EINVAL, "splice: %v", err)
-	}
-	part := NewBlobOwned(v, b.PartLabel(p))
 	c.spliced = append(c.spliced, part)
 	return part, nil
 }
