@@ -181,6 +181,8 @@ type Task struct {
 	resolveBlob func(abi.Handle) (*kindapi.Blob, error)
 	// labelOf is t.Label, bound once for the same reason.
 	labelOf func() kindapi.Label
+	// reads is what given and seen see (seen.go).
+	reads reads
 	// raiseOf is t.raise, bound once for the same reason: what a call's
 	// pattern parts revealed (kindapi.Call.SetReveal).
 	raiseOf func(kindapi.Label)
