@@ -13,6 +13,16 @@
 //
 // A missing field, a type mismatch or an exhausted cost budget is an
 // evaluation error, which the kernel turns into a denial.
+//
+// Besides CEL's own, expressions have functions of the kernel's: where a
+// value came from, spliced(x) and from(x) (provenance.go); earlier uses,
+// uses, now and sum (history.go); the URLs, e-mail addresses and IBANs in
+// a string, urls(s), emails(s) and ibans(s) (text.go); and whether such a
+// value was in the task's input or in what it read from a source,
+// given(v) and seen(v, 'pattern') (seen.go). So a message may carry only
+// the links the person gave:
+//
+//	urls(request.body.text).all(u, given(u))
 package constraint
 
 import (

@@ -108,6 +108,25 @@
 // doubles as written (40, 40.5): convert them before sum, as above; a sum
 // whose elements' type is unknown does not compile. See kernel/history.go.
 //
+// Values inside free text, and whether the person gave them:
+//
+//	urls(s), emails(s), ibans(s)   the URLs (scheme and host lowercased), e-mail
+//	                               addresses (lowercased) and IBANs (mod-97 checked,
+//	                               without spaces, uppercased) in a string: list(string)
+//	given(v)                       v was in the task's input (what the person asked)
+//	seen(v, 'pattern')             v was in data the task read whose integrity taint
+//	                               matches the pattern ('web:*', 'bank:accounts')
+//
+// so that a message carries only the links the person gave:
+//
+//	when = "urls(request.body.text).all(u, given(u))"
+//
+// A string over 1 MiB, more than 1000 distinct values or one value over
+// 4 KiB makes the expression fail: the call is refused, never judged on
+// part of its text. given and seen compare the three kinds of value only
+// and answer false past the kernel's bounds on what it keeps of a task's
+// input and reads (kernel/seen.go); examples/chatsummary uses them.
+//
 // # Policies
 //
 // A policy is what "mandate mcp serve POLICY.hcl" offers an MCP client:
