@@ -210,6 +210,15 @@ func BenchmarkText(b *testing.B) {
 		fmt.Fprintf(&sb, "%s see https://site%d.example/p?q=%d or write to u%d@mail.example; IBAN DE89 3704 0044 0532 0130 00.\n", para, i%900, i%900, i%900)
 	}
 	s := sb.String()
+	// What the kernel does once per blob a task reads, when a constraint
+	// uses seen (kernel/seen.go): the three scans, up to its bound.
+	b.Run("all-values", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(s)))
+		for b.Loop() {
+			FindValues(s, 4096)
+		}
+	})
 	for name, f := range map[string]func(string) ([]string, error){"urls": URLs, "emails": Emails, "ibans": IBANs} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
