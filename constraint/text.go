@@ -23,8 +23,8 @@ import (
 //	            character or one of <>"'`{}|\^, and trailing punctuation
 //	            (.,;:!?) and an unmatched ")" or "]" are not part of it
 //	emails(s)   the e-mail addresses in s (a "mailto:" link's too),
-//	            lowercased: local@domain with a dotted domain whose last
-//	            label has two letters or more
+//	            lowercased: local@domain (either in any script) with a
+//	            dotted domain whose last label has two letters or more
 //	ibans(s)    the IBAN-like strings in s: two letters, two digits and
 //	            11 to 30 letters or digits, in one run or in groups
 //	            separated by single spaces, whose mod-97 checksum holds
@@ -364,11 +364,23 @@ func scanEmails(s string, c *collector) {
 		}
 		at := from + k
 		next := at + 1
-		// The local part: ASCII (RFC 5322's atoms), not starting with
-		// a dot or a slash (as after "https://") nor ending with a dot.
+		// The local part: RFC 5322's atoms and, as RFC 6531 allows,
+		// letters and digits of any script; not starting with a dot or
+		// a slash (as after "https://") nor ending with a dot.
 		start := at
-		for start > from && isLocalByte(s[start-1]) {
-			start--
+		for start > from {
+			if b := s[start-1]; b < utf8.RuneSelf {
+				if !isLocalByte(b) {
+					break
+				}
+				start--
+				continue
+			}
+			r, n := utf8.DecodeLastRuneInString(s[from:start])
+			if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !unicode.Is(unicode.Mn, r) {
+				break
+			}
+			start -= n
 		}
 		for start < at && (s[start] == '.' || s[start] == '/') {
 			start++

@@ -53,6 +53,7 @@ func TestEmails(t *testing.T) {
 		{"a.b+tag@sub.example.org, c_d@x.io", []string{"a.b+tag@sub.example.org", "c_d@x.io"}},
 		{"@home, me@localhost, x@y.z, a@-b.example, .@a.example", []string{}},
 		{"user@bücher.example", []string{"user@bücher.example"}},
+		{"write to Ü@evil.example or 用户@例子.广告", []string{"ü@evil.example", "用户@例子.广告"}},
 		{"a@b.example@c.example", []string{"a@b.example"}},
 		{"..a@b.example", []string{"a@b.example"}},
 		{"https://u@evil.example/x", []string{"u@evil.example"}},
