@@ -230,6 +230,9 @@ func (t *Task) planRequest(num int, items []PlanItem) ApprovalRequest {
 		}
 	}
 	eff.Summary = fmt.Sprintf("carry out plan %d: %d effects, each at most once", num, len(items))
+	if len(items) == 1 {
+		eff.Summary = fmt.Sprintf("carry out plan %d: 1 effect, at most once", num)
+	}
 	for i, it := range items {
 		item := fmt.Sprintf("item %d", i+1)
 		eff.Details = append(eff.Details, kindapi.Detail{Name: item,
