@@ -62,6 +62,10 @@
 //	max_amount     amount    unlimited   largest single charge
 //	expires        time      never       RFC 3339 time, or a duration from grant time ("24h")
 //	approve_above  amount    never       a charge above it needs the approver's yes
+//	clearance      []string  []          confidentiality tags a charge may carry to the provider
+//	accepts_untrusted bool   true        false: refuse a charge by a task tainted by any source (EFLOW)
+//	refuses_taints []string  []          refuse a charge by a task carrying one of these taints, or a
+//	                                     prefix ending in "*" ("web:*"); EFLOW names the taint
 //
 // An amount is a string "800", "800.00" or "800.00 USD" (the currency, when
 // written, must be the capability's), or a JSON number with at most two

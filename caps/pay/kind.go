@@ -118,7 +118,7 @@ func (k *Kind) Describe(sc kindapi.Scope) kindapi.Description {
 			{Name: "payees", Value: strings.Join(s.payees, ", ")},
 			{Name: "currency", Value: s.currency},
 		},
-		Sink:    &kindapi.Sink{Clearance: s.clearance},
+		Sink:    s.refusal.Sink(s.clearance),
 		Reaches: []string{s.provider},
 	}
 	if s.keys != nil && s.keys.seeded {
@@ -142,6 +142,7 @@ func (k *Kind) Describe(sc kindapi.Scope) kindapi.Description {
 	if c := s.clearance.Conf(); len(c) > 0 {
 		d.Fields = append(d.Fields, kindapi.Detail{Name: "clearance", Value: strings.Join(c, ", ")})
 	}
+	d.Fields = append(d.Fields, s.refusal.Details()...)
 	return d
 }
 
@@ -284,7 +285,7 @@ func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 	}
 	log := call.Logger
 	op := kindapi.Op{
-		Sink: &kindapi.Sink{Clearance: s.clearance},
+		Sink: s.refusal.Sink(s.clearance),
 		Vars: func() (map[string]any, error) {
 			return chargeVars(payee, currency, amount, a.Description, a.IdempotencyKey, a.Offer)
 		},

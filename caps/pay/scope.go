@@ -29,8 +29,9 @@ type Scope struct {
 	currency     string   // upper case
 	maxAmount    int64    // minor units; MaxMinor when the grant names none
 	expires      time.Time
-	approveAbove int64         // minor units; -1: never ask
-	clearance    kindapi.Label // confidentiality a charge may carry to the provider
+	approveAbove int64           // minor units; -1: never ask
+	clearance    kindapi.Label   // confidentiality a charge may carry to the provider
+	refusal      kindapi.Refusal // taints a charging task may not carry (accepts_untrusted, refuses_taints)
 
 	keys *tree
 }
@@ -72,6 +73,10 @@ type scopeJSON struct {
 	Expires      *string  `json:"expires"`
 	ApproveAbove *string  `json:"approve_above"`
 	Clearance    []string `json:"clearance"`
+	// AcceptsUntrusted is shown only when false, RefusesTaints only when
+	// set: a scope refusing nothing renders as before.
+	AcceptsUntrusted *bool    `json:"accepts_untrusted,omitempty"`
+	RefusesTaints    []string `json:"refuses_taints,omitempty"`
 }
 
 // MarshalJSON renders the scope without the instrument (only where it was
@@ -100,6 +105,11 @@ func (s *Scope) MarshalJSON() ([]byte, error) {
 	if j.Clearance == nil {
 		j.Clearance = []string{}
 	}
+	if !s.refusal.AcceptsUntrusted() {
+		f := false
+		j.AcceptsUntrusted = &f
+	}
+	j.RefusesTaints = s.refusal.Taints().List()
 	if j.Payees == nil {
 		j.Payees = []string{}
 	}
@@ -152,7 +162,7 @@ func (s *Scope) Contains(o kindapi.Scope) bool {
 	if !s.expires.IsZero() && (other.expires.IsZero() || other.expires.After(s.expires)) {
 		return false
 	}
-	if !other.clearance.CanFlowTo(s.clearance) {
+	if !other.clearance.CanFlowTo(s.clearance) || !other.refusal.Within(s.refusal) {
 		return false
 	}
 	return other.keys != nil && other.keys == s.keys

@@ -65,6 +65,10 @@ type grantSpec struct {
 	Expires      *string  `json:"expires"`
 	ApproveAbove *money   `json:"approve_above"`
 	Clearance    []string `json:"clearance"`
+	// AcceptsUntrusted and RefusesTaints are what a charge refuses of
+	// the task's taints (kindapi.Refusal).
+	AcceptsUntrusted *bool    `json:"accepts_untrusted"`
+	RefusesTaints    []string `json:"refuses_taints"`
 }
 
 // narrowReq is a cap_derive request; absent fields keep the parent's.
@@ -75,6 +79,10 @@ type narrowReq struct {
 	Expires      *string  `json:"expires"`
 	ApproveAbove *money   `json:"approve_above"`
 	Clearance    []string `json:"clearance"`
+	// AcceptsUntrusted and RefusesTaints are what a charge refuses of
+	// the task's taints (kindapi.Refusal).
+	AcceptsUntrusted *bool    `json:"accepts_untrusted"`
+	RefusesTaints    []string `json:"refuses_taints"`
 }
 
 // parseProvider validates the provider's base URL (egress.ParseBaseURL);
@@ -189,6 +197,9 @@ func (k *Kind) grant(g kindapi.GrantContext, spec []byte) (*Scope, error) {
 	if sp.Clearance != nil {
 		s.clearance = kindapi.NewLabel(sp.Clearance, nil)
 	}
+	if s.refusal, err = kindapi.ParseRefusal(sp.AcceptsUntrusted, sp.RefusesTaints); err != nil {
+		return nil, fe("refuses_taints", "%v", err)
+	}
 	if sp.Expires != nil {
 		if s.expires, err = parseExpiry(*sp.Expires, now); err != nil {
 			return nil, fe("expires", "%v", err)
@@ -293,6 +304,11 @@ func (k *Kind) narrow(parent *Scope, req []byte) (*Scope, error) {
 		}
 		child.clearance = c
 	}
+	refusal, drops, err := parent.refusal.Narrow(r.AcceptsUntrusted, r.RefusesTaints)
+	if err != nil {
+		return nil, inval("refuses_taints", "%v", err)
+	}
+	child.refusal, widen = refusal, append(widen, drops...)
 	if r.Expires != nil {
 		e, err := parseExpiry(*r.Expires, k.now())
 		if err != nil {
