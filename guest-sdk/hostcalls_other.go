@@ -37,3 +37,6 @@ func taskWait(h uint32, out *uint32) abi.Errno { return abi.ENOTSUP }
 func taskKill(h uint32) abi.Errno              { return abi.ENOTSUP }
 
 func planSubmit(req unsafe.Pointer, reqLen uint32) abi.Errno { return abi.ENOTSUP }
+func blobPart(h uint32, path unsafe.Pointer, pathLen uint32, pattern unsafe.Pointer, patternLen uint32, out *uint32) abi.Errno {
+	return abi.ENOTSUP
+}

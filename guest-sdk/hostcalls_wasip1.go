@@ -58,3 +58,6 @@ func taskKill(h uint32) abi.Errno
 
 //go:wasmimport mandate plan_submit
 func planSubmit(req unsafe.Pointer, reqLen uint32) abi.Errno
+
+//go:wasmimport mandate blob_part
+func blobPart(h uint32, path unsafe.Pointer, pathLen uint32, pattern unsafe.Pointer, patternLen uint32, out *uint32) abi.Errno

@@ -49,7 +49,7 @@ var hostCalls = [...]*HostCall{
 	&capLookupCall, &capCallCall, &capDeriveCall, &capRevokeCall, &capDescribeCall,
 	&handleDropCall, &blobCreateCall, &blobLenCall, &blobReadCall, &taskInputCall,
 	&taskResultCall, &lastErrorCall, &taskSpawnCall, &taskWaitCall, &taskKillCall,
-	&planSubmitCall,
+	&planSubmitCall, &blobPartCall,
 }
 
 // HostCalls returns the declarations of every host function, in the ABI's

@@ -120,6 +120,7 @@ enum {
 #define MANDATE_TASK_WAIT "task_wait"
 #define MANDATE_TASK_KILL "task_kill"
 #define MANDATE_PLAN_SUBMIT "plan_submit"
+#define MANDATE_BLOB_PART "blob_part"
 
 /*
  * Raw host calls: the ABI as it is, every pointer an offset into linear
@@ -142,6 +143,7 @@ MANDATE_IMPORT("task_spawn") uint32_t mandate_raw_task_spawn(uint32_t spawn_h, u
 MANDATE_IMPORT("task_wait") uint32_t mandate_raw_task_wait(uint32_t task_h, uint32_t out_handle_ptr);
 MANDATE_IMPORT("task_kill") uint32_t mandate_raw_task_kill(uint32_t task_h);
 MANDATE_IMPORT("plan_submit") uint32_t mandate_raw_plan_submit(uint32_t req_ptr, uint32_t req_len);
+MANDATE_IMPORT("blob_part") uint32_t mandate_raw_blob_part(uint32_t h, uint32_t path_ptr, uint32_t path_len, uint32_t pattern_ptr, uint32_t pattern_len, uint32_t out_handle_ptr);
 
 /* mandate_addr is the linear-memory offset of p, as the raw calls take it. */
 static inline uint32_t mandate_addr(const void *p) { return (uint32_t)(uintptr_t)p; }
@@ -373,6 +375,51 @@ MANDATE_MUST_USE static inline mandate_errno mandate_blob_read_all(mandate_blob 
 	out->ptr = p;
 	out->len = off;
 	return MANDATE_ESUCCESS;
+}
+
+/*
+ * mandate_blob_part writes to out a new blob of one part of b: the JSON
+ * value at path (NUL-terminated, "" for none), the capture of pattern (a
+ * regular expression with one capture group, RE2 syntax; "" for none) in
+ * the string at path, or with path "" in b's text (a fetched response's
+ * body). The part is a JSON value (a capture, a JSON string) labelled
+ * with that part's label only: reading it raises this task's label by the
+ * part's, not the whole blob's. Host call blob_part. EINVAL: no such
+ * value, or a pattern that does not match exactly once; ELIMIT: a path or
+ * pattern over its bound.
+ */
+MANDATE_MUST_USE static inline mandate_errno mandate_blob_part(mandate_blob b, const char *path, const char *pattern, mandate_blob *out) {
+	uint32_t h = 0;
+	mandate_errno e;
+	if (out == NULL)
+		return MANDATE_EFAULT;
+	if (path == NULL)
+		path = "";
+	if (pattern == NULL)
+		pattern = "";
+	e = mandate_raw_blob_part(b.h, mandate_addr(path), (uint32_t)strlen(path), mandate_addr(pattern), (uint32_t)strlen(pattern), mandate_addr(&h));
+	if (e == MANDATE_ESUCCESS)
+		out->h = h;
+	return e;
+}
+
+/*
+ * mandate_blob_read_part reads one part of b (mandate_blob_part) into out,
+ * as mandate_blob_read_all, and drops the part's handle: raising this
+ * task's label by the part's label only.
+ */
+MANDATE_MUST_USE static inline mandate_errno mandate_blob_read_part(mandate_blob b, const char *path, const char *pattern, mandate_buf *out) {
+	mandate_blob part = {0};
+	mandate_errno e;
+	if (out == NULL)
+		return MANDATE_EFAULT;
+	out->ptr = NULL;
+	out->len = 0;
+	if ((e = mandate_blob_part(b, path, pattern, &part)) != MANDATE_ESUCCESS)
+		return e;
+	e = mandate_blob_read_all(part, out);
+	(void)mandate_raw_handle_drop(part.h);
+	return e;
 }
 
 /* mandate_input writes to out a new handle to this task's input blob. Host call task_input. ENOTFOUND: no input. */

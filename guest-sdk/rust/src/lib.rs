@@ -66,7 +66,7 @@ pub const MAX_BLOB_LEN: usize = 64 << 20;
 pub const MAX_ERROR_LEN: usize = 1024;
 
 /// The host calls, in the order of abi.HostCalls.
-pub const HOST_CALLS: [&str; 16] = [
+pub const HOST_CALLS: [&str; 17] = [
     "cap_lookup",
     "cap_call",
     "cap_derive",
@@ -83,6 +83,7 @@ pub const HOST_CALLS: [&str; 16] = [
     "task_wait",
     "task_kill",
     "plan_submit",
+    "blob_part",
 ];
 
 pub(crate) fn sys_call_name(call: &str) -> bool {
@@ -245,6 +246,26 @@ impl Blob {
         }
         p.truncate(off);
         Ok(p)
+    }
+
+    /// Makes a blob of one part of this one (`blob_part`): the JSON value
+    /// at `path`, the capture of `pattern` (a regular expression with one
+    /// capture group, RE2 syntax) in the string at `path`, or with `path`
+    /// "" in the blob's text (a fetched response's body). The part is a
+    /// JSON value (a capture, a JSON string) labelled with that part's
+    /// label only: reading it raises this task's label by the part's, not
+    /// the whole blob's. A pattern must match exactly once (`EINVAL`).
+    pub fn part(self, path: &str, pattern: &str) -> Result<Blob, Error> {
+        let mut out = 0;
+        let code = sys::blob_part(self.0, path.as_bytes(), pattern.as_bytes(), &mut out);
+        check("blob_part", code, out).map(Blob)
+    }
+
+    /// Reads one part of the blob (`part`, then its bytes; the part's
+    /// handle is dropped): its JSON value, raising this task's label by
+    /// the part's label only.
+    pub fn read_part(self, path: &str, pattern: &str) -> Result<Vec<u8>, Error> {
+        self.part(path, pattern)?.take()
     }
 
     /// Reads the whole blob and drops its handle.

@@ -48,6 +48,14 @@ pub mod raw {
         pub fn task_wait(task_h: u32, out_handle_ptr: *mut u32) -> u32;
         pub fn task_kill(task_h: u32) -> u32;
         pub fn plan_submit(req_ptr: *const u8, req_len: u32) -> u32;
+        pub fn blob_part(
+            h: u32,
+            path_ptr: *const u8,
+            path_len: u32,
+            pattern_ptr: *const u8,
+            pattern_len: u32,
+            out_handle_ptr: *mut u32,
+        ) -> u32;
     }
 }
 
@@ -74,6 +82,7 @@ pub mod raw {
     pub unsafe fn task_wait(_: u32, _: *mut u32) -> u32 { ENOTSUP }
     pub unsafe fn task_kill(_: u32) -> u32 { ENOTSUP }
     pub unsafe fn plan_submit(_: *const u8, _: u32) -> u32 { ENOTSUP }
+    pub unsafe fn blob_part(_: u32, _: *const u8, _: u32, _: *const u8, _: u32, _: *mut u32) -> u32 { ENOTSUP }
 }
 
 // The safe shims. Each passes the kernel only a live slice (its pointer
@@ -169,4 +178,9 @@ pub(crate) fn task_kill(h: u32) -> u32 {
 pub(crate) fn plan_submit(req: &[u8]) -> u32 {
     // SAFETY: see above.
     unsafe { raw::plan_submit(req.as_ptr(), len(req)) }
+}
+
+pub(crate) fn blob_part(h: u32, path: &[u8], pattern: &[u8], out: &mut u32) -> u32 {
+    // SAFETY: see above.
+    unsafe { raw::blob_part(h, path.as_ptr(), len(path), pattern.as_ptr(), len(pattern), out) }
 }
