@@ -421,7 +421,8 @@ const (
 
 // Approval is one question a person was asked about a call, and its
 // answer: Answer is "yes", "no", "remembered" (approve_mints: the same
-// effect approved before in the task, not asked again) or "failed" (the
+// effect approved before in the task, not asked again), "plan" (an item
+// of a plan the person approved, not asked again) or "failed" (the
 // approver gave no answer: refused); Channel is how it came (terminal,
 // web, cli, flag, client, timeout, none) and By who gave it.
 type Approval struct {

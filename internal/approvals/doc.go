@@ -30,6 +30,19 @@
 // whose waiting process ended (its PID is gone, on this machine) reads as
 // withdrawn, and cannot be answered.
 //
+// A plan is one approval like any other: a task's plan_submit asks the
+// approver once about every effect it intends (kernel.ApprovalRequest
+// with Op kernel.PlanOp; Plan holds the items, and Details show each
+// whole, "item N" then "item N <detail>", so mandate approvals show and
+// the page list them all; Digest covers every item). The store keeps and
+// answers it as it does any request. What the yes allows is the kernel's:
+// each later effect that would need a yes, on a capability with
+// approve_plans, is allowed without a question only when its digest is
+// that of an unused item of an approved plan of the same task (each item
+// used once, in any order; unused items expire with the task); every
+// other check of the capability still applies, and any other effect is
+// asked about through this store as before.
+//
 // The audit log, not this file, is the record of decisions: the kernel
 // audits each question with the text the person was shown, the answer,
 // its channel and who gave it (kernel.Answer). This store is the mailbox.
