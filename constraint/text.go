@@ -228,18 +228,22 @@ func urlEnd(s string, i int) int {
 }
 
 // trimURL drops trailing punctuation and an unmatched closing bracket.
+// It counts the brackets once: linear however many it drops.
 func trimURL(u string) string {
+	open := [2]int{strings.Count(u, "("), strings.Count(u, "[")}
+	closed := [2]int{strings.Count(u, ")"), strings.Count(u, "]")}
 	for u != "" {
 		switch b := u[len(u)-1]; b {
 		case '.', ',', ';', ':', '!', '?':
 			u = u[:len(u)-1]
 			continue
 		case ')', ']':
-			open := byte('(')
+			i := 0
 			if b == ']' {
-				open = '['
+				i = 1
 			}
-			if strings.Count(u, string(open)) < strings.Count(u, string(b)) {
+			if open[i] < closed[i] {
+				closed[i]--
 				u = u[:len(u)-1]
 				continue
 			}
@@ -284,7 +288,8 @@ func hasUpper(s string) bool {
 }
 
 func scanURLs(s string, c *collector) {
-	from := 0 // the scan resumes here, after the last URL found
+	from := 0    // the search resumes here
+	lastEnd := 0 // the end of the last URL found: a scheme starts after it
 	for from < len(s) {
 		k := indexURLStart(s[from:])
 		if k < 0 {
@@ -294,14 +299,16 @@ func scanURLs(s string, c *collector) {
 		var start, auth int // the URL's start and its authority's
 		if s[at] == ':' {   // "://" at at
 			start = at
-			for start > from && at-start < maxScheme && isSchemeByte(s[start-1]) {
+			for start > lastEnd && at-start < maxScheme && isSchemeByte(s[start-1]) {
 				start--
 			}
 			for start < at && !isLetter(s[start]) {
 				start++
 			}
 			auth = at + 3
-			if start == at {
+			// A scheme ends with a letter or a digit ("www.://" is
+			// not one).
+			if start == at || !isAlnum(s[at-1]) {
 				from = at + 3
 				continue
 			}
@@ -310,15 +317,18 @@ func scanURLs(s string, c *collector) {
 		}
 		end := urlEnd(s, auth)
 		u := trimURL(s[start:end])
-		host := len(u) - (auth - start)
-		if host <= 0 || (s[at] != ':' && (len(u) <= 4 || !strings.Contains(u[4:], "."))) {
-			from = max(end, at+3)
+		if s[at] != ':' && (len(u) <= 4 || !strings.Contains(u[4:], ".")) {
+			from = at + 4 // not a host: a "://" after it may still start a URL
+			continue
+		}
+		if len(u) <= auth-start { // no host
+			from = at + 3
 			continue
 		}
 		if !c.add(normURL(u, auth-start)) {
 			return
 		}
-		from = max(end, at+3)
+		from, lastEnd = max(end, at+3), max(end, at+3)
 	}
 }
 

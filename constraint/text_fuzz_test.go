@@ -7,8 +7,9 @@ import (
 )
 
 // FuzzText: the text functions never panic, stay within their bounds,
-// return each value once, and every value is found again in itself
-// (an IBAN with its checksum holding).
+// return each value once, and every value is found again in itself and
+// is its own canonical form (what given and seen look up); an IBAN's
+// checksum holds.
 func FuzzText(f *testing.F) {
 	for _, s := range []string{
 		"see https://Example.com/a?b=1#c. and www.x.example/(y)",
@@ -47,6 +48,10 @@ func FuzzText(f *testing.F) {
 					again, err := find(v)
 					if err != nil || len(again) == 0 {
 						t.Fatalf("%s(%q) found %q, in which it finds %q, %v", name, s, v, again, err)
+					}
+					// given(v) and seen(v) look v itself up.
+					if c := canonical(v); c != v {
+						t.Fatalf("%s(%q) found %q, whose canonical form is %q", name, s, v, c)
 					}
 				}
 			}

@@ -130,6 +130,10 @@ func TestTextBounds(t *testing.T) {
 		strings.Repeat("DE89 ", MaxTextLen/5),
 		strings.Repeat("www.", MaxTextLen/4),
 		strings.Repeat("é", MaxTextLen/2),
+		"https://x.example/" + strings.Repeat(")", MaxTextLen-32),
+		"https://x.example/" + strings.Repeat("a)", MaxTextLen/2-32),
+		strings.Repeat("www.x,", MaxTextLen/6),
+		strings.Repeat("a@b.cc.", MaxTextLen/7),
 	} {
 		for name, f := range map[string]func(string) ([]string, error){"urls": URLs, "emails": Emails, "ibans": IBANs} {
 			if _, err := f(s); err != nil && !errors.As(err, new(errTooMany)) && !strings.Contains(err.Error(), "at most") {
