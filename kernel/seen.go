@@ -39,8 +39,11 @@ import (
 //
 // A value read in a blob without integrity taints (an untainted, trusted
 // blob) is kept with no taint: no pattern matches it, and given() does
-// not see it either (it was read, not given). What the host shows on a
-// task's behalf (Observe) and what its children read are not its reads.
+// not see it either (it was read, not given). Only blob_read records:
+// what the host shows on a task's behalf (Observe), any other way its
+// label is raised, and what its children read are not its reads, so seen
+// answers false for them. A child's given() is its own input, what its
+// parent gave it.
 const (
 	// ReadsVar is the variable under which constraints reach what the
 	// task was given and read (given and seen in package constraint).
