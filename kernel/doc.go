@@ -34,6 +34,8 @@
 //   - history.mu protects the uses in one capability's history.
 //   - Cap.approvedMu protects the effects a person approved on one
 //     capability (approve_mints).
+//   - plans.mu protects a task's plans: how many it submitted, the
+//     approved ones and which of their items were used (plan.go).
 //   - outputWriter.mu protects what is kept of one of a task's streams
 //     (stdout or stderr) and what of it was forwarded to the log.
 //
@@ -62,13 +64,16 @@
 //     Kernel.Tasks, Kernel.newTask and Task.launch take no other lock
 //     under it.
 //  7. Cap.approvedMu. A leaf (Cap.wasApproved, Cap.remember).
+//     plans.mu, likewise a leaf (Task.usePlanItem, Task.hasPlans;
+//     Task.SubmitPlan and Task.expirePlans let it go before they ask or
+//     audit).
 //  8. outputWriter.mu. A leaf among the kernel's locks, though it calls
 //     the task's logger (see below).
 //
 // So the leaves, never held while another lock is acquired, are Task.mu,
-// Kernel.mu, Cap.approvedMu and outputWriter.mu; history.mu, bucket.mu and
-// allowance.mu are held while acquiring only the next lock of the same
-// sort down the same chain; CapTable.mu is held while acquiring only its
+// Kernel.mu, Cap.approvedMu, plans.mu and outputWriter.mu; history.mu,
+// bucket.mu and allowance.mu are held while acquiring only the next lock
+// of the same sort down the same chain; CapTable.mu is held while acquiring only its
 // own task's Task.mu, in Task.Lookup. No two sorts of lock are taken in
 // both orders anywhere.
 //
