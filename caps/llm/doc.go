@@ -18,6 +18,8 @@
 //	  timeout        = "2m"                      # per call (default 2m, at most 30m)
 //	  allow_private  = true                      # loopback/private endpoints only when true
 //	  clearance      = ["pii:alice"]             # what the provider may be shown (default: public data only)
+//	  refuses_taints = ["web:*"]                 # optional: taints the provider may not be shown (EFLOW naming
+//	                                             # the taint); accepts_untrusted = false: none at all
 //	  endorse_schema = false                     # extract may drop an answer's integrity taints
 //	  max_request_bytes  = "4MiB"                # the request posted, spliced blobs included
 //	  max_response_bytes = "4MiB"                # the answer read
@@ -34,6 +36,7 @@
 // | timeout | 2m | at most the parent's |
 // | allow_private | false | fixed |
 // | clearance | public | within the parent's |
+// | accepts_untrusted, refuses_taints | true, none | refusing at least the parent's taints |
 // | endorse_schema | false | may be turned off, never on |
 // | max_request_bytes, max_response_bytes | 4 MiB | at most the parent's |
 //

@@ -117,7 +117,7 @@ func (k *Kind) Describe(sc kindapi.Scope) kindapi.Description {
 			{Name: "models", Value: strings.Join(s.models, ", ")},
 			{Name: "max_tokens", Value: strconv.FormatInt(s.maxTokens, 10)},
 		},
-		Sink:    &kindapi.Sink{Clearance: s.clearance},
+		Sink:    s.refusal.Sink(s.clearance),
 		Label:   kindapi.NewLabel(nil, []string{s.Taint()}),
 		Reaches: []string{s.endpoint + ChatPath},
 		// A model's call is paid for again, and its answer may differ.
@@ -130,6 +130,7 @@ func (k *Kind) Describe(sc kindapi.Scope) kindapi.Description {
 	if c := s.clearance.Conf(); len(c) > 0 {
 		add("clearance", strings.Join(c, ", "))
 	}
+	d.Fields = append(d.Fields, s.refusal.Details()...)
 	if s.endorse {
 		add("endorse_schema", "true")
 	}

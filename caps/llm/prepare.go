@@ -253,7 +253,7 @@ func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 		c.label = label.Join(kindapi.NewLabel(nil, []string{s.Taint()}))
 	}
 	return kindapi.Op{
-		Sink:   &kindapi.Sink{Clearance: s.clearance},
+		Sink:   s.refusal.Sink(s.clearance),
 		Vars:   c.vars,
 		Show:   c.show,
 		Amount: c.reserve,

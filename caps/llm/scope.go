@@ -27,6 +27,7 @@ type Scope struct {
 	maxTokens    int64
 	timeout      time.Duration
 	clearance    kindapi.Label
+	refusal      kindapi.Refusal // taints the provider may not be shown (accepts_untrusted, refuses_taints)
 	endorse      bool
 	maxRequest   int64
 	maxResponse  int64
@@ -64,6 +65,9 @@ type scopeJSON struct {
 	EndorseSchema    bool     `json:"endorse_schema"`
 	MaxRequestBytes  int64    `json:"max_request_bytes"`
 	MaxResponseBytes int64    `json:"max_response_bytes"`
+	// Shown only when set: a scope refusing nothing renders as before.
+	AcceptsUntrusted *bool    `json:"accepts_untrusted,omitempty"`
+	RefusesTaints    []string `json:"refuses_taints,omitempty"`
 }
 
 // MarshalJSON renders the scope with where its key was read from, never
@@ -73,16 +77,22 @@ func (s *Scope) MarshalJSON() ([]byte, error) {
 	if c == nil {
 		c = []string{}
 	}
-	return json.Marshal(scopeJSON{
+	j := scopeJSON{
 		Endpoint: s.endpoint, AllowPrivate: s.allowPrivate, Models: s.models, APIKey: s.keySource,
 		MaxTokens: s.maxTokens, Timeout: s.timeout.String(), Clearance: c, EndorseSchema: s.endorse,
-		MaxRequestBytes: s.maxRequest, MaxResponseBytes: s.maxResponse,
-	})
+		MaxRequestBytes: s.maxRequest, MaxResponseBytes: s.maxResponse, RefusesTaints: s.refusal.Taints().List(),
+	}
+	if !s.refusal.AcceptsUntrusted() {
+		f := false
+		j.AcceptsUntrusted = &f
+	}
+	return json.Marshal(j)
 }
 
 // Contains reports whether every call other allows, s allows: the same
 // endpoint and key, models among s's, every limit at most s's, a
-// clearance within s's, and endorsement only where s endorses.
+// clearance within s's, refusing at least the taints s refuses, and
+// endorsement only where s endorses.
 func (s *Scope) Contains(o kindapi.Scope) bool {
 	t, ok := o.(*Scope)
 	if !ok || t.endpoint != s.endpoint || t.allowPrivate && !s.allowPrivate || !t.key.Equal(s.key) {
@@ -93,6 +103,6 @@ func (s *Scope) Contains(o kindapi.Scope) bool {
 			return false
 		}
 	}
-	return t.maxTokens <= s.maxTokens && t.timeout <= s.timeout && t.clearance.CanFlowTo(s.clearance) &&
+	return t.maxTokens <= s.maxTokens && t.timeout <= s.timeout && t.clearance.CanFlowTo(s.clearance) && t.refusal.Within(s.refusal) &&
 		(!t.endorse || s.endorse) && t.maxRequest <= s.maxRequest && t.maxResponse <= s.maxResponse
 }

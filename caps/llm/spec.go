@@ -48,6 +48,8 @@ type grantSpec struct {
 	Timeout          *string   `json:"timeout"`
 	AllowPrivate     *bool     `json:"allow_private"`
 	Clearance        []string  `json:"clearance"`
+	AcceptsUntrusted *bool     `json:"accepts_untrusted"`
+	RefusesTaints    []string  `json:"refuses_taints"`
 	EndorseSchema    *bool     `json:"endorse_schema"`
 	MaxRequestBytes  *abi.Size `json:"max_request_bytes"`
 	MaxResponseBytes *abi.Size `json:"max_response_bytes"`
@@ -59,6 +61,8 @@ type narrowReq struct {
 	MaxTokens        *int64    `json:"max_tokens"`
 	Timeout          *string   `json:"timeout"`
 	Clearance        []string  `json:"clearance"`
+	AcceptsUntrusted *bool     `json:"accepts_untrusted"`
+	RefusesTaints    []string  `json:"refuses_taints"`
 	EndorseSchema    *bool     `json:"endorse_schema"`
 	MaxRequestBytes  *abi.Size `json:"max_request_bytes"`
 	MaxResponseBytes *abi.Size `json:"max_response_bytes"`
@@ -174,6 +178,9 @@ func (k *Kind) grant(g kindapi.GrantContext, spec []byte) (*Scope, error) {
 		}
 	}
 	s.clearance = kindapi.NewLabel(sp.Clearance, nil)
+	if s.refusal, err = kindapi.ParseRefusal(sp.AcceptsUntrusted, sp.RefusesTaints); err != nil {
+		return nil, fe("refuses_taints", "%v", err)
+	}
 	if sp.EndorseSchema != nil {
 		s.endorse = *sp.EndorseSchema
 	}
@@ -242,6 +249,11 @@ func (k *Kind) narrow(parent *Scope, req []byte) (*Scope, error) {
 		}
 		child.clearance = c
 	}
+	refusal, drops, err := parent.refusal.Narrow(r.AcceptsUntrusted, r.RefusesTaints)
+	if err != nil {
+		return nil, inval("refuses_taints", "%v", err)
+	}
+	child.refusal, widen = refusal, append(widen, drops...)
 	if r.EndorseSchema != nil {
 		if *r.EndorseSchema && !parent.endorse {
 			widen = append(widen, "endorse_schema: the parent may not endorse")
