@@ -465,8 +465,8 @@ var taskResultCall = HostCall{
 	Errnos: []ErrnoCase{
 		badHandle,
 		notABlob,
-		{abi.EFLOW, "the blob carries an integrity taint and the task's result accepts none " +
-			"(`result { accepts_untrusted = false }`)."},
+		{abi.EFLOW, "the blob carries an integrity taint the task's result refuses: any " +
+			"(`result { accepts_untrusted = false }`) or one its `refuses_taints` match; the error names it."},
 	},
 	fn: hostTaskResult,
 }
