@@ -290,12 +290,12 @@ func hasUpper(s string) bool {
 func scanURLs(s string, c *collector) {
 	from := 0    // the search resumes here
 	lastEnd := 0 // the end of the last URL found: a scheme starts after it
+	starts := urlStarts{s: s}
 	for from < len(s) {
-		k := indexURLStart(s[from:])
-		if k < 0 {
+		at := starts.next(from)
+		if at < 0 {
 			return
 		}
-		at := from + k
 		var start, auth int // the URL's start and its authority's
 		if s[at] == ':' {   // "://" at at
 			start = at
@@ -332,22 +332,43 @@ func scanURLs(s string, c *collector) {
 	}
 }
 
-// indexURLStart returns the index of the next "://", or of a "www." that
-// starts a word, in s; -1 if none.
-func indexURLStart(s string) int {
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case ':':
-			if strings.HasPrefix(s[i:], "://") {
-				return i
-			}
-		case 'w', 'W':
-			if len(s)-i >= 5 && strings.EqualFold(s[i:i+4], "www.") && (i == 0 || !isWordByte(s[i-1])) {
-				return i
-			}
+// urlStarts finds where URLs may start: each "://", and each "www." that
+// starts a word. It remembers the next "://" it found, so that a scan
+// searches each byte a bounded number of times however many candidates
+// it meets.
+type urlStarts struct {
+	s      string
+	sep    int  // the index of the next "://" not yet passed; -1: none
+	search bool // sep was searched for
+}
+
+// next returns the index of the first candidate at or after from; -1 if
+// none.
+func (u *urlStarts) next(from int) int {
+	s := u.s
+	if !u.search || (u.sep >= 0 && u.sep < from) {
+		u.search, u.sep = true, -1
+		if k := strings.Index(s[from:], "://"); k >= 0 {
+			u.sep = from + k
 		}
 	}
-	return -1
+	limit := len(s)
+	if u.sep >= 0 {
+		limit = u.sep
+	}
+	// A "www." before it: look at each dot (IndexByte is fast).
+	for p := from; p < limit; {
+		q := strings.IndexByte(s[p:limit], '.')
+		if q < 0 {
+			break
+		}
+		q += p
+		if i := q - 3; i >= from && len(s)-i >= 5 && strings.EqualFold(s[i:q], "www") && (i == 0 || !isWordByte(s[i-1])) {
+			return i
+		}
+		p = q + 1
+	}
+	return u.sep
 }
 
 func isWordByte(b byte) bool {
@@ -463,7 +484,8 @@ const (
 func scanIBANs(s string, c *collector) {
 	var buf [maxIBAN]byte
 	for i := 0; i+4 <= len(s); i++ {
-		if !isLetter(s[i]) || !isLetter(s[i+1]) || !isDigit(s[i+2]) || !isDigit(s[i+3]) || (i > 0 && isAlnum(s[i-1])) {
+		// Digits first: rare in prose, so most bytes cost one test.
+		if !isDigit(s[i+2]) || !isDigit(s[i+3]) || !isLetter(s[i]) || !isLetter(s[i+1]) || (i > 0 && isAlnum(s[i-1])) {
 			continue
 		}
 		// Collect letters and digits, single spaces between groups,

@@ -133,6 +133,8 @@ func TestTextBounds(t *testing.T) {
 		"https://x.example/" + strings.Repeat(")", MaxTextLen-32),
 		"https://x.example/" + strings.Repeat("a)", MaxTextLen/2-32),
 		strings.Repeat("www.x,", MaxTextLen/6),
+		strings.Repeat("www.x ", MaxTextLen/6-10) + "a://b.example",
+		strings.Repeat(". ", MaxTextLen/2-10) + "a://b.example",
 		strings.Repeat("a@b.cc.", MaxTextLen/7),
 	} {
 		for name, f := range map[string]func(string) ([]string, error){"urls": URLs, "emails": Emails, "ibans": IBANs} {
