@@ -41,7 +41,13 @@ import (
 // (Unicode's rules) but not converted to or from its xn-- (punycode)
 // form, so the two forms of one host are two values (a policy comparing
 // them refuses, never allows, the other form). Bare host names without
-// "www." or a scheme ("evil.example/x") are not URLs.
+// "www." or a scheme ("evil.example/x") are not URLs, nor are forms
+// without "//" ("https:/x", "javascript:..."). The scheme is the letters,
+// digits, "+", "-" and "." before "://", from a letter, ending in a letter
+// or digit, at most 32 bytes; "www." must start a word (not follow a
+// letter, digit, ".", "-", "_", "/" or "@"). An e-mail address whose
+// local part is over 64 bytes or whose domain is over 253 is an error,
+// as too long a value is: never cut to a shorter address.
 //
 // Bounds. A string longer than MaxTextLen bytes, or holding more than
 // MaxTextValues distinct values of the kind asked for, or a value longer
