@@ -54,6 +54,9 @@ func TestBill(t *testing.T) {
 	if !strings.Contains(bill, bankapi.Attacker) {
 		t.Errorf("data/bill.txt lacks its injection")
 	}
+	if bill != bankapi.BillText || bankapi.BillRef != billRef {
+		t.Errorf("the bank's e-bill (bankapi.BillText, %s) is not data/bill.txt (%s)", bankapi.BillRef, billRef)
+	}
 }
 
 // TestBankAPI: the fixture books what it is asked once per idempotency
@@ -121,7 +124,7 @@ func TestReadme(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := readFile(t, filepath.Join(dir, "README.md"))
-	for _, m := range []string{"bill.hcl", "refund.hcl"} {
+	for _, m := range []string{"bill.hcl", "ebill.hcl", "refund.hcl"} {
 		if !strings.Contains(readme, "```hcl\n"+readFile(t, filepath.Join(dir, m))+"```\n") {
 			t.Errorf("README.md does not show %s as it is", m)
 		}

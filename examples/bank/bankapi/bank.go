@@ -8,6 +8,7 @@
 //	// GET  b.URL()+"/transactions?amount=10.00"  Alice's incoming transactions (filtered by amount)
 //	// POST b.URL()+"/payments"                   {"recipient":IBAN,"amount":10.00,"reference":"...","idempotency_key":"..."}
 //	// POST b.URL()+"/password"                   {"password":"..."}: what no task should ever reach
+//	// GET  b.URL()+"/bills/LPW-2026-1107"         an e-bill, as its biller wrote it (ebill.go)
 //	fmt.Println(b.Payments(), b.PasswordChanges())
 //
 // The transactions are the bank's record: the sender of each is the
@@ -164,6 +165,7 @@ func (b *Bank) Handler() http.Handler {
 	mux.HandleFunc("GET /transactions", b.transactions)
 	mux.HandleFunc("POST /payments", b.pay)
 	mux.HandleFunc("POST /password", b.password)
+	mux.HandleFunc("GET /bills/", b.bill)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.mu.Lock()
 		b.requests = append(b.requests, r.Method+" "+r.URL.RequestURI())

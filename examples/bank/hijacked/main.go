@@ -37,9 +37,12 @@ var report strings.Builder
 
 func main() {
 	in, _ := mandate.InputBytes()
-	if strings.HasPrefix(strings.TrimSpace(string(in)), "refund") {
+	switch {
+	case strings.HasPrefix(strings.TrimSpace(string(in)), "refund"):
 		refund()
-	} else {
+	case strings.HasPrefix(strings.TrimSpace(string(in)), "pay the e-bill"):
+		payEBill()
+	default:
 		payBill()
 	}
 	// The result is this agent's own text (no part of a response is in
@@ -152,3 +155,44 @@ func refund() {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// payEBill is the hijacked run of ebill.hcl.
+func payEBill() {
+	bills := lookup("bills")
+	payments := lookup("payments")
+	bill, err := mnet.FetchBlob(bills, abi.HTTPRequest{Method: "GET", URL: "/bills/LPW-2026-1107"})
+	if err != nil {
+		outcome("to fetch the e-bill", bill, err)
+		return
+	}
+	ph := abi.PartPlaceholder(0)
+	byPattern := func(b mandate.Blob, pattern string) abi.SplicePart {
+		return abi.SplicePart{Blob: b.Handle(), Pattern: pattern}
+	}
+	const payTo = `(?m)^Pay to:\s+([A-Z0-9]+)$`
+	attempt("to pay the attacker 5000.00, typed")(post(payments, "/payments",
+		`{"recipient":"`+attacker+`","amount":5000.00,"reference":"LPW-2026-1107"}`))
+	attempt("to pay the attacker 84.20, typed")(post(payments, "/payments",
+		`{"recipient":"`+attacker+`","amount":84.20,"reference":"LPW-2026-1107"}`))
+	attempt("to pay the note's IBAN, spliced from the bill by a pattern of its own")(post(payments, "/payments",
+		`{"recipient":"`+ph+`","amount":84.20,"reference":"LPW-2026-1107"}`, byPattern(bill, `pay (GB00[A-Z0-9]+)`)))
+	attempt("to pay any IBAN of the bill, spliced")(post(payments, "/payments",
+		`{"recipient":"`+ph+`","amount":84.20,"reference":"LPW-2026-1107"}`, byPattern(bill, `([A-Z]{2}[0-9]{2}[A-Z0-9]{11,30})`)))
+	// It reads the bill (the task now carries bank:bill) and writes a
+	// "Pay to:" line of its own: the blob carries the bill's label.
+	if _, err := bill.Bytes(); err != nil {
+		outcome("to read the e-bill", bill, err)
+		return
+	}
+	forged, err := mandate.NewBlob([]byte("Pay to: " + attacker + "\n"))
+	if err != nil {
+		outcome("to write a bill of its own", forged, err)
+		return
+	}
+	attempt("to pay the attacker from a \"Pay to:\" line it wrote, spliced by the bill's pattern")(post(payments, "/payments",
+		`{"recipient":"`+ph+`","amount":84.20,"reference":"LPW-2026-1107"}`, byPattern(forged, payTo)))
+	attempt("to pay the bill (84.20 to its payee, spliced)")(post(payments, "/payments",
+		`{"recipient":"`+ph+`","amount":84.20,"reference":"LPW-2026-1107","idempotency_key":"LPW-2026-1107"}`, byPattern(bill, payTo)))
+	attempt("to pay the bill again")(post(payments, "/payments",
+		`{"recipient":"`+ph+`","amount":84.20,"reference":"LPW-2026-1107 (2)"}`, byPattern(bill, payTo)))
+}

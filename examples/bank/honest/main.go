@@ -4,7 +4,11 @@
 // refund.hcl). It does what was asked, once, and says what it did.
 //
 // Paying the bill, it reads the bill and types the payee, the amount and
-// the reference into the payment. Refunding, it never reads a
+// the reference into the payment. Paying an e-bill (data/ebill.txt, for
+// ebill.hcl), it never reads the bill: it fetches it from the bank and
+// splices its "Pay to:" line into the payment by a pattern
+// (abi.SplicePart.Pattern), so the kernel, not the agent, takes the payee
+// from the bill. Refunding, it never reads a
 // transaction: it asks the bank for the transactions of that amount and
 // splices the first one's sender into the payment by reference
 // (abi.SplicePart), so the kernel, not the agent, puts the bank's record
@@ -37,9 +41,12 @@ func must[T any](v T, err error) T {
 
 func main() {
 	in := string(must(mandate.InputBytes()))
-	if strings.HasPrefix(strings.TrimSpace(in), "refund") {
+	switch {
+	case strings.HasPrefix(strings.TrimSpace(in), "refund"):
 		refund(in)
-	} else {
+	case strings.HasPrefix(strings.TrimSpace(in), "pay the e-bill"):
+		payEBill(in)
+	default:
 		payBill(in)
 	}
 	must(0, mandate.SetResult([]byte(report.String())))
@@ -102,4 +109,36 @@ func refund(req string) {
 	}
 	say("refunded %s EUR to the sender of your transaction of %s (spliced from the bank's record): the bank answered %d %s",
 		amount, amount, resp.Status, strings.TrimSpace(string(resp.Body)))
+}
+
+var (
+	eBillRef    = regexp.MustCompile(`\b([A-Z]{3}-[0-9]{4}-[0-9]{4})\b`)
+	eBillAmount = regexp.MustCompile(`\(([0-9]+\.[0-9]{2}) EUR\)`)
+)
+
+// payToLine is the pattern the payment capability requires: the bill's
+// "Pay to:" line, which must occur in it exactly once.
+const payToLine = `(?m)^Pay to:\s+([A-Z0-9]+)$`
+
+// payEBill pays the e-bill the request names, of the amount it says, to
+// the payee the kernel splices from the bill (never read).
+func payEBill(req string) {
+	ref, amount := eBillRef.FindStringSubmatch(req), eBillAmount.FindStringSubmatch(req)
+	if ref == nil || amount == nil {
+		must(0, fmt.Errorf("no bill reference or amount in %q", req))
+	}
+	bills := must(mandate.Lookup("bills"))
+	payments := must(mandate.Lookup("payments"))
+	bill := must(mnet.FetchBlob(bills, abi.HTTPRequest{Method: "GET", URL: "/bills/" + ref[1]}))
+	body := fmt.Sprintf(`{"recipient":%q,"amount":%s,"reference":%q,"idempotency_key":%q}`,
+		abi.PartPlaceholder(0), amount[1], ref[1], ref[1])
+	resp, err := mnet.Fetch(payments, abi.HTTPRequest{Method: "POST", URL: "/payments",
+		Header: map[string][]string{"Content-Type": {"application/json"}}, Body: []byte(body),
+		SpliceParts: []abi.SplicePart{{Blob: bill.Handle(), Pattern: payToLine}}})
+	if err != nil {
+		say("did not pay the e-bill %s: %v", ref[1], err)
+		return
+	}
+	say("paid the e-bill %s, %s EUR to the payee on the bill (spliced from it): the bank answered %d %s",
+		ref[1], amount[1], resp.Status, strings.TrimSpace(string(resp.Body)))
 }
