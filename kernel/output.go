@@ -58,7 +58,7 @@ func (w *outputWriter) Write(p []byte) (int, error) {
 	n := len(p)
 	if w.withhold != nil && !w.withheld && w.withhold() {
 		w.withheld = true
-		w.logger.Warn("guest output withheld from the log: the task read untrusted data, and its answer may not carry it (result { accepts_untrusted = false }); mandate logs --raw shows it",
+		w.logger.Warn("guest output withheld from the log: the task read data its answer refuses (result { accepts_untrusted = false } or refuses_taints); mandate logs --raw shows it",
 			"stream", w.stream)
 	}
 	room := w.limit - w.buf.Len()
@@ -138,8 +138,9 @@ type Output struct {
 	Truncated bool
 	Dropped   int64
 	// Withheld: some of it was written once the task carried untrusted
-	// data that its answer refuses (result { accepts_untrusted = false }):
-	// it is not the task's answer, and is shown only on request.
+	// data that its answer refuses (result { accepts_untrusted = false }
+	// or refuses_taints): it is not the task's answer, and is shown only
+	// on request.
 	Withheld bool
 }
 

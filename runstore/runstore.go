@@ -404,7 +404,7 @@ type Output struct {
 	Truncated bool   `json:"truncated,omitempty"`
 	Dropped   int64  `json:"dropped,omitempty"`
 	// Withheld: the task wrote (some of) it once it carried untrusted
-	// data that its answer refuses (result { accepts_untrusted = false }):
+	// data that its answer refuses (result { accepts_untrusted = false } or refuses_taints):
 	// it is not shown as the task's answer, only on request (mandate logs
 	// --raw).
 	Withheld bool `json:"withheld,omitempty"`

@@ -26,7 +26,7 @@ sequences in them are escaped, unless --raw; a pipe or a file gets them
 as they are.
 
 What a task wrote once it carried untrusted data that its answer refuses
-(result { accepts_untrusted = false }) is withheld: it is not the task's
+(result { accepts_untrusted = false } or refuses_taints) is withheld: it is not the task's
 answer, and only --raw shows it (its heading says "withheld"; in JSON,
 "withheld": true, and its data only with --raw).
 
