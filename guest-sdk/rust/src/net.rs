@@ -34,11 +34,28 @@ pub const MAX_METHOD_LEN: usize = 16;
 const RESPONSE_MAGIC: &[u8] = b"MHR1";
 
 /// A part of a blob spliced by reference (abi.SplicePart): a JSON path
-/// into the blob's document, such as "$.transactions[0].sender".
+/// into the blob's document, such as "$.transactions[0].sender"; or, with
+/// `pattern` set, the capture of that regular expression (one capture
+/// group, RE2 syntax, exactly one match) in the string at `path`, or with
+/// `path` "" in the blob's text. `SplicePart::path` and
+/// `SplicePart::pattern` make each.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SplicePart {
     pub blob: Blob,
     pub path: String,
+    pub pattern: String,
+}
+
+impl SplicePart {
+    /// The JSON value at `path`.
+    pub fn path(blob: Blob, path: &str) -> SplicePart {
+        SplicePart { blob, path: path.to_string(), pattern: String::new() }
+    }
+
+    /// The capture of `pattern` in the string at `path` ("" for the blob's text).
+    pub fn pattern(blob: Blob, path: &str, pattern: &str) -> SplicePart {
+        SplicePart { blob, path: path.to_string(), pattern: pattern.to_string() }
+    }
 }
 
 /// The argument of `fetch` (abi.HTTPRequest).
@@ -108,7 +125,14 @@ impl Request {
             let ps: Vec<String> = self
                 .splice_parts
                 .iter()
-                .map(|p| Object::new().num("blob", p.blob.handle() as u64).str("path", &p.path).finish())
+                .map(|p| {
+                    let o = Object::new().num("blob", p.blob.handle() as u64).str("path", &p.path);
+                    if p.pattern.is_empty() {
+                        o.finish()
+                    } else {
+                        o.str("pattern", &p.pattern).finish()
+                    }
+                })
                 .collect();
             o = o.raw("splice_parts", &format!("[{}]", ps.join(",")));
         }
@@ -301,5 +325,14 @@ mod tests {
         assert_eq!(base64(b"a"), "YQ==");
         assert_eq!(base64(b"ab"), "YWI=");
         assert_eq!(splice_placeholder(2), "{{mandate:splice:2}}");
+        let mut p = Request::get("/p");
+        p.splice_parts = vec![
+            SplicePart::path(Blob::from_handle(3), "$.a"),
+            SplicePart::pattern(Blob::from_handle(4), "", r"(?m)^Pay to:\s+(\S+)$"),
+        ];
+        assert_eq!(
+            p.encode(),
+            r#"{"method":"GET","url":"/p","splice_parts":[{"blob":3,"path":"$.a"},{"blob":4,"path":"","pattern":"(?m)^Pay to:\\s+(\\S+)$"}]}"#
+        );
     }
 }
