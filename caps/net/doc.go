@@ -122,6 +122,14 @@
 //
 //	when = "spliced(request.body.recipient) && 'bank:transactions.sender' in from(request.body.recipient).integ"
 //
+// A part may also be chosen by a pattern (abi.SplicePart.Pattern: one
+// capture group, RE2, exactly one match, bounded), in the string at its
+// path or, with no path, in the response's body or any text blob: "pay
+// the bill" splices the bill's (?m)^Pay to:\s+([A-Z0-9]+)$ line into the
+// recipient, and a constraint can require the pattern too,
+// from(request.body.recipient).pattern. A part of a blob the task wrote
+// itself is never spliced in the constraints' sense (kernel/provenance.go).
+//
 // A response whose body is not JSON carries taint on all of it. Without
 // an entry for its path a response is labelled as without responses.
 //
