@@ -287,11 +287,13 @@ func (e *env) grants(o envOptions) []grant {
 	mods, _ := json.Marshal(digests)
 	inject := `"headers":[{"name":"Authorization","env":"` + netSecretEnv + `","prefix":"Bearer "}]`
 	payBase := `"provider":"` + e.provider.URL + `","allow_private":true,"instrument":{"env":"` + cardSecretEnv + `"},"payees":["airline.example"],"currency":"USD"`
+	// The net grants' timeouts (30 s) are hang guards: no row waits for
+	// one, and a loaded machine took 2 s over a loopback request.
 	gs := []grant{
 		// Public web API: GET and POST under /api, no clearance.
-		{name: "web", kind: "net", spec: `"origin":"` + e.grantedOrigin + `","methods":["GET","POST"],"paths":["/api"],"allow_private":true,"max_redirects":3,"timeout":"2s",` + inject},
+		{name: "web", kind: "net", spec: `"origin":"` + e.grantedOrigin + `","methods":["GET","POST"],"paths":["/api"],"allow_private":true,"max_redirects":3,"timeout":"30s",` + inject},
 		// The vault: cleared for Alice's PII, audited.
-		{name: "vault", kind: "net", spec: `"origin":"` + e.grantedOrigin + `","methods":["POST"],"paths":["/vault"],"allow_private":true,"timeout":"2s","clearance":["pii:alice"]`, audit: true},
+		{name: "vault", kind: "net", spec: `"origin":"` + e.grantedOrigin + `","methods":["POST"],"paths":["/vault"],"allow_private":true,"timeout":"30s","clearance":["pii:alice"]`, audit: true},
 		// Alice's benefits: her own record, these fields.
 		{name: "mydata", kind: "data", spec: `"collection":"benefits","records":"own","fields":["plan","passport","salary"],"ops":["read","query"]`},
 		// Alice's plan, writable.
@@ -306,7 +308,7 @@ func (e *env) grants(o envOptions) []grant {
 		{name: "declass", kind: "declassify", spec: `"drop":["pii:alice"],"project":["fields.plan"]`},
 		{name: "test", kind: "test", spec: `"level":5`},
 		// A POST to /api/transfer needs a person's yes.
-		{name: "transfer", kind: "net", spec: `"origin":"` + e.grantedOrigin + `","methods":["GET","POST"],"paths":["/api/transfer"],"allow_private":true,"timeout":"2s"`,
+		{name: "transfer", kind: "net", spec: `"origin":"` + e.grantedOrigin + `","methods":["GET","POST"],"paths":["/api/transfer"],"allow_private":true,"timeout":"30s"`,
 			audit: true, approve: []string{`request.method == "POST"`}},
 	}
 	for i, g := range gs {
