@@ -331,3 +331,26 @@ func TestPlanLimit(t *testing.T) {
 		t.Fatalf("plan %d: %v, want ELIMIT", abi.MaxPlans+1, err)
 	}
 }
+
+// TestPlanWholeEffect: a plan's item covers exactly its whole effect: an
+// effect whose detail is the same for as much as a person is shown (the
+// text cuts it) but differs after is not the item, and is asked about.
+func TestPlanWholeEffect(t *testing.T) {
+	f := newPlanFixture(t, true)
+	long := strings.Repeat("x", 4096)
+	if err := f.submit(t, abi.PlanItem{Cap: f.bills, Op: "pay", Args: payArgs(long+"a", 10)}); err != nil {
+		t.Fatal(err)
+	}
+	if text := f.lastPlan.Text(); !strings.Contains(text, "[cut: the whole") {
+		t.Fatalf("the test expects the plan's text to cut the recipient:\n%s", text)
+	}
+	if e := f.pay(f.bills, long+"b", 10); e != abi.EAPPROVAL || f.effectAsks != 1 {
+		t.Fatalf("an effect differing past the cut: %v, %d questions; want EAPPROVAL, asked", e, f.effectAsks)
+	}
+	if e := f.pay(f.bills, long+"a", 10); e != abi.ESUCCESS || f.effectAsks != 1 {
+		t.Fatalf("the planned effect: %v, %d questions", e, f.effectAsks)
+	}
+	if len(f.kind.paid) != 1 {
+		t.Fatalf("paid %d", len(f.kind.paid))
+	}
+}
