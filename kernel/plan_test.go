@@ -60,6 +60,7 @@ func (k *planKind) Prepare(c *kindapi.Call) (kindapi.Op, error) {
 // allowed) and "other" (not), whose approver says planYes to plans and
 // no to every other question, counting both.
 type planFixture struct {
+	mu                    sync.Mutex // for the approver, the auditor: calls may race
 	kind                  *planKind
 	aud                   *recAuditor
 	task                  *Task
@@ -73,6 +74,8 @@ func newPlanFixture(t *testing.T, planYes bool) *planFixture {
 	t.Helper()
 	f := &planFixture{kind: &planKind{}, aud: &recAuditor{}, planYes: planYes}
 	ap := ApproverFunc(func(_ context.Context, r ApprovalRequest) (bool, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
 		if r.Op == PlanOp {
 			f.planAsks++
 			f.lastPlan = r
@@ -82,7 +85,7 @@ func newPlanFixture(t *testing.T, planYes bool) *planFixture {
 		f.lastEffects = r
 		return false, nil
 	})
-	k, err := New(Config{Engine: nullEngine{}, Kinds: []kindapi.Kind{f.kind}, Approver: ap, Auditor: f.aud})
+	k, err := New(Config{Engine: nullEngine{}, Kinds: []kindapi.Kind{f.kind}, Approver: ap, Auditor: lockedAuditor{&f.mu, f.aud}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,5 +355,51 @@ func TestPlanWholeEffect(t *testing.T) {
 	}
 	if len(f.kind.paid) != 1 {
 		t.Fatalf("paid %d", len(f.kind.paid))
+	}
+}
+
+// lockedAuditor records under a lock.
+type lockedAuditor struct {
+	mu *sync.Mutex
+	a  *recAuditor
+}
+
+func (l lockedAuditor) Record(ctx context.Context, ev AuditEvent) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.a.Record(ctx, ev)
+}
+
+// TestPlanItemRace: calls racing for one item: exactly one is allowed by
+// it, the others are asked about (and refused). Run with -race.
+func TestPlanItemRace(t *testing.T) {
+	f := newPlanFixture(t, true)
+	if err := f.submit(t, abi.PlanItem{Cap: f.bills, Op: "pay", Args: payArgs("landlord", 900)}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	errnos := make(chan abi.Errno, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errnos <- f.pay(f.bills, "landlord", 900)
+		}()
+	}
+	wg.Wait()
+	close(errnos)
+	ok := 0
+	for e := range errnos {
+		switch e {
+		case abi.ESUCCESS:
+			ok++
+		case abi.EAPPROVAL:
+		default:
+			t.Errorf("a racing call: %v", e)
+		}
+	}
+	if ok != 1 || len(f.kind.paid) != 1 || f.effectAsks != n-1 {
+		t.Fatalf("%d calls allowed, %d paid, %d asked; want 1, 1, %d", ok, len(f.kind.paid), f.effectAsks, n-1)
 	}
 }
