@@ -195,7 +195,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, dir, stateDir, agent str
 		}
 	}
 	if len(her.asked) != wantAsked || !isHerList(her.asked[0]) {
-		return fmt.Errorf("Alice was asked %d questions, want %d, the first her plan", len(her.asked), wantAsked)
+		return fmt.Errorf("the person was asked %d questions, want %d, the first Alice's plan", len(her.asked), wantAsked)
 	}
 	// The audit log: each payment allowed by its plan item.
 	var audit bytes.Buffer

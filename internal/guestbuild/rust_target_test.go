@@ -57,10 +57,7 @@ func TestPickRustTarget(t *testing.T) {
 				}
 				return
 			}
-			want := tc.err
-			if strings.Contains(want, "%s") {
-				want = strings.Replace(want, "%s", filepath.Join(root, "lib", "rustlib"), 1)
-			}
+			want := strings.Replace(tc.err, "%s", filepath.Join(root, "lib", "rustlib"), 1)
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Fatalf("pickRustTarget = %q, %v; want an error containing %q", target, err, want)
 			}
