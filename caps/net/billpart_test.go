@@ -51,22 +51,7 @@ func TestBillPatternPart(t *testing.T) {
 	t.Cleanup(pay.Close)
 
 	ctx := context.Background()
-	k, err := kernel.New(kernel.Config{Engine: kerneltest.WaitEngine{}, Kinds: []kindapi.Kind{net.New()}, Constraints: constraint.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	grant := func(name, spec string, when ...string) kernel.GrantSpec {
-		t.Helper()
-		s, err := k.Grant("net", kindapi.GrantContext{}, []byte(spec))
-		if err != nil {
-			t.Fatalf("grant %s: %v", spec, err)
-		}
-		cons, err := k.CompileConstraints("net", when, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return kernel.GrantSpec{Kind: "net", Name: name, Scope: s, Constraints: cons}
-	}
+	k, grant := constraintKernel(t)
 	gBills := grant("bills", `{"origin":"`+bills.URL+`","methods":["GET"],"allow_private":true,
 	  "responses":{"/bill":{"taint":"bills:bill"},"/bill.json":{"taint":"bills:bill"}}}`)
 	gPay := grant("pay", `{"origin":"`+pay.URL+`","methods":["POST"],"paths":["/payments"],"allow_private":true}`,

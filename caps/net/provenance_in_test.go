@@ -43,22 +43,7 @@ func TestProvenanceAfterOtherReads(t *testing.T) {
 	})
 	t.Cleanup(pay.Close)
 	ctx := context.Background()
-	k, err := kernel.New(kernel.Config{Engine: kerneltest.WaitEngine{}, Kinds: []kindapi.Kind{net.New()}, Constraints: constraint.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	grant := func(name, spec string, when ...string) kernel.GrantSpec {
-		t.Helper()
-		s, err := k.Grant("net", kindapi.GrantContext{}, []byte(spec))
-		if err != nil {
-			t.Fatalf("grant %s: %v", spec, err)
-		}
-		cons, err := k.CompileConstraints("net", when, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return kernel.GrantSpec{Name: name, Kind: "net", Scope: s, Constraints: cons}
-	}
+	k, grant := constraintKernel(t)
 	paySpec := `{"origin":"` + pay.URL + `","methods":["POST"],"paths":["/payments"],"allow_private":true,"refuses_taints":["bank:tx","web:*"]}`
 	grants := []kernel.GrantSpec{
 		grant("bank", `{"origin":"`+bank.URL+`","paths":["/transactions","/profile"],"allow_private":true,
@@ -133,5 +118,28 @@ func TestProvenanceAfterOtherReads(t *testing.T) {
 	paid := pay.Requests()
 	if len(paid) != 1 || !strings.Contains(string(paid[0].Body), bankSender) || strings.Contains(string(paid[0].Body), attackerIBAN) {
 		t.Errorf("the payment API got %d requests (%v), want the one to the sender", len(paid), paid)
+	}
+}
+
+// constraintKernel is a kernel with the net kind and constraints, on an
+// engine that runs nothing (tasks wait), and grant, which makes a net
+// grant of spec named name with the constraints when.
+func constraintKernel(t *testing.T) (*kernel.Kernel, func(name, spec string, when ...string) kernel.GrantSpec) {
+	t.Helper()
+	k, err := kernel.New(kernel.Config{Engine: kerneltest.WaitEngine{}, Kinds: []kindapi.Kind{net.New()}, Constraints: constraint.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, func(name, spec string, when ...string) kernel.GrantSpec {
+		t.Helper()
+		s, err := k.Grant("net", kindapi.GrantContext{}, []byte(spec))
+		if err != nil {
+			t.Fatalf("grant %s: %v", spec, err)
+		}
+		cons, err := k.CompileConstraints("net", when, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kernel.GrantSpec{Kind: "net", Name: name, Scope: s, Constraints: cons}
 	}
 }
