@@ -274,14 +274,15 @@ func (h *Host) start(ctx context.Context, spec RunSpec) (*Run, error) {
 	if ctx.Value(buildNotesKey{}) == nil {
 		ctx = WithBuildNotes(ctx, func(msg string) { logger.Info(msg) })
 	}
-	wasm := spec.Module
+	wasm, digest := spec.Module, ""
 	var err error
 	if wasm == nil {
-		if wasm, err = loadModule(ctx, &m, h.opts.CacheDir); err != nil {
+		if wasm, digest, err = loadModule(ctx, &m, h.opts.CacheDir); err != nil {
 			return nil, m.ModuleError(err)
 		}
+	} else {
+		digest = sandbox.Digest(wasm)
 	}
-	digest := sandbox.Digest(wasm)
 	if err := m.CheckDigest(digest); err != nil {
 		return nil, err
 	}

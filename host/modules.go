@@ -83,16 +83,18 @@ func readSpawnModules(ctx context.Context, caps []manifest.Cap, dir, cache, root
 				path = filepath.Join(dir, path)
 			}
 			var wasm []byte
+			var d string
 			fi, err := os.Stat(path)
 			if err == nil && fi.IsDir() {
-				wasm, err = BuildGuest(ctx, path, false, cache)
+				if wasm, err = BuildGuest(ctx, path, false, cache); err == nil {
+					d = sandbox.Digest(wasm)
+				}
 			} else if err == nil {
-				wasm, err = os.ReadFile(path)
+				wasm, d, err = readModuleFile(path, cache)
 			}
 			if err != nil {
 				return nil, c.Error(&kindapi.FieldError{Field: "modules", Msg: fmt.Sprintf("module %s: %v", s, err)})
 			}
-			d := sandbox.Digest(wasm)
 			name, c := s, c
 			wasms[d] = spawnModule{wasm: wasm, err: func(err error) error {
 				return c.Error(&kindapi.FieldError{Field: "modules", Msg: fmt.Sprintf("module %s: %v", name, err)})
@@ -172,9 +174,10 @@ func BuildGuest(ctx context.Context, dir string, reactor bool, cache string) ([]
 		}()
 	}
 	wasm, _, err := guestbuild.Build(ctx, dir, guestbuild.Options{
-		CacheDir: filepath.Join(cache, "guests"),
-		Reactor:  reactor,
-		Note:     note,
+		CacheDir:  filepath.Join(cache, "guests"),
+		Reactor:   reactor,
+		MainEntry: true, // a command starts from a snapshot too
+		Note:      note,
 	})
 	if err != nil {
 		msg := strings.TrimPrefix(err.Error(), "guestbuild: ")
@@ -201,11 +204,16 @@ func WithBuildNotes(ctx context.Context, note func(msg string)) context.Context 
 	return context.WithValue(ctx, buildNotesKey{}, note)
 }
 
-// loadModule reads or builds a manifest's module: a .wasm file, or a Go
-// guest directory built into the cache.
-func loadModule(ctx context.Context, m *manifest.Manifest, cache string) ([]byte, error) {
+// loadModule reads or builds a manifest's module, a .wasm file (its
+// digest kept while the file is unchanged: digestcache.go) or a Go guest
+// directory built into the cache, and returns it with its digest.
+func loadModule(ctx context.Context, m *manifest.Manifest, cache string) ([]byte, string, error) {
 	if m.ModuleIsDir {
-		return BuildGuest(ctx, m.ModulePath, false, cache)
+		wasm, err := BuildGuest(ctx, m.ModulePath, false, cache)
+		if err != nil {
+			return nil, "", err
+		}
+		return wasm, sandbox.Digest(wasm), nil
 	}
-	return os.ReadFile(m.ModulePath)
+	return readModuleFile(m.ModulePath, cache)
 }
