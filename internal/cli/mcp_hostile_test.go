@@ -20,7 +20,7 @@ import (
 
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/internal/mcpserve"
-	"github.com/mandatevm/mandate/internal/testengine"
+	"github.com/mandatevm/mandate/internal/testbin"
 	"github.com/mandatevm/mandate/runstore"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -675,11 +675,7 @@ func BenchmarkMCPToolCall(b *testing.B) {
 		b.Skip("builds mandate and a guest")
 	}
 	b.Run("stdio", func(b *testing.B) {
-		bin := filepath.Join(b.TempDir(), "mandate")
-		build := exec.Command("go", append([]string{"build", "-o", bin}, append(testengine.BuildFlags(), "../../cmd/mandate")...)...)
-		if out, err := build.CombinedOutput(); err != nil {
-			b.Fatalf("go build: %v\n%s", err, out)
-		}
+		bin := testbin.Mandate(b)
 		dir, policy := echoBenchPolicy(b)
 		connect := func(b *testing.B) *mcp.ClientSession {
 			cmd := exec.Command(bin, "mcp", "serve", policy, "--state-dir", filepath.Join(dir, "state"))
@@ -692,6 +688,7 @@ func BenchmarkMCPToolCall(b *testing.B) {
 		}
 		benchMCPSessions(b, connect, false)
 	})
+	b.Run("stdio-vs-plain", func(b *testing.B) { benchMCPVersusPlain(b, testbin.Mandate(b)) })
 	b.Run("http", func(b *testing.B) {
 		dir, policy := echoBenchPolicy(b)
 		h := startHostileHTTPPolicy(b, dir, policy, "info")
