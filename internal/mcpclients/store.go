@@ -97,7 +97,14 @@ func ValidName(name string) bool {
 type Store struct {
 	db   *sql.DB
 	path string
+	// label is getLabel, prepared once: a session reads its client's
+	// label before every call. Each read sees what was committed before
+	// it, by any process.
+	label *sql.Stmt
 }
+
+// getLabel reads a client's stored label and when it last rose.
+const getLabel = "SELECT label, raised FROM clients WHERE name = ?"
 
 // Open opens (creating if needed) the store of state directory dir.
 func Open(dir string) (*Store, error) {
@@ -106,7 +113,16 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{db: db, path: path}, nil
+	return newStore(db, path)
+}
+
+func newStore(db *sql.DB, path string) (*Store, error) {
+	label, err := db.Prepare(getLabel)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%s %s: %w", config.What, path, err)
+	}
+	return &Store{db: db, path: path, label: label}, nil
 }
 
 // OpenReadOnly opens the existing store of state directory dir for
@@ -119,14 +135,17 @@ func OpenReadOnly(dir string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{db: db, path: path}, nil
+	return newStore(db, path)
 }
 
 // Path is the store's file.
 func (s *Store) Path() string { return s.path }
 
 // Close closes the store.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.label.Close()
+	return s.db.Close()
+}
 
 // State is a client's stored label.
 type State struct {
@@ -161,7 +180,7 @@ type Event struct {
 // Label returns client's stored label (zero for a client never shown
 // anything labelled).
 func (s *Store) Label(ctx context.Context, client string) (State, error) {
-	st, err := get(ctx, s.db, client)
+	st, err := scanState(client, s.label.QueryRowContext(ctx, client))
 	if err != nil {
 		return State{}, s.wrap(err)
 	}
@@ -174,9 +193,14 @@ type querier interface {
 }
 
 func get(ctx context.Context, q querier, client string) (State, error) {
+	return scanState(client, q.QueryRowContext(ctx, getLabel, client))
+}
+
+// scanState is the State of client that row (of getLabel) holds.
+func scanState(client string, row *sql.Row) (State, error) {
 	st := State{Client: client}
 	var label, raised string
-	switch err := q.QueryRowContext(ctx, "SELECT label, raised FROM clients WHERE name = ?", client).Scan(&label, &raised); {
+	switch err := row.Scan(&label, &raised); {
 	case errors.Is(err, sql.ErrNoRows):
 		return st, nil
 	case err != nil:

@@ -115,3 +115,54 @@ func TestStoreRaiseHammer(t *testing.T) {
 		t.Errorf("after 12 concurrent raises: %v, want %v", got.Label, want)
 	}
 }
+
+// TestStoreLabelSeesOtherStores: a store reads the label another store on
+// the same directory (another process) raised, each time it is read (a
+// session takes it up before every call).
+func TestStoreLabelSeesOtherStores(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	want := kindapi.Label{}
+	for _, tag := range []string{"pii:alice", "pii:bob", "secret"} {
+		if got, err := b.Label(ctx, "c"); err != nil || got.Label.String() != want.String() {
+			t.Fatalf("before the raise by %s: %v %v, want %v", tag, got.Label, err, want)
+		}
+		l := kindapi.NewLabel([]string{tag}, nil)
+		if _, err := a.Raise(ctx, "c", Raise{Run: "r", Tool: "t", Label: l}); err != nil {
+			t.Fatal(err)
+		}
+		want = want.Join(l)
+		if got, err := b.Label(ctx, "c"); err != nil || got.Label.String() != want.String() {
+			t.Fatalf("after the raise by %s in another store: %v %v, want %v", tag, got.Label, err, want)
+		}
+	}
+}
+
+// BenchmarkLabel is a session's read of its client's label, before
+// every call.
+func BenchmarkLabel(b *testing.B) {
+	ctx := context.Background()
+	st, err := Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Raise(ctx, "c", Raise{Run: "r", Tool: "t", Label: kindapi.NewLabel([]string{"pii:alice"}, nil)}); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := st.Label(ctx, "c"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
