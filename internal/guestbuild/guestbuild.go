@@ -22,6 +22,37 @@
 // //go:wasmexport directive alone does not make a package a reactor, since
 // commands may export functions too.
 //
+// # Commands started from a snapshot
+//
+// With Options.MainEntry, a Go command (a main package that is not a
+// reactor) is built as a reactor whose entry runs main: -buildmode=c-shared
+// (the module exports _initialize: the Go runtime's start and every
+// package's init) and one more file in package main, given to the go tool
+// by -overlay and kept in the cache directory (the guest's folder is never
+// written), that exports MainEntryExport:
+//
+//	//go:wasmexport run
+//	func _mandateMainEntry() { main() }
+//
+// MainEntryExport is sandbox.DefaultEntry, the entry every engine runs
+// when a task names none, so such a module runs as a command did
+// everywhere (the kernel, sessions, a fleet node) with no change to any of
+// them, and its tasks start from the engine's snapshot of _initialize when
+// its inits made no host call and wrote no output (a Go command's package
+// inits usually do neither). What main does behaves as in a command: a
+// return is exit code 0, os.Exit(n) is proc_exit(n), an unrecovered panic
+// or a deadlock is the runtime's exit code 2; argv[0] is the snapshot's
+// ("task") rather than the task's name.
+//
+// The added file also clears the "crash" bit that a c-shared runtime adds
+// to GOTRACEBACK (so a panic exits 2 rather than trapping), through a
+// go:linkname the build allows with -ldflags=-checklinkname=0; a panic in
+// a package init, before main's, still traps. A package that already
+// exports a function named MainEntryExport or has a file named
+// MainEntryFile, a GOFLAGS with -ldflags, or a build with the file that
+// fails (a toolchain whose runtime lacks those names) is built as a plain
+// command. The key of such a build covers the added file and flags.
+//
 // # Cache key
 //
 // The key is the SHA-256 over what the build reads, as the go tool itself
@@ -119,6 +150,11 @@ type Options struct {
 	// GoBin is the go command. Empty means "go" from PATH, else
 	// $GOROOT/bin/go, else runtime.GOROOT()/bin/go.
 	GoBin string
+	// MainEntry builds a Go command (a guest that is not a reactor) as a
+	// reactor whose export MainEntryExport runs main, so that its tasks
+	// can start from a snapshot (see "Commands started from a snapshot"
+	// in the package documentation). mandate build sets it.
+	MainEntry bool
 	// Stderr, when set, also receives the go tool's stderr.
 	Stderr io.Writer
 	// Note, when set, is told what a person building should know: that
@@ -213,6 +249,13 @@ func buildGo(ctx context.Context, dir string, opt Options, cacheDir string) ([]b
 			return nil, "", err
 		}
 	}
+	mainEntry := false
+	if !reactor && opt.MainEntry {
+		var err error
+		if mainEntry, err = canAddMainEntry(dir); err != nil {
+			return nil, "", err
+		}
+	}
 	goBin := opt.GoBin
 	if goBin == "" {
 		goBin = GoBin()
@@ -221,7 +264,7 @@ func buildGo(ctx context.Context, dir string, opt Options, cacheDir string) ([]b
 	if err != nil {
 		return nil, "", err
 	}
-	k, err := key(ctx, dir, reactor, goBin, bEnv)
+	k, err := key(ctx, dir, reactor, mainEntry, goBin, bEnv)
 	if err != nil && !errors.Is(err, ErrUncacheable) {
 		return nil, "", err
 	}
@@ -230,12 +273,27 @@ func buildGo(ctx context.Context, dir string, opt Options, cacheDir string) ([]b
 		// reads the same packages); its message is the one to return.
 		k = ""
 	}
-	rekey := func() (string, error) { return key(ctx, dir, reactor, goBin, bEnv) }
-	return cached(cacheDir, filepath.Base(dir), k, rekey, func(out string) error {
-		args := append([]string{"build", "-o", out}, buildFlags(reactor)...)
+	rekey := func() (string, error) { return key(ctx, dir, reactor, mainEntry, goBin, bEnv) }
+	wasm, path, err := cached(cacheDir, filepath.Base(dir), k, rekey, func(out string) error {
+		args := append([]string{"build", "-o", out}, buildFlags(reactor || mainEntry)...)
+		if mainEntry {
+			ov, err := mainEntryOverlay(cacheDir, dir)
+			if err != nil {
+				return err
+			}
+			args = append(args, "-overlay="+ov, mainEntryLDFlags)
+		}
 		args = append(args, ".")
 		return run(ctx, dir, bEnv, opt.Stderr, goBin, args...)
 	})
+	if err != nil && mainEntry && ctx.Err() == nil {
+		// What the added file needs may be missing from this toolchain
+		// (a later Go's runtime), or the package may clash with it: the
+		// command is built as it is, and a failure is its own.
+		opt.MainEntry = false
+		return buildGo(ctx, dir, opt, cacheDir)
+	}
+	return wasm, path, err
 }
 
 // cached returns the module cached under key in cacheDir, or builds it
@@ -410,11 +468,11 @@ var envVars = []string{"GOVERSION", "GOFLAGS", "GOEXPERIMENT", "GOWASM", "GOROOT
 // Key returns the hex cache key of the guest in dir (see the package doc).
 // When the build cannot be keyed, the error wraps ErrUncacheable.
 func Key(ctx context.Context, dir string, reactor bool, goBin string) (string, error) {
-	return key(ctx, dir, reactor, goBin, buildEnv())
+	return key(ctx, dir, reactor, false, goBin, buildEnv())
 }
 
 // key is Key with the build's environment.
-func key(ctx context.Context, dir string, reactor bool, goBin string, bEnv []string) (string, error) {
+func key(ctx context.Context, dir string, reactor, mainEntry bool, goBin string, bEnv []string) (string, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
@@ -430,7 +488,7 @@ func key(ctx context.Context, dir string, reactor bool, goBin string, bEnv []str
 		defer wg.Done()
 		env, envErr = goEnv(ctx, goBin, dir, bEnv)
 	}()
-	pkgs, listErr := goList(ctx, goBin, dir, reactor, bEnv)
+	pkgs, listErr := goList(ctx, goBin, dir, reactor || mainEntry, bEnv)
 	wg.Wait()
 	if envErr != nil {
 		return "", envErr
@@ -441,6 +499,11 @@ func key(ctx context.Context, dir string, reactor bool, goBin string, bEnv []str
 
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00reactor=%t\x00", keyVersion, reactor)
+	if mainEntry {
+		// The added file is in no list go list gives (it runs without
+		// the overlay; the file imports nothing): hashed here.
+		fmt.Fprintf(h, "main-entry\x00%s\x00%s\x00", mainEntrySource, mainEntryLDFlags)
+	}
 	for _, v := range envVars[:5] { // the toolchain; GOMODCACHE and GOWORK are used below
 		fmt.Fprintf(h, "%s=%s\x00", v, env[v])
 	}
