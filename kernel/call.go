@@ -20,12 +20,8 @@ func (t *Task) Lookup(ctx context.Context, name string) (abi.Handle, error) {
 		return 0, t.fail(op, kindapi.Errorf(abi.ENOTFOUND, "no capability named %q", name))
 	}
 	// The name's handle is found by scanning: root grants are few.
-	t.table.mu.Lock()
-	defer t.table.mu.Unlock()
-	for i := range t.table.slots {
-		if s := &t.table.slots[i]; s.used && s.entry.cap == c {
-			return abi.MakeHandle(uint32(i), s.gen), nil
-		}
+	if h, ok := t.table.handleOf(c); ok {
+		return h, nil
 	}
 	return 0, t.fail(op, kindapi.Errorf(abi.ENOTFOUND, "no capability named %q", name))
 }

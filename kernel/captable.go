@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/kernel/kindapi"
@@ -24,24 +25,59 @@ type entry struct {
 	task *Task
 }
 
-type slot struct {
-	gen     uint32 // generation of the current (or next) occupant; 0 = retired
-	entry   entry
-	used    bool
-	retired bool
+// The table's slots are in chunks of chunkLen, allocated as the table
+// grows and never moved or freed, so a reader finds a slot with two loads
+// and no lock.
+const (
+	chunkBits = 6
+	chunkLen  = 1 << chunkBits
+	numChunks = MaxHandles / chunkLen
+)
+
+// cell is one slot of the table. Writers (insert, fill, remove, all under
+// CapTable.mu) and readers (get, lock-free) follow a sequence lock whose
+// sequence is the slot's generation:
+//
+//   - state is gen<<1, plus 1 while the slot holds an entry: the
+//     generation of the current (or next) occupant. Generations only grow,
+//     so a state once left is never seen again;
+//   - fill stores the entry's pointers, then the state with the bit set;
+//     remove stores the state with the bit clear (and the next generation),
+//     then clears the pointers;
+//   - a reader loads the state (it must be the handle's generation, with
+//     the bit), the pointer it wants, then the state again: if it is still
+//     the same, no remove began before the pointer was read, so the pointer
+//     is the entry the handle names (Go's atomics are sequentially
+//     consistent), and the read is ordered before any remove. A reader that
+//     sees the state change reports the handle gone, as a read after the
+//     remove would.
+//
+// So a handle removed (or a slot reused) before a read began is never
+// found, and a stale handle never names the slot's next occupant.
+type cell struct {
+	state atomic.Uint32
+	cap   atomic.Pointer[Cap]
+	blob  atomic.Pointer[kindapi.Blob]
+	task  atomic.Pointer[Task]
 }
+
+// occupied is a cell's state while it holds an entry of generation gen.
+func occupied(gen uint32) uint32 { return gen<<1 | 1 }
 
 // CapTable is a task's table of handles, like a process's file descriptor
 // table. A handle is the slot index plus the slot's generation, so a handle
 // kept after its entry was removed (a stale handle) never names the slot's
 // next occupant: it is simply not found.
 //
-// CapTable is safe for concurrent use.
+// CapTable is safe for concurrent use. Reading an entry (every capability
+// call's first step) takes no lock (see cell); changing the table does.
 type CapTable struct {
+	chunks [numChunks]atomic.Pointer[[chunkLen]cell]
+
 	mu    sync.Mutex
-	slots []slot // protected by mu
-	free  []uint32
-	n     int // live entries; protected by mu
+	next  uint32   // slots made so far, the index of the next new one; protected by mu
+	free  []uint32 // protected by mu
+	n     int      // live entries; protected by mu
 	limit int
 
 	blobBytes int64 // bytes of the blobs held; protected by mu
@@ -94,14 +130,14 @@ func (t *CapTable) InsertTask(c *Task) (abi.Handle, error) { return t.insert(ent
 
 // GetTask returns the child task h names.
 func (t *CapTable) GetTask(h abi.Handle) (*Task, error) {
-	e, ok := t.get(h)
+	c, ok := t.loadTask(h)
 	switch {
 	case !ok:
 		return nil, kindapi.Errorf(abi.EBADHANDLE, "handle %#x is not in this task's table", uint32(h))
-	case e.task == nil:
+	case c == nil:
 		return nil, kindapi.Errorf(abi.EWRONGTYPE, "handle %#x does not name a task", uint32(h))
 	}
-	return e.task, nil
+	return c, nil
 }
 
 // InsertBlob adds b and returns its handle, or kindapi.ErrLimit when full.
@@ -117,55 +153,108 @@ func (t *CapTable) insert(e entry) (abi.Handle, error) {
 	return t.fillLocked(idx, e)
 }
 
-// lookup returns the entry h names.
+// cell returns the slot h's index names, or nil when there is none.
+func (t *CapTable) cell(h abi.Handle) *cell {
+	idx := h.Index()
+	ch := t.chunks[idx>>chunkBits].Load()
+	if ch == nil {
+		return nil
+	}
+	return &ch[idx&(chunkLen-1)]
+}
+
+// cellAt is the slot at idx, which reserve handed out.
+func (t *CapTable) cellAt(idx int) *cell {
+	return &t.chunks[idx>>chunkBits].Load()[idx&(chunkLen-1)]
+}
+
+// lookup returns the slot h names when it holds h's entry.
 //
 // Preconditions: t.mu is held.
-func (t *CapTable) lookup(h abi.Handle) (*slot, bool) {
-	idx := h.Index()
-	if h == 0 || int(idx) >= len(t.slots) {
-		return nil, false
-	}
-	s := &t.slots[idx]
-	if !s.used || s.gen != h.Gen() {
+func (t *CapTable) lookup(h abi.Handle) (*cell, bool) {
+	s := t.cell(h)
+	if h == 0 || s == nil || s.state.Load() != occupied(h.Gen()) {
 		return nil, false
 	}
 	return s, true
 }
 
-func (t *CapTable) get(h abi.Handle) (entry, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s, ok := t.lookup(h)
-	if !ok {
-		return entry{}, false
+// loadCap is the capability h names, without a lock: found is false when
+// h names nothing, c nil when it names something else.
+func (t *CapTable) loadCap(h abi.Handle) (c *Cap, found bool) {
+	s := t.cell(h)
+	if h == 0 || s == nil {
+		return nil, false
 	}
-	return s.entry, true
+	want := occupied(h.Gen())
+	if s.state.Load() != want {
+		return nil, false
+	}
+	c = s.cap.Load()
+	if s.state.Load() != want {
+		return nil, false
+	}
+	return c, true
+}
+
+// loadBlob is loadCap for a blob.
+func (t *CapTable) loadBlob(h abi.Handle) (b *kindapi.Blob, found bool) {
+	s := t.cell(h)
+	if h == 0 || s == nil {
+		return nil, false
+	}
+	want := occupied(h.Gen())
+	if s.state.Load() != want {
+		return nil, false
+	}
+	b = s.blob.Load()
+	if s.state.Load() != want {
+		return nil, false
+	}
+	return b, true
+}
+
+// loadTask is loadCap for a child task.
+func (t *CapTable) loadTask(h abi.Handle) (c *Task, found bool) {
+	s := t.cell(h)
+	if h == 0 || s == nil {
+		return nil, false
+	}
+	want := occupied(h.Gen())
+	if s.state.Load() != want {
+		return nil, false
+	}
+	c = s.task.Load()
+	if s.state.Load() != want {
+		return nil, false
+	}
+	return c, true
 }
 
 // GetCap returns the capability h names: kindapi.ErrBadHandle when h is not
 // in this table, kindapi.ErrWrongType when it names a blob.
 func (t *CapTable) GetCap(h abi.Handle) (*Cap, error) {
-	e, ok := t.get(h)
+	c, ok := t.loadCap(h)
 	switch {
 	case !ok:
 		return nil, kindapi.Errorf(abi.EBADHANDLE, "handle %#x is not in this task's table", uint32(h))
-	case e.cap == nil:
+	case c == nil:
 		return nil, kindapi.Errorf(abi.EWRONGTYPE, "handle %#x does not name a capability", uint32(h))
 	}
-	return e.cap, nil
+	return c, nil
 }
 
 // GetBlob returns the blob h names: kindapi.ErrBadHandle when h is not in
 // this table, kindapi.ErrWrongType when it names a capability.
 func (t *CapTable) GetBlob(h abi.Handle) (*kindapi.Blob, error) {
-	e, ok := t.get(h)
+	b, ok := t.loadBlob(h)
 	switch {
 	case !ok:
 		return nil, kindapi.Errorf(abi.EBADHANDLE, "handle %#x is not in this task's table", uint32(h))
-	case e.blob == nil:
+	case b == nil:
 		return nil, kindapi.Errorf(abi.EWRONGTYPE, "handle %#x does not name a blob", uint32(h))
 	}
-	return e.blob, nil
+	return b, nil
 }
 
 // Remove deletes h from the table. The slot's generation advances, so h and
@@ -183,17 +272,21 @@ func (t *CapTable) remove(h abi.Handle) (entry, error) {
 	if !ok {
 		return entry{}, kindapi.Errorf(abi.EBADHANDLE, "handle %#x is not in this task's table", uint32(h))
 	}
-	e := s.entry
-	s.entry, s.used = entry{}, false
+	e := entry{cap: s.cap.Load(), blob: s.blob.Load(), task: s.task.Load()}
+	// The state first: from here on no reader finds h (see cell). A
+	// slot whose generation is exhausted is retired: never freed.
+	if gen := h.Gen(); gen >= abi.MaxGen {
+		s.state.Store(gen << 1)
+	} else {
+		s.state.Store((gen + 1) << 1)
+		t.free = append(t.free, h.Index())
+	}
+	s.cap.Store(nil)
+	s.blob.Store(nil)
+	s.task.Store(nil)
 	t.n--
 	if e.blob != nil {
 		t.blobBytes -= int64(e.blob.Len())
-	}
-	if s.gen >= abi.MaxGen {
-		s.retired = true
-	} else {
-		s.gen++
-		t.free = append(t.free, h.Index())
 	}
 	return e, nil
 }
@@ -217,11 +310,17 @@ func (t *CapTable) reserveLocked() (int, error) {
 		idx = t.free[n-1]
 		t.free = t.free[:n-1]
 	} else {
-		if len(t.slots) >= MaxHandles {
+		if t.next >= MaxHandles {
 			return -1, kindapi.Errorf(abi.ELIMIT, "capability table has no free slot")
 		}
-		idx = uint32(len(t.slots))
-		t.slots = append(t.slots, slot{gen: 1})
+		idx = t.next
+		ch := t.chunks[idx>>chunkBits].Load()
+		if ch == nil {
+			ch = new([chunkLen]cell)
+			t.chunks[idx>>chunkBits].Store(ch)
+		}
+		ch[idx&(chunkLen-1)].state.Store(1 << 1) // generation 1, empty
+		t.next++
 	}
 	t.n++
 	return int(idx), nil
@@ -246,10 +345,15 @@ func (t *CapTable) fillLocked(idx int, e entry) (abi.Handle, error) {
 				size, t.blobBytes+size, t.blobLimit)
 		}
 	}
-	s := &t.slots[idx]
-	s.entry, s.used = e, true
+	// The entry first, then the state that makes it found (see cell).
+	s := t.cellAt(idx)
+	gen := s.state.Load() >> 1
+	s.cap.Store(e.cap)
+	s.blob.Store(e.blob)
+	s.task.Store(e.task)
+	s.state.Store(occupied(gen))
 	t.blobBytes += size
-	return abi.MakeHandle(uint32(idx), s.gen), nil
+	return abi.MakeHandle(uint32(idx), gen), nil
 }
 
 // unreserve frees a slot reserve returned that was never filled.
@@ -270,10 +374,25 @@ func (t *CapTable) caps() []*Cap {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var cs []*Cap
-	for i := range t.slots {
-		if s := &t.slots[i]; s.used && s.entry.cap != nil {
-			cs = append(cs, s.entry.cap)
+	for i := range int(t.next) {
+		if s := t.cellAt(i); s.state.Load()&1 != 0 {
+			if c := s.cap.Load(); c != nil {
+				cs = append(cs, c)
+			}
 		}
 	}
 	return cs
+}
+
+// handleOf returns the handle that names c, if one does.
+func (t *CapTable) handleOf(c *Cap) (abi.Handle, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range int(t.next) {
+		s := t.cellAt(i)
+		if st := s.state.Load(); st&1 != 0 && s.cap.Load() == c {
+			return abi.MakeHandle(uint32(i), st>>1), true
+		}
+	}
+	return 0, false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/kernel/kindapi"
@@ -42,5 +43,40 @@ func BenchmarkBlobRead(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkHostCapCall measures the kernel's own share of a capability
+// call: the cap_call host function alone, as an engine calls it (the task
+// found in the call's context, under a deadline as a run has one), against
+// a local memory, on a no-op operation of a kind whose Prepare does
+// nothing: bounds checks, the handle, revocation, the operation's name,
+// the Call, the pipeline, the errno. No engine, no guest.
+func BenchmarkHostCapCall(b *testing.B) {
+	k, task := newBareTask(b)
+	var call sandbox.HostFunc
+	for _, f := range k.hostFuncs() {
+		if f.Name == abi.CapCallName {
+			call = f
+		}
+	}
+	h, err := task.Lookup(context.Background(), "c")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	ctx = withTask(ctx, task)
+	mem := &fakeMemory{b: make([]byte, 1<<10)}
+	copy(mem.b[100:], "noop")
+	stack := make([]uint64, 6)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		stack[0], stack[1], stack[2], stack[3], stack[4], stack[5] = uint64(h), 100, 4, 0, 0, 200
+		call.Fn(ctx, mem, stack)
+		if stack[0] != uint64(abi.ESUCCESS) {
+			b.Fatalf("cap_call: %v", abi.Errno(stack[0]))
+		}
 	}
 }
