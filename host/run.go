@@ -230,6 +230,9 @@ func (r *Run) snapshot() runstore.Record {
 // the whole run): what a tool call did, beside its result.
 func (r *Run) Effects(task string) []runstore.Effect {
 	all, _ := r.auditor.Effects()
+	if len(all) == 0 {
+		return nil // most calls: no graph to walk
+	}
 	tree := map[string]bool{task: true}
 	tasks := r.k.Graph().Tasks
 	for grew := true; grew; {
