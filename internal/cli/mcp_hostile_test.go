@@ -669,7 +669,9 @@ tool "echo" {
 // after every call); and over HTTP once the session has made 1,000 calls
 // (every call's record rewrites the session so far). Reports calls/s and
 // the p50 and p99 of the calls' latencies; the task's own share is
-// BenchmarkToolCall/kernel in internal/mcpserve.
+// BenchmarkToolCall/kernel in internal/mcpserve. stdio-vs-plain is the
+// stdio call beside a plain server on the same SDK, interleaved in one
+// run, with each server's CPU per call (benchMCPVersusPlain).
 func BenchmarkMCPToolCall(b *testing.B) {
 	if testing.Short() {
 		b.Skip("builds mandate and a guest")

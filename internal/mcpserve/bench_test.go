@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/mandatevm/mandate/internal/cputime"
 	"github.com/mandatevm/mandate/internal/kerneltest"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -22,8 +23,9 @@ import (
 //
 // Over stdio (the built binary) and Streamable HTTP, with the run store
 // and logs of "mandate mcp serve", see BenchmarkMCPToolCall in
-// internal/cli. Reports calls/s and the p50 and p99 of the calls'
-// latencies.
+// internal/cli. Reports calls/s, the p50 and p99 of the calls'
+// latencies, and the CPU per call of the whole process (client and
+// server both, in-memory; the 5 warm-up calls counted in).
 func BenchmarkToolCall(b *testing.B) {
 	r := newHostileRig(b, 0)
 	tool := r.tool("echo")
@@ -58,6 +60,10 @@ func BenchmarkToolCall(b *testing.B) {
 		f    func() error
 		conc int
 	}{{"kernel", spawn, 1}, {"in-memory", call, 1}, {"kernel/concurrent-4", spawn, 4}, {"in-memory/concurrent-4", call, 4}} {
-		b.Run(bc.name, func(b *testing.B) { kerneltest.BenchCalls(b, bc.conc, 5, bc.f) })
+		b.Run(bc.name, func(b *testing.B) {
+			cpu := cputime.Process()
+			kerneltest.BenchCalls(b, bc.conc, 5, bc.f)
+			b.ReportMetric(float64(cputime.Process()-cpu)/1e3/float64(b.N+5), "cpu-µs/call")
+		})
 	}
 }
