@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/mandatevm/mandate/host"
 	"github.com/mandatevm/mandate/internal/lifecycle"
 )
 
@@ -22,6 +23,40 @@ func TestExtism(t *testing.T) {
 		}
 	}
 	if _, err := e.idleRSS(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCalls makes a few host calls on each side of the call comparison:
+// each guest must report as many calls as it was asked for, and the
+// table must print.
+func TestCalls(t *testing.T) {
+	ctx := context.Background()
+	var runners []callRunner
+	for _, name := range host.EngineNames() {
+		r, err := newMandateCalls(ctx, name, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.close(ctx)
+		runners = append(runners, r)
+	}
+	r, err := newExtismCalls(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close(ctx)
+	runners = append(runners, r)
+	for _, r := range runners {
+		res, err := r.run(ctx, 300)
+		if err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		if res.calls != 300 || res.wall <= 0 || res.cpu <= 0 {
+			t.Fatalf("%s: %+v", r.name, res)
+		}
+	}
+	if err := callRounds(ctx, runners, 300, 1); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,7 +1,8 @@
 // Command extism runs Mandate's task lifecycle (internal/lifecycle) and
 // Extism's equivalent (a new instance of a compiled plugin, one call that
 // makes one host function call and sets its output, Close) in interleaved
-// rounds on this machine, and prints the figures and their ratios as
+// rounds on this machine, then the call round trip (one instance making
+// many host calls, calls.go), and prints the figures and their ratios as
 // Markdown tables (BENCHMARKS.md, "Task lifecycle").
 //
 //	./run.sh                       # both of Mandate's engines (cgo) and Extism
@@ -30,13 +31,15 @@ import (
 )
 
 var (
-	rounds     = flag.Int("rounds", 5, "interleaved rounds")
-	goTasks    = flag.Int("go-tasks", 1000, "tasks of a Go guest per measurement")
-	tinyTasks  = flag.Int("tiny-tasks", 10000, "tasks of the tiny guest per measurement")
-	workerList = flag.String("workers", "1,2", "worker counts, comma-separated")
-	idle       = flag.Int("idle", 200, "idle Go tasks (instances) per RSS measurement; 0: none")
-	engineList = flag.String("engines", strings.Join(host.EngineNames(), ","), "Mandate's engines, comma-separated")
-	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
+	rounds      = flag.Int("rounds", 5, "interleaved rounds")
+	goTasks     = flag.Int("go-tasks", 1000, "tasks of a Go guest per measurement")
+	tinyTasks   = flag.Int("tiny-tasks", 10000, "tasks of the tiny guest per measurement")
+	workerList  = flag.String("workers", "1,2", "worker counts, comma-separated")
+	idle        = flag.Int("idle", 200, "idle Go tasks (instances) per RSS measurement; 0: none")
+	engineList  = flag.String("engines", strings.Join(host.EngineNames(), ","), "Mandate's engines, comma-separated")
+	cpuProfile  = flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
+	lifecycleOn = flag.Bool("lifecycle", true, "measure the task lifecycle")
+	callCount   = flag.Int("calls", 1_000_000, "host calls per measurement of the call round trip (one instance each); 0: none")
 )
 
 // runner is one side of the comparison.
@@ -81,6 +84,42 @@ func mainErr() error {
 		return err
 	}
 	defer os.RemoveAll(cache)
+	fmt.Printf("Machine: %s, %d CPUs, %s/%s, %s, %s\n", cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Printf("Load average at start: %s\n", loadAvg())
+	fmt.Printf("Command: %s\n\n", strings.Join(os.Args, " "))
+
+	if *lifecycleOn {
+		if err := lifecycleBench(ctx, cache, workers); err != nil {
+			return err
+		}
+	}
+	if *callCount > 0 {
+		var runners []callRunner
+		for _, name := range strings.Split(*engineList, ",") {
+			r, err := newMandateCalls(ctx, name, cache+"/calls-"+name)
+			if err != nil {
+				return err
+			}
+			defer r.close(ctx)
+			runners = append(runners, r)
+		}
+		r, err := newExtismCalls(ctx)
+		if err != nil {
+			return err
+		}
+		defer r.close(ctx)
+		runners = append(runners, r)
+		if err := callRounds(ctx, runners, *callCount, *rounds); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("\nLoad average at end: %s\n", loadAvg())
+	return nil
+}
+
+// lifecycleBench runs the task lifecycle on every side and prints its
+// tables.
+func lifecycleBench(ctx context.Context, cache string, workers []int) error {
 	var runners []runner
 	for _, name := range strings.Split(*engineList, ",") {
 		eng, err := host.NewEngine(ctx, name, cache+"/"+name)
@@ -100,10 +139,6 @@ func mainErr() error {
 	}
 	defer ext.Close(ctx)
 	runners = append(runners, runner{name: "extism", run: ext.run, idle: ext.idleRSS})
-
-	fmt.Printf("Machine: %s, %d CPUs, %s/%s, %s, %s\n", cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
-	fmt.Printf("Load average at start: %s\n", loadAvg())
-	fmt.Printf("Command: %s\n\n", strings.Join(os.Args, " "))
 
 	// Warm up: fault memory in, fill the engines' caches.
 	for _, r := range runners {
@@ -206,7 +241,6 @@ func mainErr() error {
 		fmt.Printf("| %s | %s |\n|%s\n", strings.Join(names, " | "), ratioNames(runners), strings.Repeat("---|", 2*len(runners)-1))
 		fmt.Printf("| %s | %s |\n", strings.Join(cells, " | "), strings.Join(ratios, " | "))
 	}
-	fmt.Printf("\nLoad average at end: %s\n", loadAvg())
 	return nil
 }
 
