@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/internal/cputime"
 	"github.com/mandatevm/mandate/kernel/kindapi"
 	"github.com/mandatevm/mandate/sandbox"
 )
@@ -72,6 +73,7 @@ func BenchmarkHostCapCall(b *testing.B) {
 	stack := make([]uint64, 6)
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := cputime.Process()
 	for range b.N {
 		stack[0], stack[1], stack[2], stack[3], stack[4], stack[5] = uint64(h), 100, 4, 0, 0, 200
 		call.Fn(ctx, mem, stack)
@@ -79,4 +81,5 @@ func BenchmarkHostCapCall(b *testing.B) {
 			b.Fatalf("cap_call: %v", abi.Errno(stack[0]))
 		}
 	}
+	b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/op")
 }
