@@ -242,6 +242,22 @@ func Build(ctx context.Context, dir string, opt Options) (wasm []byte, path stri
 
 // buildGo is Build for a Go guest.
 func buildGo(ctx context.Context, dir string, opt Options, cacheDir string) ([]byte, string, error) {
+	since := now()
+	goBin := opt.GoBin
+	if goBin == "" {
+		goBin = GoBin()
+	}
+	// A record of the last key that still holds: no go command runs
+	// (keymemo.go).
+	memo := memoPath(cacheDir, dir, opt.Reactor, opt.MainEntry, goBin)
+	if k, ok := memoKey(memo); ok {
+		path := filepath.Join(cacheDir, filepath.Base(dir)+"-"+k[:32]+".wasm")
+		if b, err := os.ReadFile(path); err == nil && CheckModule(b) == nil {
+			t := time.Now()
+			os.Chtimes(path, t, t)
+			return b, path, nil
+		}
+	}
 	reactor := opt.Reactor
 	if !reactor {
 		var err error
@@ -256,15 +272,12 @@ func buildGo(ctx context.Context, dir string, opt Options, cacheDir string) ([]b
 			return nil, "", err
 		}
 	}
-	goBin := opt.GoBin
-	if goBin == "" {
-		goBin = GoBin()
-	}
 	bEnv, err := sdkEnv(ctx, dir, goBin, opt, cacheDir)
 	if err != nil {
 		return nil, "", err
 	}
-	k, err := key(ctx, dir, reactor, mainEntry, goBin, bEnv)
+	st := newStamper()
+	k, err := keyStamped(ctx, dir, reactor, mainEntry, goBin, bEnv, st)
 	if err != nil && !errors.Is(err, ErrUncacheable) {
 		return nil, "", err
 	}
@@ -292,6 +305,9 @@ func buildGo(ctx context.Context, dir string, opt Options, cacheDir string) ([]b
 		// command is built as it is, and a failure is its own.
 		opt.MainEntry = false
 		return buildGo(ctx, dir, opt, cacheDir)
+	}
+	if err == nil && path != "" && st.ok {
+		writeMemo(memo, k, st.stamps, since)
 	}
 	return wasm, path, err
 }
@@ -463,7 +479,7 @@ const listFields = "Dir,ImportPath,Standard,DepOnly,Incomplete,Module,Error,Deps
 	"GoFiles,CgoFiles,CFiles,CXXFiles,MFiles,HFiles,FFiles,SFiles,SwigFiles,SwigCXXFiles,SysoFiles,EmbedFiles"
 
 // envVars are the go env variables the key uses.
-var envVars = []string{"GOVERSION", "GOFLAGS", "GOEXPERIMENT", "GOWASM", "GOROOT", "GOMODCACHE", "GOWORK"}
+var envVars = []string{"GOVERSION", "GOFLAGS", "GOEXPERIMENT", "GOWASM", "GOROOT", "GOMODCACHE", "GOWORK", "GOENV"}
 
 // Key returns the hex cache key of the guest in dir (see the package doc).
 // When the build cannot be keyed, the error wraps ErrUncacheable.
@@ -473,6 +489,13 @@ func Key(ctx context.Context, dir string, reactor bool, goBin string) (string, e
 
 // key is Key with the build's environment.
 func key(ctx context.Context, dir string, reactor, mainEntry bool, goBin string, bEnv []string) (string, error) {
+	return keyStamped(ctx, dir, reactor, mainEntry, goBin, bEnv, nil)
+}
+
+// keyStamped is key that also stamps, into st when it is not nil, every
+// path whose change could change the key (keymemo.go), before it reads
+// any of them.
+func keyStamped(ctx context.Context, dir string, reactor, mainEntry bool, goBin string, bEnv []string, st *stamper) (string, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
@@ -495,6 +518,12 @@ func key(ctx context.Context, dir string, reactor, mainEntry bool, goBin string,
 	}
 	if listErr != nil {
 		return "", listErr
+	}
+
+	if st != nil {
+		if err := stampKey(st, dir, goBin, env, pkgs); err != nil {
+			st.ok = false
+		}
 	}
 
 	h := sha256.New()
