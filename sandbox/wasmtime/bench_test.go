@@ -25,7 +25,7 @@ func BenchmarkWarmSpawn(b *testing.B) {
 		{"coalesced", options{}, 64 << 20},
 		{"coalesced-nolimit", options{}, 0},
 		{"original", options{noCoalesce: true}, 64 << 20},
-		{"pooling", options{pooling: true}, 64 << 20},
+		{"ondemand", options{onDemand: true}, 64 << 20},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			sandboxtest.BenchSpawn(b, benchEngine(b, sandbox.Config{CacheDir: testCacheDir}, bc.opt), bc.limit)
@@ -89,4 +89,28 @@ func benchEngine(b *testing.B, cfg sandbox.Config, opt options) sandbox.Engine {
 	}
 	b.Cleanup(func() { e.Close(ctx) })
 	return e
+}
+
+// BenchmarkNewEngine measures making and closing an engine (WASI defined,
+// no cache) with each allocator: the pool reserves its address space up
+// front, which a short process such as mandate run pays once.
+func BenchmarkNewEngine(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		opt  options
+	}{
+		{"pooling", options{}},
+		{"ondemand", options{onDemand: true}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			for b.Loop() {
+				e, err := newEngine(ctx, sandbox.Config{}, bc.opt)
+				if err != nil {
+					b.Fatal(err)
+				}
+				e.Close(ctx)
+			}
+		})
+	}
 }

@@ -26,7 +26,8 @@
 //
 // # What a guest gets
 //
-// Each Run is a fresh store and instance with nothing ambient. The engine
+// Each Run is a fresh store and instance with nothing ambient (its memory
+// from a pool, reset between tasks: see Instances). The engine
 // implements WASI preview1 itself (wasi.go) instead of using wasmtime's:
 // stdout and stderr go to the RunConfig writers, stdin is empty, argv is just
 // RunConfig.Name, the environment is empty, there are no preopened
@@ -75,6 +76,41 @@
 // limiter enforces it again. A store holds one instance, one memory and
 // the module's own tables.
 //
+// # Instances
+//
+// An engine takes its instances' memories and tables from wasmtime's
+// pooling allocator (pool.go): PoolInstances slots (the kernel's default
+// bound on tasks at once), each a 4 GiB memory reservation with its guard
+// and table room for any module Compile accepts, reserved when the engine
+// is made. A task gets a slot for its store's life; when the store is
+// closed wasmtime resets the slot before any other instance can have it:
+// every page the task touched is dropped (madvise), the module's initial
+// image is mapped again copy-on-write, the memory is made inaccessible past
+// the module's initial size and the tables are zeroed. The next task finds
+// the memory as a fresh instance would (TestPoolSlotReset: a task that
+// fills its memory with a secret, grown pages and data segment included,
+// and the next task of the module, given the same slot, that finds it
+// nowhere). What the pool saves against mapping a memory for each task is
+// the mapping and unmapping of its 4 GiB reservation and of its tables,
+// and of its image: about 10-20% of a Go reactor's task on wasmtime. Pages
+// are not kept resident between tasks: wasmtime would reset them with
+// memset, every page of them, touched or not.
+//
+// A Run past PoolInstances runs at once fails with ErrPoolFull (it does not
+// wait: a parent task waiting for a slot its children hold would never
+// get it). Where the pool's address space can not be reserved (RLIMIT_AS,
+// or other engines holding it), New falls back to the on-demand allocator
+// instead of letting wasmtime abort the process; AllocatorEnv=ondemand
+// ("MANDATE_WASMTIME_ALLOCATOR") chooses it, a fresh mapping per instance
+// and no bound but the kernel's. Pooling reports which an engine uses.
+//
+// The pool's one new risk is a kernel bug: a host function that kept the
+// slice of guest memory a call gave it (sandbox.Memory.Read) past the call
+// would, with the pool, read and write the memory of whichever task has the
+// slot next, where with a fresh mapping per task it would fault once the
+// task is gone. The engine clears its own view after every host call; the
+// kernel must not keep one.
+//
 // # Modules and the cache
 //
 // Compile refuses a module that imports anything but functions of the
@@ -106,7 +142,7 @@
 // ErrMemoryLimit (wrapped), a canceled one with ErrCanceled, and what the
 // compiler allocated never lives in this process. The child builds a
 // wasmtime engine with the engine's settings (wasmtimeConfig, without the
-// pooling allocator, which changes no code), compiles the prepared bytes,
+// pool, which changes no code), compiles the prepared bytes,
 // serializes the module and stores it in the disk cache as the engine
 // would; the engine loads it from there. Without Config.CacheDir the child
 // hands the serialized module over on its output. A cache hit starts no

@@ -45,6 +45,9 @@ type Engine struct {
 	linker *wt.Linker
 	opt    options
 	cache  *diskCache // nil without Config.CacheDir
+	// pool counts the instances of an engine with the pooling allocator;
+	// nil with the on-demand allocator.
+	pool *slots
 
 	// closeCtx is canceled by Close, which stops every run in progress.
 	closeCtx   context.Context
@@ -114,14 +117,13 @@ type options struct {
 	// reported as the memory limit (benchmarks only: it measures what the
 	// rewrite costs).
 	noTrackGrowth bool
-	// pooling uses wasmtime's pooling allocator, keeping the first 16 MiB
-	// of each memory slot resident between instances (benchmarks only).
-	// It makes a warm spawn about 3x cheaper, but a memory slot then
-	// passes from task to task: a host function that kept a view of guest
-	// memory past its call (a kernel bug) would read another task's memory
-	// instead of faulting on an unmapped one, the reuse BENCHMARKS.md
-	// rejects for wazero; and the pool caps concurrent instances.
-	pooling bool
+	// onDemand maps every instance's memory and tables afresh (wasmtime's
+	// on-demand allocator) instead of taking them from the pool (pool.go):
+	// AllocatorEnv=ondemand, and what New falls back to when the pool's
+	// address space can not be reserved.
+	onDemand bool
+	// poolInstances is the pool's size; 0 means PoolInstances (tests).
+	poolInstances uint32
 	// compileInProcess compiles in the calling process, bounded by
 	// nothing but ctx (benchmarks only: isolate.go).
 	compileInProcess bool
@@ -201,7 +203,11 @@ func (s funcSig) funcType() *wt.FuncType {
 // New returns an engine with the WASI preview1 functions defined. With
 // cfg.CacheDir set, compiled modules are kept there between processes.
 func New(ctx context.Context, cfg sandbox.Config) (*Engine, error) {
-	return newEngine(ctx, cfg, options{noSnapshot: cfg.NoSnapshots})
+	onDemand, err := allocatorFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	return newEngine(ctx, cfg, options{noSnapshot: cfg.NoSnapshots, onDemand: onDemand})
 }
 
 func newEngine(_ context.Context, cfg sandbox.Config, opt options) (*Engine, error) {
@@ -210,11 +216,23 @@ func newEngine(_ context.Context, cfg sandbox.Config, opt options) (*Engine, err
 		return nil, errors.New("sandbox/wasmtime: this wasmtime-go's Store or Config does not start with its C pointer; update interrupt.go")
 	case !viewLayoutOK || !hostcallLayoutOK:
 		return nil, errors.New("sandbox/wasmtime: this wasmtime-go's Caller, Memory, Linker or FuncType is not laid out as view.go and hostcall_c.go assume; update them")
-	case !linked || !viewLinked || !hostcallLinked:
-		return nil, errors.New("sandbox/wasmtime: the wasmtime C API functions interrupt.go, view.go and hostcall_c.go declare are not linked in")
+	case !linked || !viewLinked || !hostcallLinked || !poolLinked:
+		return nil, errors.New("sandbox/wasmtime: the wasmtime C API functions interrupt.go, view.go, hostcall_c.go and pool.go declare are not linked in")
 	}
-	eng := wt.NewEngineWithConfig(wasmtimeConfig(opt.preempt, opt.pooling))
+	// The pool, unless its address space can not be reserved.
+	poolInstances := opt.poolInstances
+	if poolInstances == 0 {
+		poolInstances = PoolInstances
+	}
+	var pool *slots
+	if opt.onDemand || !poolFits(poolInstances) {
+		poolInstances = 0
+	} else {
+		pool = &slots{max: int32(poolInstances)}
+	}
+	eng := wt.NewEngineWithConfig(wasmtimeConfig(opt.preempt, poolInstances))
 	e := &Engine{
+		pool:    pool,
 		wt:      eng,
 		linker:  wt.NewLinker(eng),
 		opt:     opt,

@@ -58,43 +58,10 @@ static wasmtime_error_t *mandate_epoch_cb(wasmtime_context_t *ctx, void *data,
 	return NULL;
 }
 
-typedef struct wasm_config_t wasm_config_t;
-typedef struct wasmtime_pooling_allocation_config_t wasmtime_pooling_allocation_config_t;
-extern wasmtime_pooling_allocation_config_t *wasmtime_pooling_allocation_config_new(void) __attribute__((weak));
-extern void wasmtime_pooling_allocation_config_delete(wasmtime_pooling_allocation_config_t *) __attribute__((weak));
-extern void wasmtime_pooling_allocation_config_linear_memory_keep_resident_set(wasmtime_pooling_allocation_config_t *, size_t) __attribute__((weak));
-extern void wasmtime_pooling_allocation_config_table_keep_resident_set(wasmtime_pooling_allocation_config_t *, size_t) __attribute__((weak));
-extern void wasmtime_pooling_allocation_config_table_elements_set(wasmtime_pooling_allocation_config_t *, size_t) __attribute__((weak));
-extern void wasmtime_pooling_allocation_config_total_memories_set(wasmtime_pooling_allocation_config_t *, uint32_t) __attribute__((weak));
-extern void wasmtime_pooling_allocation_config_total_tables_set(wasmtime_pooling_allocation_config_t *, uint32_t) __attribute__((weak));
-extern void wasmtime_pooling_allocation_config_total_core_instances_set(wasmtime_pooling_allocation_config_t *, uint32_t) __attribute__((weak));
-extern void wasmtime_pooling_allocation_strategy_set(wasm_config_t *, const wasmtime_pooling_allocation_config_t *) __attribute__((weak));
-
-// mandate_pooling sets the pooling allocation strategy on cfg.
-static void mandate_pooling(void *cfg, size_t keep, size_t elems, uint32_t total) {
-	wasmtime_pooling_allocation_config_t *p = wasmtime_pooling_allocation_config_new();
-	wasmtime_pooling_allocation_config_linear_memory_keep_resident_set(p, keep);
-	wasmtime_pooling_allocation_config_table_keep_resident_set(p, keep);
-	wasmtime_pooling_allocation_config_table_elements_set(p, elems);
-	wasmtime_pooling_allocation_config_total_memories_set(p, total);
-	wasmtime_pooling_allocation_config_total_tables_set(p, total);
-	wasmtime_pooling_allocation_config_total_core_instances_set(p, total);
-	wasmtime_pooling_allocation_strategy_set((wasm_config_t *)cfg, p);
-	wasmtime_pooling_allocation_config_delete(p);
-}
-
 // mandate_linked reports whether the functions above resolved (they are
 // weak: see the comment at the top of this file).
 static int mandate_linked(void) {
-	return wasmtime_error_new != NULL && wasmtime_store_epoch_deadline_callback != NULL &&
-		wasmtime_pooling_allocation_config_new != NULL && wasmtime_pooling_allocation_config_delete != NULL &&
-		wasmtime_pooling_allocation_config_linear_memory_keep_resident_set != NULL &&
-		wasmtime_pooling_allocation_config_table_keep_resident_set != NULL &&
-		wasmtime_pooling_allocation_config_table_elements_set != NULL &&
-		wasmtime_pooling_allocation_config_total_memories_set != NULL &&
-		wasmtime_pooling_allocation_config_total_tables_set != NULL &&
-		wasmtime_pooling_allocation_config_total_core_instances_set != NULL &&
-		wasmtime_pooling_allocation_strategy_set != NULL;
+	return wasmtime_error_new != NULL && wasmtime_store_epoch_deadline_callback != NULL;
 }
 
 // mandate_watch_epoch installs the callback on store with a new stop flag,
@@ -121,8 +88,9 @@ import (
 )
 
 // layoutOK reports whether wasmtime.Store and wasmtime.Config start with
-// their C pointers, as storePtr and setPooling assume. New refuses to start
-// an engine otherwise (a wasmtime-go whose layout changed).
+// their C pointers, as storePtr and setPooling (pool.go) assume. New
+// refuses to start an engine otherwise (a wasmtime-go whose layout
+// changed).
 var layoutOK = startsWithPtr(reflect.TypeFor[wt.Store]()) && startsWithPtr(reflect.TypeFor[wt.Config]())
 
 // linked reports whether the C API functions this file declares were
@@ -137,15 +105,6 @@ func startsWithPtr(t reflect.Type) bool {
 // storePtr is the wasmtime_store_t* of s.
 func storePtr(s *wt.Store) unsafe.Pointer {
 	return *(*unsafe.Pointer)(unsafe.Pointer(s))
-}
-
-// setPooling turns on wasmtime's pooling allocator for an engine config
-// (options.pooling, benchmarks only): keep bytes of each memory and table
-// slot stay resident between instances, tables hold up to elems elements,
-// and at most total instances, memories and tables exist at once. The
-// config's C pointer is the first field of wasmtime.Config, as for Store.
-func setPooling(cfg *wt.Config, keep, elems uint64, total uint32) {
-	C.mandate_pooling(*(*unsafe.Pointer)(unsafe.Pointer(cfg)), C.size_t(keep), C.size_t(elems), C.uint32_t(total))
 }
 
 // watchEpoch arranges for the guest running in store to stop soon after

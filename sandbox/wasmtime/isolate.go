@@ -39,11 +39,12 @@ type compileRequest struct {
 	Digest   string `json:"digest,omitempty"`
 }
 
-// wasmtimeConfig is the wasmtime Config of an engine: the parent's and,
-// without pooling, a compile job's. Pooling changes how instances are
-// allocated, not the code (and it reserves its pool's address space up
-// front, which a child bounded in address space can not afford).
-func wasmtimeConfig(p preemption, pooling bool) *wt.Config {
+// wasmtimeConfig is the wasmtime Config of an engine: the parent's, with
+// a pool of poolInstances instances (pool.go) or none (0), and, without a
+// pool, a compile job's. The pool changes how instances are allocated, not
+// the code (and it reserves its address space up front, which a child
+// bounded in address space can not afford).
+func wasmtimeConfig(p preemption, poolInstances uint32) *wt.Config {
 	wc := wt.NewConfig()
 	switch p {
 	case preemptEpoch:
@@ -51,8 +52,8 @@ func wasmtimeConfig(p preemption, pooling bool) *wt.Config {
 	case preemptFuel:
 		wc.SetConsumeFuel(true)
 	}
-	if pooling {
-		setPooling(wc, 16<<20, 100_000, 100)
+	if poolInstances > 0 {
+		setPooling(wc, poolInstances)
 	}
 	return wc
 }
@@ -121,7 +122,7 @@ func runCompileJob(req []byte, out *bytes.Buffer) error {
 	if err := json.Unmarshal(hdr, &r); err != nil {
 		return fmt.Errorf("compile request: %w", err)
 	}
-	eng := wt.NewEngineWithConfig(wasmtimeConfig(r.Preempt, false))
+	eng := wt.NewEngineWithConfig(wasmtimeConfig(r.Preempt, 0))
 	mod, err := wt.NewModule(eng, src)
 	if err != nil {
 		return err

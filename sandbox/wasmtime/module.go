@@ -214,6 +214,9 @@ func (m *Module) Run(ctx context.Context, cfg sandbox.RunConfig) (err error) {
 			f.memMin, limit, sandbox.ErrMemoryLimit)
 	}
 
+	// The stack the host calls need, while it is cheap to grow (stack.go).
+	growStack()
+
 	// Hold the engine and the compiled module open for the whole run.
 	e.mu.Lock()
 	if e.closed {
@@ -258,6 +261,14 @@ func (m *Module) Run(ctx context.Context, cfg sandbox.RunConfig) (err error) {
 		r.name = snapshotArgv
 	}
 
+	// A slot of the pool, given back once the store (and its instance's
+	// memory, reset by wasmtime for the next instance) is gone.
+	if e.pool != nil {
+		if err := e.pool.acquire(); err != nil {
+			return err
+		}
+		defer e.pool.release()
+	}
 	store := wt.NewStore(e.wt)
 	defer store.Close()
 	unregister := register(store, r)

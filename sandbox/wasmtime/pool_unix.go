@@ -1,0 +1,22 @@
+//go:build wasmtime && unix
+
+package wasmtime
+
+import "syscall"
+
+// poolFits reports whether the pool's address space can be reserved now:
+// wasmtime aborts the process when it can not reserve it (a limit on the
+// address space, RLIMIT_AS, or the space taken by other engines), so New
+// tries the reservation first and falls back to the on-demand allocator.
+func poolFits(instances uint32) bool {
+	const userSpace = 1 << 47 // x86-64's and arm64's usual user address space
+	if uint64(instances) >= userSpace/poolSlotSpan {
+		return false
+	}
+	b, err := syscall.Mmap(-1, 0, int(instances)*poolSlotSpan+(1<<30), syscall.PROT_NONE,
+		syscall.MAP_PRIVATE|syscall.MAP_ANON|syscall.MAP_NORESERVE)
+	if err != nil {
+		return false
+	}
+	return syscall.Munmap(b) == nil
+}
