@@ -24,12 +24,18 @@ every package's files in the guest's module, in a module a replace or a
 go.work points to, or vendored; the version and sum of each module from
 the module cache; the go tool's version and settings. A guest whose
 packages cannot be listed is built without the cache. Building an
-unchanged guest again costs one "go list" (tens of milliseconds).
-"mandate cache" shows and prunes the cache.
+unchanged guest again runs no go command: what the last build's key read
+is remembered (each file's inode, size and times), and "go list" runs
+again only when one of those changed. "mandate cache" shows and prunes the
+cache.
 
 A guest is a reactor (built with -buildmode=c-shared and entered through an
 exported function, "run" by default) when one of its .go files has the line
-//mandate:reactor, or with --reactor.
+//mandate:reactor, or with --reactor. A command (any other main package) is
+built as a reactor too, with an exported "run" that calls main, added
+from the cache (DIR is not written): its tasks start from the engine's
+snapshot of the Go runtime's start and the package inits, and end as a
+command's would (os.Exit codes, a panic's exit code 2).
 
 Flags:
 

@@ -103,6 +103,22 @@
 // build wrote must be a module (CheckModule): an empty or invalid output is
 // an error and is never cached, and an entry in the cache that is not a
 // module is ignored, built again and replaced.
+//
+// # Without go list
+//
+// Build (not Key) remembers, in CacheDir/keys, the key of a Go guest it
+// cached with the stamps (device, inode, size, mtime, ctime) of every path
+// that key depends on: each local package's directory, its files and the
+// directories up to its module's root, the modules' go.mod, go.sum and
+// vendor/modules.txt, go.work and go.mod in the guest's directory and
+// every one above, the workspace files, the go env file, the go command.
+// The record is found by the guest's directory, the build mode, the go
+// command and the go tool's environment variables; while every stamp in it
+// holds, the key is the record's and no go command runs (a cached build of
+// an unchanged guest costs a few hundred stats). A record is not written
+// when a stamp changed within two seconds before the key was computed, as
+// git's index does (keymemo.go). Linux only; elsewhere go list runs every
+// time.
 package guestbuild
 
 import (
