@@ -172,6 +172,10 @@ type Log struct {
 	mu      sync.Mutex // guards queue and writing
 	queue   []*pending
 	writing bool
+
+	// The statements of append, prepared once (each transaction uses
+	// them through Tx.StmtContext).
+	getSize, insE, insH, selH, setSize *sql.Stmt
 }
 
 type pending struct {
@@ -202,14 +206,37 @@ func Open(path string) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Log{db: db, path: path, signer: signer, verif: verif, vkey: vkey}, nil
+	l := &Log{db: db, path: path, signer: signer, verif: verif, vkey: vkey}
+	for _, st := range []struct {
+		s **sql.Stmt
+		q string
+	}{
+		{&l.getSize, "SELECT size FROM tree WHERE id = 0"},
+		{&l.insE, `INSERT INTO entries (idx, time, run, task, principal, module, cap, ancestry, kind, op, args, decision, errno, reason, label, effect, effect_outcome) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`},
+		{&l.insH, `INSERT INTO hashes (idx, hash) VALUES (?, ?)`},
+		{&l.selH, `SELECT hash FROM hashes WHERE idx = ?`},
+		{&l.setSize, "UPDATE tree SET size = ? WHERE id = 0"},
+	} {
+		if *st.s, err = db.Prepare(st.q); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("audit log %s: %w", path, err)
+		}
+	}
+	return l, nil
 }
 
 // Path returns the database file.
 func (l *Log) Path() string { return l.path }
 
 // Close closes the database.
-func (l *Log) Close() error { return l.db.Close() }
+func (l *Log) Close() error {
+	for _, st := range []*sql.Stmt{l.getSize, l.insE, l.insH, l.selH, l.setSize} {
+		if st != nil {
+			st.Close()
+		}
+	}
+	return l.db.Close()
+}
 
 // VerifierKey returns the public note verifier key of the log's signing
 // key ("mandate-audit+<hash>+<key>"), to check checkpoints offline.
@@ -304,24 +331,12 @@ func (l *Log) append(batch []*pending) (err error) {
 		}
 	}()
 	var n int64
-	if err := tx.QueryRowContext(ctx, "SELECT size FROM tree WHERE id = 0").Scan(&n); err != nil {
+	if err := tx.StmtContext(ctx, l.getSize).QueryRowContext(ctx).Scan(&n); err != nil {
 		return err
 	}
-	insE, err := tx.PrepareContext(ctx, `INSERT INTO entries (idx, time, run, task, principal, module, cap, ancestry, kind, op, args, decision, errno, reason, label, effect, effect_outcome) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
-	if err != nil {
-		return err
-	}
-	defer insE.Close()
-	insH, err := tx.PrepareContext(ctx, `INSERT INTO hashes (idx, hash) VALUES (?, ?)`)
-	if err != nil {
-		return err
-	}
-	defer insH.Close()
-	selH, err := tx.PrepareContext(ctx, `SELECT hash FROM hashes WHERE idx = ?`)
-	if err != nil {
-		return err
-	}
-	defer selH.Close()
+	insE := tx.StmtContext(ctx, l.insE)
+	insH := tx.StmtContext(ctx, l.insH)
+	selH := tx.StmtContext(ctx, l.selH)
 	// Hashes written in this batch are also kept here: most reads of
 	// StoredHashes are of the batch's own right edge.
 	fresh := map[int64]tlog.Hash{}
@@ -362,7 +377,7 @@ func (l *Log) append(batch []*pending) (err error) {
 		}
 		n++
 	}
-	if _, err := tx.ExecContext(ctx, "UPDATE tree SET size = ? WHERE id = 0", n); err != nil {
+	if _, err := tx.StmtContext(ctx, l.setSize).ExecContext(ctx, n); err != nil {
 		return err
 	}
 	return tx.Commit()
