@@ -115,10 +115,10 @@
 // The record is found by the guest's directory, the build mode, the go
 // command and the go tool's environment variables; while every stamp in it
 // holds, the key is the record's and no go command runs (a cached build of
-// an unchanged guest costs a few hundred stats). A record is not written
-// when a stamp changed within two seconds before the key was computed, as
-// git's index does (keymemo.go). Linux only; elsewhere go list runs every
-// time.
+// an unchanged guest costs one stat per path, tens of them). A record is
+// not written when a stamp changed within two seconds before the key was
+// computed, as git's index does (keymemo.go). Linux only; elsewhere go
+// list runs every time.
 package guestbuild
 
 import (
