@@ -26,8 +26,11 @@
 //   - Task.mu protects a task's mutable state: its names, label, result,
 //     state and error, last error and denials, children count, kids and run
 //     context.
-//   - CapTable.mu protects a task's handle table: its slots, free list,
-//     live count, blob bytes and blob limit.
+//   - CapTable.mu serializes the changes to a task's handle table (what
+//     its slots hold, its free list, live count, blob bytes and blob
+//     limit). Reading a slot takes no lock: a sequence lock on the
+//     slot's generation (captable.go, cell), so a capability call's
+//     lookup of its handle costs no lock.
 //   - allowance.mu protects the uses and spending counted against one
 //     capability's max_uses and budget.
 //   - bucket.mu protects the tokens of one capability's rate.
@@ -43,11 +46,9 @@
 // locks above it in this list (or, for 3 to 5, the lock of the same sort
 // of an ancestor capability), never below:
 //
-//  1. CapTable.mu. The one lock held while a lock of another sort is
-//     taken: Task.Lookup holds its table's lock while it looks for a root
-//     grant's handle and, when the grant is no longer in the table,
-//     records the failure with Task.fail, which takes the same task's
-//     Task.mu.
+//  1. CapTable.mu. A leaf: Task.Lookup scans the table for a root
+//     grant's handle under it (CapTable.handleOf) and records a failure
+//     with Task.fail, which takes Task.mu, after letting it go.
 //  2. Task.mu. A leaf. No code holds two tasks' Task.mu at once:
 //     Kernel.Forget and pendingChild.start, which lock a parent's and its
 //     children's, take them one at a time, and Task.run waits for its
@@ -70,12 +71,11 @@
 //  8. outputWriter.mu. A leaf among the kernel's locks, though it calls
 //     the task's logger (see below).
 //
-// So the leaves, never held while another lock is acquired, are Task.mu,
-// Kernel.mu, Cap.approvedMu, plans.mu and outputWriter.mu; history.mu,
-// bucket.mu and allowance.mu are held while acquiring only the next lock
-// of the same sort down the same chain; CapTable.mu is held while acquiring only its
-// own task's Task.mu, in Task.Lookup. No two sorts of lock are taken in
-// both orders anywhere.
+// So the leaves, never held while another lock is acquired, are
+// CapTable.mu, Task.mu, Kernel.mu, Cap.approvedMu, plans.mu and
+// outputWriter.mu; history.mu, bucket.mu and allowance.mu are held while
+// acquiring only the next lock of the same sort down the same chain. No
+// two sorts of lock are taken in both orders anywhere.
 //
 // Walking a chain. A rate, a max_uses, a budget and a history bound a
 // capability's whole subtree, so a call walks its capability's parent
@@ -123,6 +123,5 @@
 //     and Task.deny kindapi.ErrnoOf(err), under Task.mu, and err may be or wrap
 //     an error a kind, the approver or the auditor returned;
 //   - the task's logger: outputWriter's Write, flushLine and close log
-//     under outputWriter.mu, and Task.Lookup, when it fails after the
-//     scan, logs through Task.fail under CapTable.mu.
+//     under outputWriter.mu.
 package kernel
