@@ -20,7 +20,11 @@ func BenchmarkWarmSpawn(b *testing.B) {
 		limit uint64
 	}{
 		{"snapshot", options{}, 64 << 20},
+		{"snapshot-copy", options{image: imageCopy}, 64 << 20},
+		{"snapshot-segments", options{image: imageSegments}, 64 << 20},
+		{"snapshot-nolimit", options{}, 0},
 		{"coalesced", options{noSnapshot: true}, 64 << 20},
+		{"coalesced-heap", options{noSnapshot: true, heapMemory: true}, 64 << 20},
 		{"coalesced-nolimit", options{noSnapshot: true}, 0},
 		{"original", options{noCoalesce: true, noSnapshot: true}, 64 << 20},
 	} {

@@ -88,12 +88,24 @@
 // compiled. On other systems modules are compiled in process, bounded by
 // nothing but ctx.
 //
+// What a compile makes of a module before wazero sees it (its static
+// counts, the merged, capped, snapshot and rewritten bytes, the marker's
+// file) is kept by the original module's digest once the module's form is
+// settled (cache.go): a later process's compile parses the module and
+// checks its imports, then hands wazero the kept bytes, with no rewrite.
+// wazero itself still decodes and validates them, and hashes them to find
+// its compiled code.
+//
 // # Memory
 //
 // RunConfig.MemoryLimit is enforced with wazero's experimental memory
 // allocator hook: past the limit memory.grow returns -1. The Go runtime then
 // dies with "out of memory" (exit code 2), and Run reports an *ExitError
-// wrapping sandbox.ErrMemoryLimit.
+// wrapping sandbox.ErrMemoryLimit. The same hook backs every memory on
+// Linux with a reservation of the limit, outside the Go heap: grown in
+// place, never copied, and for a task started from a snapshot a private
+// copy-on-write mapping of the snapshot's memory image (image.go), so a
+// task pays only for the pages it touches.
 package wazero
 
 import (
@@ -152,6 +164,9 @@ type Engine struct {
 	// static holds each module's static counts, checked against every
 	// compile's limits (cfg.Limits), bytes already compiled included.
 	static wasmbin.StaticCache
+	// stats are the static counts of modules compiled from their prepared
+	// records (cache.go), by digest (protected by mu).
+	stats map[string]wasmbin.Stats
 }
 
 // funcSig is an imported function's signature, as wazero types.
@@ -187,9 +202,17 @@ type options struct {
 	noCoalesce bool
 	// noSnapshot starts every task with _initialize (Config.NoSnapshots).
 	noSnapshot bool
+	// image is how a snapshot's memory reaches its tasks (image.go).
+	image imageMode
+	// heapMemory backs the memories of modules without a snapshot on the
+	// Go heap, copied as they grow, rather than in a mapping (image.go).
+	heapMemory bool
 	// compileInProcess compiles in the calling process, bounded by
 	// nothing but ctx (benchmarks only: isolate.go).
 	compileInProcess bool
+	// noPrepared keeps and uses no prepared records (cache.go): every
+	// compile prepares the module again (tests and benchmarks).
+	noPrepared bool
 }
 
 // New returns an engine with the WASI preview1 module instantiated. With
@@ -333,8 +356,10 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte) (sandbox.Module, erro
 func (e *Engine) CompileWith(ctx context.Context, wasm []byte, cfg sandbox.CompileConfig) (sandbox.Module, error) {
 	digest := sandbox.Digest(wasm)
 	// Before anything reads the module's counts, and for bytes already
-	// compiled too (each task has its own limits): its static limits.
-	if err := e.static.Check(digest, wasm, cfg.Limits); errors.Is(err, sandbox.ErrStaticLimit) {
+	// compiled too (each task has its own limits): its static limits,
+	// from the module's prepared record when it has one (cache.go).
+	rec, err := e.checkStatic(digest, wasm, cfg.Limits)
+	if errors.Is(err, sandbox.ErrStaticLimit) {
 		return nil, fmt.Errorf("sandbox/wazero: %w", err)
 	} else if err != nil {
 		return nil, fmt.Errorf("sandbox/wazero: invalid module: %w", err)
@@ -352,7 +377,7 @@ func (e *Engine) CompileWith(ctx context.Context, wasm []byte, cfg sandbox.Compi
 		e.modules[digest] = c
 		c.refs++
 		e.mu.Unlock()
-		c.err = e.compile(ctx, c, wasm, cfg)
+		c.err = e.compile(ctx, c, wasm, cfg, rec)
 		close(c.ready)
 		if c.err != nil {
 			e.mu.Lock()
@@ -380,8 +405,9 @@ func (e *Engine) CompileWith(ctx context.Context, wasm []byte, cfg sandbox.Compi
 	return &Module{c: c}, nil
 }
 
-// compile checks wasm's imports and compiles it into c.
-func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte, cfg sandbox.CompileConfig) error {
+// compile checks wasm's imports and compiles it into c: what rec, its
+// prepared record (nil: none), says when it has one.
+func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte, cfg sandbox.CompileConfig, rec *prepared) error {
 	bin, err := wasmbin.Parse(wasm)
 	if err != nil {
 		return fmt.Errorf("sandbox/wazero: invalid module: %w", err)
@@ -391,6 +417,14 @@ func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte, cfg sand
 		return fmt.Errorf("sandbox/wazero: %w", err)
 	}
 	c.allExports = bin.Exports
+	if rec != nil {
+		err := e.compilePrepared(ctx, c, rec, cfg)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		// Not what the record says: prepared again, the record rewritten.
+		c.noSnapshot = ""
+	}
 	memMin := bin.MemMin << 16
 
 	src := wasm
@@ -406,16 +440,25 @@ func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte, cfg sand
 	// A reactor starts from its snapshot when it has one, or may get one
 	// from its first task's _initialize (snapshot.go).
 	snapshot := false
+	var snapBytes []byte // the snapshot module, when it has one
+	var image *memImage  // the snapshot's memory, when not in its data (image.go)
+	installed := false
+	defer func() {
+		if image != nil && !installed {
+			image.close()
+		}
+	}()
 	_, init := bin.Exports["_initialize"]
 	_, start := bin.Exports["_start"]
 	if init && !start && !e.opt.noSnapshot {
 		snap, taker, why := e.snapshotOf(c, src, cfg)
 		switch {
 		case snap != nil:
-			src, snapshot = snap, true
+			snapshot, snapBytes = true, snap
 			if sb, err := wasmbin.Parse(snap); err == nil {
 				memMin = sb.MemMin << 16
 			}
+			src, image = e.splitImage(snap)
 		case taker != nil:
 			src, c.taker = taker.variant, taker
 		default:
@@ -437,12 +480,66 @@ func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte, cfg sand
 	if err != nil {
 		return fmt.Errorf("sandbox/wazero: compile: %w", err)
 	}
+	if installed, err = e.finishCompile(ctx, c, cm, &startForm{cm: cm, memMin: memMin, snapshot: snapshot, image: image}); err != nil {
+		return err
+	}
+	if c.taker == nil {
+		// Settled: kept for the next process (cache.go).
+		p := &prepared{code: rewritten}
+		p.MemMin, p.Snapshot, p.NoSnapshot = memMin, snapshot, c.noSnapshot
+		if image != nil {
+			if _, img, err := wasmbin.SplitImage(snapBytes); err == nil {
+				p.image = img
+			} else {
+				return nil
+			}
+		}
+		e.storePrepared(c.digest, wasm, bin, p)
+	}
+	return nil
+}
+
+// compilePrepared compiles into c what the module's record rec says.
+func (e *Engine) compilePrepared(ctx context.Context, c *compiled, rec *prepared, cfg sandbox.CompileConfig) error {
+	var image *memImage
+	if rec.image != nil {
+		image = newMemImage(rec.image, e.opt.image == imageCopy)
+	}
+	var cm wazero.CompiledModule
+	var err error
+	if rec.Marker != "" && e.cacheFileOK(rec.Marker) {
+		// What a child compiled before: no child, and no marker to hash.
+		cm, err = e.rt.CompileModule(ctx, rec.code)
+	} else {
+		cm, err = e.compileBounded(ctx, e.rt, e.opt.preempt == preemptCloseOnDone, rec.code, cfg)
+	}
+	if err != nil {
+		if image != nil {
+			image.close()
+		}
+		return fmt.Errorf("sandbox/wazero: compile: %w", err)
+	}
+	c.noSnapshot = rec.NoSnapshot
+	if preparedHit != nil {
+		preparedHit(c.digest)
+	}
+	installed, err := e.finishCompile(ctx, c, cm, &startForm{cm: cm, memMin: rec.MemMin, snapshot: rec.Snapshot, image: image})
+	if !installed && image != nil {
+		image.close()
+	}
+	return err
+}
+
+// finishCompile checks cm, compiled for c, against the host's functions,
+// records c's kind and exports, and installs f (its cm) as c's start form.
+// It reports whether c took f; it closes cm when it fails.
+func (e *Engine) finishCompile(ctx context.Context, c *compiled, cm wazero.CompiledModule, f *startForm) (bool, error) {
 	for _, def := range cm.ImportedFunctions() {
 		mod, name, _ := def.Import()
 		want := e.imports[mod][name]
 		if got := sigOf(def); got != want {
 			cm.Close(ctx)
-			return fmt.Errorf("sandbox/wazero: module imports %s.%s with signature %s, host has %s", mod, name, got, want)
+			return false, fmt.Errorf("sandbox/wazero: module imports %s.%s with signature %s, host has %s", mod, name, got, want)
 		}
 	}
 	exports := cm.ExportedFunctions()
@@ -452,14 +549,14 @@ func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte, cfg sand
 		c.kind = sandbox.Command
 		if def := exports["_start"]; len(def.ParamTypes()) != 0 || len(def.ResultTypes()) != 0 {
 			cm.Close(ctx)
-			return errors.New("sandbox/wazero: _start must take and return nothing")
+			return false, errors.New("sandbox/wazero: _start must take and return nothing")
 		}
 	} else {
 		c.kind = sandbox.Reactor
 	}
 	c.exports = exports
-	c.install(&startForm{cm: cm, memMin: memMin, snapshot: snapshot, hasInit: hasInit})
-	return nil
+	f.hasInit = hasInit
+	return c.install(f), nil
 }
 
 // goBackground runs fn on a goroutine of its own, with a context that ends

@@ -20,6 +20,12 @@ type memoryLimiter struct {
 	// known (a snapshot's memory: measured once, when it was taken); the
 	// first allocation is then exactly that, with no headroom.
 	startup uint64
+	// image, when set, is what the memory starts with (image.go): the
+	// form was compiled without the data segments that wrote it.
+	image *memImage
+	// mapped backs a memory without an image with an anonymous mapping
+	// (options.heapMemory unset; image.go), not the Go heap.
+	mapped bool
 	// refused is set when a growth (or the initial allocation) was refused.
 	refused atomic.Bool
 }
@@ -33,7 +39,16 @@ func (l *memoryLimiter) Allocate(capacity, max uint64) experimental.LinearMemory
 	if capacity > limit {
 		capacity = limit
 	}
-	m := &limitedMemory{l: l, limit: limit, initialCap: capacity, headroom: initialHeadroom}
+	if l.image != nil {
+		if m := l.image.memory(l, limit); m != nil {
+			return m
+		}
+	} else if l.mapped {
+		if m, err := mapImage(-1, 0, limit, l); err == nil {
+			return m
+		}
+	}
+	m := &limitedMemory{l: l, limit: limit, initialCap: capacity, headroom: initialHeadroom, image: l.image}
 	if l.startup > 0 {
 		m.headroom = 0
 	}
@@ -55,6 +70,7 @@ type limitedMemory struct {
 	initialCap uint64
 	headroom   uint64
 	buf        []byte
+	image      *memImage // copied in at the first allocation, when set
 }
 
 // Reallocate implements experimental.LinearMemory. Memory only grows, and
@@ -83,6 +99,12 @@ func (m *limitedMemory) Reallocate(size uint64) []byte {
 		newCap = m.limit
 	}
 	nb := make([]byte, size, newCap)
+	if m.buf == nil && m.image != nil {
+		if err := m.image.copyInto(nb); err != nil {
+			m.l.refused.Store(true)
+			return nil
+		}
+	}
 	copy(nb, m.buf)
 	m.buf = nb
 	return nb

@@ -52,6 +52,7 @@ type compiled struct {
 	// module (a task may still run an older one); released is set once
 	// they are (protected by mu).
 	forms    []wazero.CompiledModule
+	images   []*memImage
 	released bool
 	// noSnapshot says why a reactor's tasks do not start from a snapshot
 	// (protected by mu).
@@ -68,6 +69,9 @@ type startForm struct {
 	// _initialize ended and exports none.
 	snapshot bool
 	hasInit  bool
+	// image, for a snapshot compiled without its data segments, is the
+	// memory its tasks start with (image.go).
+	image *memImage
 }
 
 func (c *compiled) release(ctx context.Context) error {
@@ -83,9 +87,12 @@ func (c *compiled) release(ctx context.Context) error {
 		return nil
 	}
 	c.mu.Lock()
-	forms := c.forms
-	c.forms, c.released = nil, true
+	forms, images := c.forms, c.images
+	c.forms, c.images, c.released = nil, nil, true
 	c.mu.Unlock()
+	for _, im := range images {
+		im.close()
+	}
 	var err error
 	for _, cm := range forms {
 		if cerr := cm.Close(ctx); err == nil {
@@ -104,6 +111,9 @@ func (c *compiled) install(f *startForm) bool {
 		return false
 	}
 	c.forms = append(c.forms, f.cm)
+	if f.image != nil {
+		c.images = append(c.images, f.image)
+	}
 	c.start.Store(f)
 	return true
 }
@@ -182,8 +192,8 @@ func (m *Module) Run(ctx context.Context, cfg sandbox.RunConfig) error {
 		defer cancel()
 	}
 	var lim *memoryLimiter
-	if limit < defaultMemoryLimit {
-		lim = &memoryLimiter{limit: limit}
+	if limit < defaultMemoryLimit || f.image != nil || !c.eng.opt.heapMemory {
+		lim = &memoryLimiter{limit: limit, image: f.image, mapped: !c.eng.opt.heapMemory}
 		if f.snapshot {
 			lim.startup = f.memMin
 		}
@@ -249,7 +259,11 @@ func (m *Module) Run(ctx context.Context, cfg sandbox.RunConfig) error {
 		return outcome(runCtx, err, lim)
 	}
 	if rt := entry.ResultTypes(); len(rt) == 1 && rt[0] == api.ValueTypeI32 && uint32(res[0]) != 0 {
-		return &sandbox.ExitError{Code: uint32(res[0])}
+		ee := &sandbox.ExitError{Code: uint32(res[0])}
+		if lim != nil && lim.refused.Load() {
+			ee.Err = sandbox.ErrMemoryLimit
+		}
+		return ee
 	}
 	return nil
 }

@@ -245,7 +245,14 @@ func (t *snapshotTaker) install(ctx context.Context, image []byte, vals []uint64
 		t.refuse(fmt.Errorf("%w: %v", wasmbin.ErrNoSnapshot, err))
 		return
 	}
-	rewritten, err := e.preempt(snap)
+	compiled, mapped := e.splitImage(snap)
+	installed := false
+	defer func() {
+		if !installed && mapped != nil {
+			mapped.close()
+		}
+	}()
+	rewritten, err := e.preempt(compiled)
 	if err != nil {
 		t.refuse(fmt.Errorf("%w: %v", wasmbin.ErrNoSnapshot, err))
 		return
@@ -270,7 +277,8 @@ func (t *snapshotTaker) install(ctx context.Context, image []byte, vals []uint64
 		}
 		return
 	}
-	if !t.c.install(&startForm{cm: cm, memMin: sb.MemMin << 16, snapshot: true}) {
+	installed = t.c.install(&startForm{cm: cm, memMin: sb.MemMin << 16, snapshot: true, image: mapped})
+	if !installed {
 		cm.Close(context.Background())
 	}
 }

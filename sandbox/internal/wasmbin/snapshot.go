@@ -478,3 +478,39 @@ func tableWrite(wasm []byte, m *Module) (string, error) {
 	}
 	return sc.tableWrite, nil
 }
+
+// SplitImage returns a snapshot module (what ApplySnapshot returns) with
+// no data segments, and the memory image they wrote: MemMin pages, the
+// segments applied to zeros. An engine that maps the image as a task's
+// memory (copy on write) compiles the stripped module, so instantiation
+// neither copies the image nor allocates and zeroes a memory for it. It
+// refuses what is not a snapshot's data: a DataCount section, a segment
+// not active on memory 0 at an "i32.const c" offset, or one past MemMin.
+func SplitImage(snap []byte) (stripped, image []byte, err error) {
+	m, err := Parse(snap)
+	if err != nil {
+		return nil, nil, err
+	}
+	if section(m, SecDataCount) != nil {
+		return nil, nil, noSnapshot("a DataCount section")
+	}
+	if m.MemMin<<16 > 1<<32 {
+		return nil, nil, noSnapshot("memory of %d pages", m.MemMin)
+	}
+	image = make([]byte, m.MemMin<<16)
+	s := section(m, SecData)
+	if s == nil {
+		return snap, image, nil
+	}
+	segs, ok := parseActiveData(snap[s.Start:s.End])
+	if !ok {
+		return nil, nil, noSnapshot("data segments that are not a snapshot's")
+	}
+	for _, seg := range segs {
+		if uint64(seg.off)+uint64(len(seg.init)) > uint64(len(image)) {
+			return nil, nil, noSnapshot("a data segment past the memory's %d pages", m.MemMin)
+		}
+		copy(image[seg.off:], seg.init)
+	}
+	return replaceSection(snap, s, SecData, []byte{0}), image, nil
+}

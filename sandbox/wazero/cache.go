@@ -1,0 +1,271 @@
+package wazero
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync"
+
+	"github.com/mandatevm/mandate/sandbox"
+	"github.com/mandatevm/mandate/sandbox/internal/wasmbin"
+)
+
+// Prepared modules: what a compile made of a module before wazero saw it,
+// kept by the original module's digest.
+//
+// Before wazero compiles a module, Compile reads it whole more than once:
+// its static counts (wasmbin.Static), the merge of its data segments, the
+// table cap, its snapshot (read and checked), the preemption rewrite
+// (wasmbin.Preempt) and the marker of the rewritten bytes. wazero's
+// compilation cache is keyed by the bytes it is given, so all of that ran
+// on every process's first compile of a module, cache hit or not: a third
+// of a warm "mandate run". Once a module's form is settled (a command, a
+// reactor with its snapshot, or one that will get none), the engine keeps
+// in Config.CacheDir/mandate-prepared, under the original module's digest
+// and the engine's settings:
+//
+//   - the module's static counts, against which each compile's limits are
+//     checked as Static's would be;
+//   - the rewritten bytes wazero compiles, the snapshot's memory image
+//     beside them, the initial memory, and why the module has no snapshot;
+//   - the name of wazero's cache file for those bytes (the marker's).
+//
+// A later compile of the module parses it (its imports are checked against
+// the engine's host functions every time) and hands the kept bytes to
+// wazero, which still decodes and validates them (it has no way not to)
+// and finds its compiled code by their SHA-256. A module whose form is not
+// settled (a reactor whose first task's _initialize may still give it a
+// snapshot) is not kept: the next process that compiles it settles it.
+//
+// A record is written by one build of the engine and read by that build
+// only (preparedStamp: the binary's version control revision, or its
+// size and time), so a changed rewrite never reads another's output. Each
+// record carries a CRC-32C of its contents, checked on every read: a
+// damaged record (a flipped bit; torn writes cannot happen, records are
+// renamed into place) is ignored and the module prepared again. As with
+// wazero's own cache files, the checksum guards against damage, not an
+// attacker: whoever can write the cache directory can make the host run
+// their code.
+
+// preparedDir is the directory, under the cache directory, of prepared
+// records.
+const preparedDir = "mandate-prepared"
+
+// preparedMagic starts every record; bump it when the layout or what a
+// record holds changes.
+const preparedMagic = "MNPREP1\n"
+
+// preparedHeader is a record's header, before its code and image.
+type preparedHeader struct {
+	Stamp      string        `json:"stamp"`
+	Stats      wasmbin.Stats `json:"stats"`
+	MemMin     uint64        `json:"mem_min"`
+	Snapshot   bool          `json:"snapshot"`
+	NoSnapshot string        `json:"no_snapshot,omitempty"`
+	Marker     string        `json:"marker,omitempty"`
+	CodeLen    int           `json:"code_len"`
+	ImageLen   int           `json:"image_len"` // -1: no image
+}
+
+// prepared is a module's record, read.
+type prepared struct {
+	preparedHeader
+	code  []byte // what wazero compiles
+	image []byte // the snapshot's memory image; nil: none
+}
+
+var preparedCRC = crc32.MakeTable(crc32.Castagnoli)
+
+// preparedHit, when set (tests), is called with the digest of each module
+// compiled from its record.
+var preparedHit func(digest string)
+
+// preparedStamp names the build of this binary (see above).
+var preparedStamp = sync.OnceValue(func() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		rev, modified := "", true
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				modified = s.Value != "false"
+			}
+		}
+		if rev != "" && !modified {
+			return "vcs:" + rev
+		}
+		if v := bi.Main.Version; v != "" && v != "(devel)" && bi.Main.Sum != "" {
+			return "mod:" + v + "@" + bi.Main.Sum
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	fi, err := os.Stat(exe)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("exe:%s:%d:%d", exe, fi.Size(), fi.ModTime().UnixNano())
+})
+
+// preparedPath is the record of the module of digest for e's settings,
+// or "" when e keeps none.
+func (e *Engine) preparedPath(digest string) string {
+	if e.cacheDir == "" || e.opt.noPrepared || !sandbox.IsDigest(digest) {
+		return ""
+	}
+	settings := fmt.Sprintf("%q preempt=%d budget=%d coalesce=%t snapshot=%t image=%d tables=%d snapshot-v%d",
+		preparedMagic, e.opt.preempt, e.opt.budget(), !e.opt.noCoalesce, !e.opt.noSnapshot, e.opt.image, wasmbin.MaxTableElements, snapshotVersion)
+	sum := sha256.Sum256([]byte(settings))
+	return filepath.Join(e.cacheDir, preparedDir, hex.EncodeToString(sum[:6])+"-"+strings.TrimPrefix(digest, "sha256:"))
+}
+
+// loadPrepared returns the record of the module of digest, or nil when
+// there is none this build can use.
+func (e *Engine) loadPrepared(digest string) *prepared {
+	path := e.preparedPath(digest)
+	if path == "" {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	p, err := decodePrepared(b)
+	if err != nil {
+		os.Remove(path) // damaged: prepared and written again
+		return nil
+	}
+	if p.Stamp != preparedStamp() {
+		return nil // another build's: overwritten by this one's
+	}
+	return p
+}
+
+// decodePrepared reads a record.
+func decodePrepared(b []byte) (*prepared, error) {
+	const fixed = len(preparedMagic) + 4 + 4
+	if len(b) < fixed || string(b[:len(preparedMagic)]) != preparedMagic {
+		return nil, fmt.Errorf("not a prepared record")
+	}
+	sum := binary.BigEndian.Uint32(b[len(preparedMagic):])
+	body := b[len(preparedMagic)+4:]
+	if crc32.Checksum(body, preparedCRC) != sum {
+		return nil, fmt.Errorf("damaged prepared record")
+	}
+	n := binary.BigEndian.Uint32(body)
+	body = body[4:]
+	if uint64(n) > uint64(len(body)) {
+		return nil, fmt.Errorf("damaged prepared record")
+	}
+	p := &prepared{}
+	if err := json.Unmarshal(body[:n], &p.preparedHeader); err != nil {
+		return nil, err
+	}
+	body = body[n:]
+	img := max(p.ImageLen, 0)
+	if p.CodeLen <= 0 || p.ImageLen < -1 || p.CodeLen+img != len(body) {
+		return nil, fmt.Errorf("damaged prepared record")
+	}
+	p.code = body[:p.CodeLen]
+	if p.ImageLen >= 0 {
+		p.image = body[p.CodeLen:]
+	}
+	return p, nil
+}
+
+// encodePrepared writes a record.
+func encodePrepared(p *prepared) ([]byte, error) {
+	p.CodeLen, p.ImageLen = len(p.code), -1
+	if p.image != nil {
+		p.ImageLen = len(p.image)
+	}
+	hdr, err := json.Marshal(p.preparedHeader)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(preparedMagic) + 8 + len(hdr) + len(p.code) + len(p.image))
+	buf.WriteString(preparedMagic)
+	buf.Write(make([]byte, 4)) // the sum, below
+	buf.Write(binary.BigEndian.AppendUint32(nil, uint32(len(hdr))))
+	buf.Write(hdr)
+	buf.Write(p.code)
+	buf.Write(p.image)
+	b := buf.Bytes()
+	binary.BigEndian.PutUint32(b[len(preparedMagic):], crc32.Checksum(b[len(preparedMagic)+4:], preparedCRC))
+	return b, nil
+}
+
+// storePrepared keeps p as the record of the module of digest, wasm
+// (parsed as bin), with the module's static counts and the name of
+// wazero's cache file for p.code. Best effort: a record not written costs
+// the next process a preparation.
+func (e *Engine) storePrepared(digest string, wasm []byte, bin *wasmbin.Module, p *prepared) {
+	path := e.preparedPath(digest)
+	if path == "" {
+		return
+	}
+	st, err := wasmbin.Static(wasm, bin)
+	if err != nil {
+		return
+	}
+	p.Stamp, p.Stats = preparedStamp(), st
+	if e.opt.isolated() {
+		// The marker compileBounded wrote (or found) for the code.
+		b, err := os.ReadFile(e.markerPath(p.code, e.opt.preempt == preemptCloseOnDone))
+		if err != nil || !e.cacheFileOK(string(b)) {
+			return
+		}
+		p.Marker = string(b)
+	}
+	b, err := encodePrepared(p)
+	if err != nil {
+		return
+	}
+	_ = writeFileAtomic(path, b)
+}
+
+// knownStats returns the static counts of the module of digest, when a
+// record gave them to this engine.
+func (e *Engine) knownStats(digest string) (wasmbin.Stats, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st, ok := e.stats[digest]
+	return st, ok
+}
+
+// checkStatic checks the module of digest, wasm, against l: from its
+// record when it has one and is not compiled in this engine yet (the
+// record is returned, for compile), else as wasmbin.StaticCache does.
+func (e *Engine) checkStatic(digest string, wasm []byte, l sandbox.StaticLimits) (*prepared, error) {
+	e.mu.Lock()
+	_, compiled := e.modules[digest]
+	e.mu.Unlock()
+	if compiled {
+		if st, ok := e.knownStats(digest); ok {
+			return nil, st.Check(l)
+		}
+	} else {
+		if p := e.loadPrepared(digest); p != nil {
+			e.mu.Lock()
+			if e.stats == nil || len(e.stats) >= 4096 {
+				e.stats = map[string]wasmbin.Stats{}
+			}
+			e.stats[digest] = p.Stats
+			e.mu.Unlock()
+			return p, p.Stats.Check(l)
+		}
+	}
+	return nil, e.static.Check(digest, wasm, l)
+}

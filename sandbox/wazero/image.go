@@ -1,0 +1,127 @@
+package wazero
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/tetratelabs/wazero/experimental"
+
+	"github.com/mandatevm/mandate/sandbox/internal/wasmbin"
+)
+
+// A snapshot's memory, mapped rather than copied.
+//
+// A task that starts from its module's snapshot (snapshot.go) starts with
+// the memory _initialize left: a Go reactor's 3 MB or more, of which a
+// task touches a few dozen pages. Compiled with that memory as data
+// segments, every instantiation allocates the memory on the Go heap,
+// zeroes it, copies the segments in, and leaves it all to the garbage
+// collector: most of a task's start (BENCHMARKS.md, issue 31). Instead the
+// snapshot's form is compiled without data segments (wasmbin.SplitImage)
+// and its image is kept once per form in a sealed memfd; each task's
+// memory is a private, copy-on-write mapping of it (image_linux.go): a
+// page the task only reads is the image's page, one it writes is copied
+// for it alone by the kernel's page fault, and the mapping is dropped
+// whole when the instance closes. The memfd is sealed against writes,
+// growth and shrinking before any task maps it, so no task's write can
+// reach the image or another task: a private mapping's writes never reach
+// the file.
+//
+// Where memfd or mmap are missing (another OS) or fail (out of mappings),
+// or with options.copyImage (to measure one against the other), a task's
+// memory is allocated as before and the image copied into it.
+
+// imageMode is how a snapshot's memory reaches its tasks.
+type imageMode int
+
+const (
+	imageMap      imageMode = iota // mapped copy on write (the default)
+	imageCopy                      // copied into a memory on the Go heap
+	imageSegments                  // data segments, applied by wazero (before issue 31)
+)
+
+// splitImage returns what to compile of a snapshot module, and the image
+// its tasks' memories start from (nil: the module's data segments write
+// it, as for any module).
+func (e *Engine) splitImage(snap []byte) ([]byte, *memImage) {
+	if e.opt.image == imageSegments {
+		return snap, nil
+	}
+	stripped, image, err := wasmbin.SplitImage(snap)
+	if err != nil {
+		return snap, nil
+	}
+	return stripped, newMemImage(image, e.opt.image == imageCopy)
+}
+
+// memImage is a snapshot form's memory image.
+type memImage struct {
+	data []byte // the image, for the copying path; nil once mapped
+	size uint64 // bytes, a whole number of wasm pages
+
+	mu sync.Mutex
+	fd int // the sealed memfd; -1 when none (protected by mu once shared)
+}
+
+// newMemImage keeps b as a snapshot form's memory image, mapped unless
+// copy is set or mapping is unavailable.
+func newMemImage(b []byte, copy bool) *memImage {
+	im := &memImage{data: b, size: uint64(len(b)), fd: -1}
+	if !copy {
+		if fd, err := sealedMemfd(b); err == nil {
+			im.fd, im.data = fd, nil
+		}
+	}
+	return im
+}
+
+// Mapped reports whether tasks map the image rather than copy it.
+func (im *memImage) mapped() bool {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	return im.fd >= 0
+}
+
+// close releases the memfd: mappings made of it stay valid (the kernel
+// keeps the file while it is mapped).
+func (im *memImage) close() {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if im.fd >= 0 {
+		closeFd(im.fd)
+		im.fd = -1
+	}
+}
+
+// copyInto copies the image into the start of buf, a new memory.
+func (im *memImage) copyInto(buf []byte) error {
+	if uint64(len(buf)) < im.size {
+		return fmt.Errorf("memory of %d bytes for an image of %d", len(buf), im.size)
+	}
+	if im.data != nil {
+		copy(buf, im.data)
+		return nil
+	}
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if im.fd < 0 {
+		return errors.New("image released")
+	}
+	return readFd(im.fd, buf[:im.size])
+}
+
+// memory returns a task's memory of at most limit bytes starting from the
+// image, or nil when the image cannot be mapped (the caller copies).
+func (im *memImage) memory(l *memoryLimiter, limit uint64) experimental.LinearMemory {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if im.fd < 0 {
+		return nil
+	}
+	m, err := mapImage(im.fd, im.size, limit, l)
+	if err != nil {
+		return nil
+	}
+	return m
+}

@@ -1,0 +1,22 @@
+//go:build !linux
+
+package wazero
+
+import "errors"
+
+var errNoMapping = errors.New("no copy-on-write mapping on this system")
+
+func sealedMemfd([]byte) (int, error) { return -1, errNoMapping }
+
+func closeFd(int) {}
+
+func readFd(int, []byte) error { return errNoMapping }
+
+type mappedMemory struct{}
+
+func mapImage(int, uint64, uint64, *memoryLimiter) (*mappedMemory, error) {
+	return nil, errNoMapping
+}
+
+func (*mappedMemory) Reallocate(uint64) []byte { return nil }
+func (*mappedMemory) Free()                    {}
