@@ -127,8 +127,9 @@ var ErrPoolFull = errors.New("sandbox/wasmtime: every instance slot of the pooli
 const (
 	poolMemoryKeep   = 0
 	poolTableKeep    = 128 << 10
-	poolInstanceSize = 64 << 20 // bound on an instance's own state (wasmtime's default 1 MiB is below a large Go guest's)
-	poolSlotSpan     = defaultMemoryLimit + 32<<20
+	poolInstanceSize = 64 << 20                    // bound on an instance's own state (wasmtime's default 1 MiB is below a large Go guest's)
+	poolSlotSpan     = defaultMemoryLimit + 32<<20 // address space of a memory slot
+	poolTableSlot    = wasmbin.MaxTableInitial * 8 // address space of a table slot
 )
 
 // poolLinked reports whether the C API functions of this file were linked.
