@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -105,7 +106,7 @@ func memoPath(cacheDir, dir string, reactor, mainEntry bool, goBin string) strin
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "GO") || strings.HasPrefix(name, "CGO_") || contains(memoEnv, name) {
+		if strings.HasPrefix(name, "GO") || strings.HasPrefix(name, "CGO_") || slices.Contains(memoEnv, name) {
 			env = append(env, kv)
 		}
 	}
@@ -116,15 +117,6 @@ func memoPath(cacheDir, dir string, reactor, mainEntry bool, goBin string) strin
 		fmt.Fprintf(h, "%s\x00", kv)
 	}
 	return filepath.Join(cacheDir, "keys", hex.EncodeToString(h.Sum(nil))[:32]+".json")
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // memoKey returns the key the record at path holds when every stamp in it
