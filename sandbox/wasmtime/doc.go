@@ -125,9 +125,11 @@
 // With Config.CacheDir set, compiled modules are kept on disk (cache.go)
 // in a directory named for the wasmtime-go version, GOOS/GOARCH and the
 // engine's settings, one file per module digest, written atomically and
-// checked with a SHA-256 before wasmtime loads it; a damaged or stale file
-// is ignored and the module compiled again. The cache holds native code:
-// keep the directory as private as the binary.
+// checked with a CRC-32C before wasmtime loads it; a damaged or stale file
+// is ignored and the module compiled again. The module's static counts are
+// kept beside it, so a compile checks its limits without reading the
+// module again. The cache holds native code: keep the directory as private
+// as the binary.
 //
 // # Compiling
 //

@@ -345,8 +345,9 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte) (sandbox.Module, erro
 func (e *Engine) CompileWith(ctx context.Context, wasm []byte, cfg sandbox.CompileConfig) (sandbox.Module, error) {
 	digest := sandbox.Digest(wasm)
 	// Before anything reads the module's counts, and for bytes already
-	// compiled too (each task has its own limits): its static limits.
-	if err := e.static.Check(digest, wasm, cfg.Limits); errors.Is(err, sandbox.ErrStaticLimit) {
+	// compiled too (each task has its own limits): its static limits,
+	// with the counts the cache keeps (cache.go).
+	if err := e.checkStatic(digest, wasm, cfg.Limits); errors.Is(err, sandbox.ErrStaticLimit) {
 		return nil, fmt.Errorf("sandbox/wasmtime: %w", err)
 	} else if err != nil {
 		return nil, fmt.Errorf("sandbox/wasmtime: invalid module: %w", err)
