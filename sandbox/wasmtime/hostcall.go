@@ -95,5 +95,9 @@ func (f *hostFunc) invoke(r *run, caller unsafe.Pointer, vals []rawVal) (trap un
 func (e *Engine) define(module, name string, sig funcSig, f *hostFunc) error {
 	h := cgo.NewHandle(f)
 	e.handles = append(e.handles, h)
-	return defineUnchecked(e.linker, module, name, sig.funcType(), uintptr(h))
+	// The type is closed at once, not left to its finalizer: until then it
+	// keeps the engine's pool of instance slots reserved after Close.
+	ft := sig.funcType()
+	defer ft.Close()
+	return defineUnchecked(e.linker, module, name, ft, uintptr(h))
 }
