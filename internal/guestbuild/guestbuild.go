@@ -49,9 +49,10 @@
 // go:linkname the build allows with -ldflags=-checklinkname=0; a panic in
 // a package init, before main's, still traps. A package that already
 // exports a function named MainEntryExport or has a file named
-// MainEntryFile, a GOFLAGS with -ldflags, or a build with the file that
-// fails (a toolchain whose runtime lacks those names) is built as a plain
-// command. The key of such a build covers the added file and flags.
+// MainEntryFile, a GOFLAGS with -ldflags or -overlay (which the build's
+// own would replace), or a build with the file that fails (a toolchain
+// whose runtime lacks those names) is built as a plain command. The key
+// of such a build covers the added file and flags.
 //
 // # Cache key
 //

@@ -56,12 +56,12 @@ func _mandateMainEntry() { main() }
 const mainEntryLDFlags = "-ldflags=-checklinkname=0"
 
 // canAddMainEntry reports whether a command in dir can be given the entry:
-// GOFLAGS has no -ldflags, and no non-test .go file directly in dir is
+// GOFLAGS has no -ldflags or -overlay, and no non-test .go file directly in dir is
 // named MainEntryFile or has a //go:wasmexport line for MainEntryExport.
 func canAddMainEntry(dir string) (bool, error) {
 	for _, f := range strings.Fields(os.Getenv("GOFLAGS")) {
-		if strings.HasPrefix(strings.TrimLeft(f, "-"), "ldflags") {
-			return false, nil // the build's own -ldflags would replace them
+		if n := strings.TrimLeft(f, "-"); strings.HasPrefix(n, "ldflags") || strings.HasPrefix(n, "overlay") {
+			return false, nil // the build's own flag would replace the person's
 		}
 	}
 	ents, err := os.ReadDir(dir)
