@@ -126,7 +126,7 @@ func (c *moduleCache) acquire(ctx context.Context, wasm []byte, digest string, c
 			e = &cachedModule{digest: digest, ready: make(chan struct{}), users: 1}
 			c.entries[digest] = e
 			c.mu.Unlock()
-			mod, err := c.eng.CompileWith(ctx, wasm, cfg)
+			mod, err := compileDigest(ctx, c.eng, wasm, digest, cfg)
 			c.mu.Lock()
 			e.mod, e.err, e.retry = mod, err, err != nil && (ctx.Err() != nil || limitError(err))
 			if err != nil {
@@ -247,4 +247,21 @@ func (c *moduleCache) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.entries)
+}
+
+// digestCompiler is an engine that takes a module's digest from its caller
+// rather than hashing the module again (sandbox/wazero, sandbox/wasmtime):
+// digest must be sandbox.Digest(wasm), as the host's is (from the module
+// file's record, digestcache.go, or its own hash), and as the host's
+// cache keys on it already.
+type digestCompiler interface {
+	CompileDigest(ctx context.Context, wasm []byte, digest string, cfg sandbox.CompileConfig) (sandbox.Module, error)
+}
+
+// compileDigest compiles wasm, of digest, on eng.
+func compileDigest(ctx context.Context, eng sandbox.Engine, wasm []byte, digest string, cfg sandbox.CompileConfig) (sandbox.Module, error) {
+	if dc, ok := eng.(digestCompiler); ok {
+		return dc.CompileDigest(ctx, wasm, digest, cfg)
+	}
+	return eng.CompileWith(ctx, wasm, cfg)
 }

@@ -68,3 +68,56 @@ func TestPinHoldsForRewrittenModule(t *testing.T) {
 		t.Fatalf("the pinned module again: exit %d, %v", out.Exit, out.Err)
 	}
 }
+
+// digestEngine is an engine that takes the digest from its caller, noting
+// each one it got with the digest of the bytes it came with.
+type digestEngine struct {
+	sandbox.Engine
+	got chan [2]string
+}
+
+func (e *digestEngine) CompileDigest(ctx context.Context, wasm []byte, digest string, cfg sandbox.CompileConfig) (sandbox.Module, error) {
+	e.got <- [2]string{digest, sandbox.Digest(wasm)}
+	return e.Engine.CompileWith(ctx, wasm, cfg)
+}
+
+// TestEngineGetsTheDigest: an engine that takes the module's digest from
+// the host gets the module's, for the module it compiles, whether the host
+// hashed the file or took the digest from its record.
+func TestEngineGetsTheDigest(t *testing.T) {
+	t.Cleanup(host.SetRacyWindowForTest(0))
+	got := make(chan [2]string, 4)
+	host.AddEngineForTest("digest", func(ctx context.Context, _ string) (sandbox.Engine, error) {
+		inner, err := host.NewEngine(ctx, testengine.Name(), testengine.CacheDir())
+		if err != nil {
+			return nil, err
+		}
+		return &digestEngine{Engine: inner, got: got}, nil
+	})
+	dir, cache := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "leaf.wasm"), leafModule(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := manifest.Parse([]byte("task \"t\" {\n  module    = \"leaf.wasm\"\n  principal = \"alice\"\n}\n"), filepath.Join(dir, "t.hcl"), dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 { // hashed, then from the record, on a new host each
+		h, err := host.Open(context.Background(), host.Options{StateDir: t.TempDir(), CacheDir: cache, Engine: "digest"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := runOnce(t, h, m, ""); out.Exit != host.ExitOK {
+			t.Fatalf("run %d: exit %d, %v", i, out.Exit, out.Err)
+		}
+		h.Close()
+		select {
+		case d := <-got:
+			if d[0] != sandbox.Digest(leafModule()) || d[0] != d[1] {
+				t.Fatalf("run %d: the engine got digest %s for a module of digest %s", i, d[0], d[1])
+			}
+		default:
+			t.Fatalf("run %d: the engine was not given the digest", i)
+		}
+	}
+}

@@ -354,7 +354,15 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte) (sandbox.Module, erro
 
 // CompileWith implements sandbox.Engine.
 func (e *Engine) CompileWith(ctx context.Context, wasm []byte, cfg sandbox.CompileConfig) (sandbox.Module, error) {
-	digest := sandbox.Digest(wasm)
+	return e.CompileDigest(ctx, wasm, sandbox.Digest(wasm), cfg)
+}
+
+// CompileDigest is CompileWith for a caller that has the module's digest
+// already (the host, whose module files' digests are kept while the files
+// are unchanged): digest must be sandbox.Digest(wasm). The engine finds
+// compiled modules, kept counts and cache files by it, so another digest
+// would run another module's code.
+func (e *Engine) CompileDigest(ctx context.Context, wasm []byte, digest string, cfg sandbox.CompileConfig) (sandbox.Module, error) {
 	// Before anything reads the module's counts, and for bytes already
 	// compiled too (each task has its own limits): its static limits,
 	// from the module's prepared record when it has one (cache.go).
