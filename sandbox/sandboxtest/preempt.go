@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,19 +98,23 @@ func (s *suite) testGCWhileSpinning(t *testing.T) {
 	for _, g := range runaways() {
 		t.Run(g.name, func(t *testing.T) {
 			m := compileBytes(t, e, g.name, g.wasm)
-			// Long enough that a collection on a loaded machine (500 ms seen
-			// at load 10) stays far below half of it; one that waited for
-			// the guest takes about all of it.
+			// A collection that waits for the guest returns only once the
+			// guest has left its code, at the deadline: none would end while
+			// the run goes on. Collections that do are counted, not timed
+			// (one took 1.5 s at load 12 without waiting for anything).
 			const timeout = 3 * time.Second
 			done := make(chan error, 1)
+			var finished atomic.Bool
 			start := time.Now()
 			go func() {
-				done <- m.Run(context.Background(), sandbox.RunConfig{Name: g.name, Entry: g.entry, Timeout: timeout})
+				err := m.Run(context.Background(), sandbox.RunConfig{Name: g.name, Entry: g.entry, Timeout: timeout})
+				finished.Store(true)
+				done <- err
 			}()
 			var (
-				gcs     int
-				slowest time.Duration
-				err     error
+				gcs, during int
+				slowest     time.Duration
+				err         error
 			)
 		collect:
 			for {
@@ -121,21 +126,21 @@ func (s *suite) testGCWhileSpinning(t *testing.T) {
 				t0 := time.Now()
 				runtime.GC()
 				gcs++
+				if !finished.Load() {
+					during++
+				}
 				slowest = max(slowest, time.Since(t0))
 			}
 			took := time.Since(start)
-			t.Logf("%d collections during the run, the slowest %v; stopped after %v", gcs, slowest, took)
+			t.Logf("%d collections, %d of them ended while the guest ran, the slowest %v; stopped after %v", gcs, during, slowest, took)
 			if !errors.Is(err, sandbox.ErrTimeout) {
 				t.Fatalf("Run = %v, want ErrTimeout", err)
 			}
-			if took > timeout+3*time.Second {
+			if took > timeout+10*time.Second {
 				t.Errorf("stopped after %v, %v past the deadline", took, took-timeout)
 			}
-			if slowest > timeout/2 {
-				t.Errorf("a collection took %v: it waited for the guest", slowest)
-			}
-			if gcs < 2 {
-				t.Errorf("only %d collections during the run", gcs)
+			if during < 2 {
+				t.Errorf("%d collections ended while the guest ran (slowest %v): they waited for the guest", during, slowest)
 			}
 		})
 	}
