@@ -46,7 +46,7 @@
 //
 // The added file also clears the "crash" bit that a c-shared runtime adds
 // to GOTRACEBACK (so a panic exits 2 rather than trapping), through a
-// go:linkname the build allows with -ldflags=-checklinkname=0; a panic in
+// linkname directive the build allows with -ldflags=-checklinkname=0; a panic in
 // a package init, before main's, still traps. A package that already
 // exports a function named MainEntryExport or has a file named
 // MainEntryFile, a GOFLAGS with -ldflags or -overlay (which the build's
