@@ -537,7 +537,14 @@ func (n *Node) execute(ctx context.Context, s Submission, st RunState) RunState 
 	// The seed is the submission: every attempt derives the same
 	// idempotency keys from it.
 	spec := host.RunSpec{Manifest: m, Input: s.Input, Module: module, Logger: n.Logger.With("submission", s.ID),
-		Placer: &placer{n: n, run: s.ID, compile: m.Limits().CompileLimits()}, Seed: s.ID, Fence: n.fence}
+		Placer: &placer{n: n, run: s.ID, compile: m.Limits().CompileLimits()}, Seed: s.ID, Fence: n.fence,
+		// What is known, as soon as it is, and before the task can act:
+		// were this node to die once the task has begun, the lost run
+		// names its record in this node's state directory.
+		Begun: func(id string) {
+			st.RunID = id
+			n.annotate(ctx, st, func(cur *RunState) { cur.RunID = id })
+		}}
 	if s.Receipt {
 		spec.Receipt = filepath.Join(dir, ".receipt")
 	}
@@ -550,9 +557,6 @@ func (n *Node) execute(ctx context.Context, s Submission, st RunState) RunState 
 		return refuse("%v", err)
 	}
 	st.RunID = r.ID()
-	// What is known, as soon as it is: were this node to die now, the lost
-	// run names its record in this node's state directory.
-	n.annotate(ctx, st, func(cur *RunState) { cur.RunID = st.RunID })
 	out, err := r.Wait(context.WithoutCancel(ctx))
 	if err != nil {
 		st.State, st.Error, st.Ended = StateDone, err.Error(), time.Now().UTC()

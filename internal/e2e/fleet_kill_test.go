@@ -97,6 +97,12 @@ func TestFleetNodeKilled(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("the node never made the request\n%s", aLogs)
 	}
+	// The run's id is in the fleet before its task can act (the node
+	// writes it as the run begins), so a node killed at the task's first
+	// request still leaves the lost run's record named.
+	if cur, _, err := f.State(ctx, id); err != nil || cur.RunID == "" {
+		t.Fatalf("while the task makes its request: %+v, %v\n%s", cur, err, aLogs)
+	}
 	if err := a.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
