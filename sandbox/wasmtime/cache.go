@@ -8,18 +8,17 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
-	"sync"
 
 	wt "github.com/bytecodealliance/wasmtime-go/v39"
 
 	"github.com/mandatevm/mandate/sandbox"
+	"github.com/mandatevm/mandate/sandbox/internal/buildstamp"
 	"github.com/mandatevm/mandate/sandbox/internal/wasmbin"
 )
 
@@ -50,7 +49,7 @@ import (
 // Beside a module's compiled code, its static counts (wasmbin.Stats, what
 // sandbox.StaticLimits bound) are kept in a small file of their own
 // (.stats), by the module's digest and the build of this binary
-// (buildStamp): a compile checks its limits against them rather than
+// (buildstamp.Get): a compile checks its limits against them rather than
 // reading the whole module again, which was a quarter of a warm run.
 
 // cacheMagic starts every cache file; bump its version when the layout
@@ -207,39 +206,6 @@ func unwrapCacheFile(b []byte) ([]byte, bool) {
 
 var cacheCRC = crc32.MakeTable(crc32.Castagnoli)
 
-// buildStamp names the build of this binary: its version control
-// revision when it was built from a clean tree, its module version, or
-// else the executable's size and time. Static counts kept by another build
-// are not read: what wasmbin.Static counts may have changed.
-var buildStamp = sync.OnceValue(func() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		rev, modified := "", true
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				modified = s.Value != "false"
-			}
-		}
-		if rev != "" && !modified {
-			return "vcs:" + rev
-		}
-		if v := bi.Main.Version; v != "" && v != "(devel)" && bi.Main.Sum != "" {
-			return "mod:" + v + "@" + bi.Main.Sum
-		}
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return ""
-	}
-	fi, err := os.Stat(exe)
-	if err != nil {
-		return ""
-	}
-	return fmt.Sprintf("exe:%s:%d:%d", exe, fi.Size(), fi.ModTime().UnixNano())
-})
-
 // statsFile is what a .stats file holds.
 type statsFile struct {
 	Stamp string        `json:"stamp"`
@@ -261,7 +227,7 @@ func (c *diskCache) stats(digest string) (wasmbin.Stats, bool) {
 		return wasmbin.Stats{}, false
 	}
 	var f statsFile
-	if json.Unmarshal(payload, &f) != nil || f.Stamp != buildStamp() {
+	if json.Unmarshal(payload, &f) != nil || f.Stamp != buildstamp.Get() {
 		return wasmbin.Stats{}, false
 	}
 	return f.Stats, true
@@ -273,7 +239,7 @@ func (c *diskCache) storeStats(digest string, st wasmbin.Stats) {
 	if c == nil {
 		return
 	}
-	if b, err := json.Marshal(statsFile{Stamp: buildStamp(), Stats: st}); err == nil {
+	if b, err := json.Marshal(statsFile{Stamp: buildstamp.Get(), Stats: st}); err == nil {
 		_ = c.writeFile(strings.TrimSuffix(c.path(digest), ".cwasm")+".stats", b)
 	}
 }

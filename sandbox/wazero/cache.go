@@ -10,11 +10,10 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
-	"sync"
 
 	"github.com/mandatevm/mandate/sandbox"
+	"github.com/mandatevm/mandate/sandbox/internal/buildstamp"
 	"github.com/mandatevm/mandate/sandbox/internal/wasmbin"
 )
 
@@ -46,7 +45,7 @@ import (
 // snapshot) is not kept: the next process that compiles it settles it.
 //
 // A record is written by one build of the engine and read by that build
-// only (preparedStamp: the binary's version control revision, or its
+// only (buildstamp.Get: the binary's version control revision, or its
 // size and time), so a changed rewrite never reads another's output. Each
 // record carries a CRC-32C of its contents, checked on every read: a
 // damaged record (a flipped bit; torn writes cannot happen, records are
@@ -88,36 +87,6 @@ var preparedCRC = crc32.MakeTable(crc32.Castagnoli)
 // compiled from its record.
 var preparedHit func(digest string)
 
-// preparedStamp names the build of this binary (see above).
-var preparedStamp = sync.OnceValue(func() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		rev, modified := "", true
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				modified = s.Value != "false"
-			}
-		}
-		if rev != "" && !modified {
-			return "vcs:" + rev
-		}
-		if v := bi.Main.Version; v != "" && v != "(devel)" && bi.Main.Sum != "" {
-			return "mod:" + v + "@" + bi.Main.Sum
-		}
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return ""
-	}
-	fi, err := os.Stat(exe)
-	if err != nil {
-		return ""
-	}
-	return fmt.Sprintf("exe:%s:%d:%d", exe, fi.Size(), fi.ModTime().UnixNano())
-})
-
 // preparedPath is the record of the module of digest for e's settings,
 // or "" when e keeps none.
 func (e *Engine) preparedPath(digest string) string {
@@ -146,7 +115,7 @@ func (e *Engine) loadPrepared(digest string) *prepared {
 		os.Remove(path) // damaged: prepared and written again
 		return nil
 	}
-	if p.Stamp != preparedStamp() {
+	if p.Stamp != buildstamp.Get() {
 		return nil // another build's: overwritten by this one's
 	}
 	return p
@@ -220,7 +189,7 @@ func (e *Engine) storePrepared(digest string, wasm []byte, bin *wasmbin.Module, 
 	if err != nil {
 		return
 	}
-	p.Stamp, p.Stats = preparedStamp(), st
+	p.Stamp, p.Stats = buildstamp.Get(), st
 	if e.opt.isolated() {
 		// The marker compileBounded wrote (or found) for the code.
 		b, err := os.ReadFile(e.markerPath(p.code, e.opt.preempt == preemptCloseOnDone))
