@@ -179,9 +179,13 @@ func (t *CapTable) lookup(h abi.Handle) (*cell, bool) {
 	return s, true
 }
 
-// loadCap is the capability h names, without a lock: found is false when
-// h names nothing, c nil when it names something else.
-func (t *CapTable) loadCap(h abi.Handle) (c *Cap, found bool) {
+// load is the entry h names in the field of its cell that of selects,
+// without a lock: found is false when h names nothing, e nil when it names
+// an entry of another type. The cell's state is read before and after the
+// field (a sequence lock whose sequence is the generation, which only
+// grows): a cell emptied or reused meanwhile is never read through an old
+// handle, nor a half-filled one through a forged next-generation handle.
+func load[T any](t *CapTable, h abi.Handle, of func(*cell) *atomic.Pointer[T]) (e *T, found bool) {
 	s := t.cell(h)
 	if h == 0 || s == nil {
 		return nil, false
@@ -190,45 +194,23 @@ func (t *CapTable) loadCap(h abi.Handle) (c *Cap, found bool) {
 	if s.state.Load() != want {
 		return nil, false
 	}
-	c = s.cap.Load()
+	e = of(s).Load()
 	if s.state.Load() != want {
 		return nil, false
 	}
-	return c, true
+	return e, true
 }
 
-// loadBlob is loadCap for a blob.
-func (t *CapTable) loadBlob(h abi.Handle) (b *kindapi.Blob, found bool) {
-	s := t.cell(h)
-	if h == 0 || s == nil {
-		return nil, false
-	}
-	want := occupied(h.Gen())
-	if s.state.Load() != want {
-		return nil, false
-	}
-	b = s.blob.Load()
-	if s.state.Load() != want {
-		return nil, false
-	}
-	return b, true
+func (t *CapTable) loadCap(h abi.Handle) (*Cap, bool) {
+	return load(t, h, func(s *cell) *atomic.Pointer[Cap] { return &s.cap })
 }
 
-// loadTask is loadCap for a child task.
-func (t *CapTable) loadTask(h abi.Handle) (c *Task, found bool) {
-	s := t.cell(h)
-	if h == 0 || s == nil {
-		return nil, false
-	}
-	want := occupied(h.Gen())
-	if s.state.Load() != want {
-		return nil, false
-	}
-	c = s.task.Load()
-	if s.state.Load() != want {
-		return nil, false
-	}
-	return c, true
+func (t *CapTable) loadBlob(h abi.Handle) (*kindapi.Blob, bool) {
+	return load(t, h, func(s *cell) *atomic.Pointer[kindapi.Blob] { return &s.blob })
+}
+
+func (t *CapTable) loadTask(h abi.Handle) (*Task, bool) {
+	return load(t, h, func(s *cell) *atomic.Pointer[Task] { return &s.task })
 }
 
 // GetCap returns the capability h names: kindapi.ErrBadHandle when h is not
