@@ -415,6 +415,12 @@ func MustBuild(dir string, reactor bool) []byte {
 // IsReactor reports whether a non-test .go file directly in dir has a line
 // that is exactly ReactorMarker (surrounding spaces ignored).
 func IsReactor(dir string) (bool, error) {
+	return hasGoLine(dir, func(line string) bool { return strings.TrimSpace(line) == ReactorMarker })
+}
+
+// hasGoLine reports whether a line of a non-test .go file directly in dir
+// satisfies match.
+func hasGoLine(dir string, match func(line string) bool) (bool, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return false, fmt.Errorf("guestbuild: %w", err)
@@ -432,7 +438,7 @@ func IsReactor(dir string) (bool, error) {
 		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 		found := false
 		for sc.Scan() {
-			if strings.TrimSpace(sc.Text()) == ReactorMarker {
+			if match(sc.Text()) {
 				found = true
 				break
 			}

@@ -1,11 +1,12 @@
 package guestbuild
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,41 +65,16 @@ func canAddMainEntry(dir string) (bool, error) {
 			return false, nil // the build's own flag would replace the person's
 		}
 	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
+	if _, err := os.Lstat(filepath.Join(dir, MainEntryFile)); err == nil {
+		return false, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		return false, fmt.Errorf("guestbuild: %w", err)
 	}
-	for _, e := range ents {
-		n := e.Name()
-		if n == MainEntryFile {
-			return false, nil
-		}
-		if e.IsDir() || !strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go") {
-			continue
-		}
-		f, err := os.Open(filepath.Join(dir, n))
-		if err != nil {
-			return false, fmt.Errorf("guestbuild: %w", err)
-		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-		found := false
-		for sc.Scan() {
-			if fs := strings.Fields(sc.Text()); len(fs) >= 2 && fs[0] == "//go:wasmexport" && fs[1] == MainEntryExport {
-				found = true
-				break
-			}
-		}
-		err = sc.Err()
-		f.Close()
-		if found {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("guestbuild: %s: %w", n, err)
-		}
-	}
-	return true, nil
+	exported, err := hasGoLine(dir, func(line string) bool {
+		w := strings.Fields(line)
+		return len(w) >= 2 && w[0] == "//go:wasmexport" && w[1] == MainEntryExport
+	})
+	return !exported && err == nil, err
 }
 
 // mainEntryOverlay writes (when missing or different) the added file and
