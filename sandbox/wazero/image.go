@@ -60,7 +60,9 @@ type memImage struct {
 	data []byte // the image, for the copying path; nil once mapped
 	size uint64 // bytes, a whole number of wasm pages
 
-	mu sync.Mutex
+	// mu is held shared while the fd is used (every task's mapping), and
+	// exclusively to close it, so a task never maps a closed or reused fd.
+	mu sync.RWMutex
 	fd int // the sealed memfd; -1 when none (protected by mu once shared)
 }
 
@@ -78,8 +80,8 @@ func newMemImage(b []byte, copy bool) *memImage {
 
 // Mapped reports whether tasks map the image rather than copy it.
 func (im *memImage) mapped() bool {
-	im.mu.Lock()
-	defer im.mu.Unlock()
+	im.mu.RLock()
+	defer im.mu.RUnlock()
 	return im.fd >= 0
 }
 
@@ -103,8 +105,8 @@ func (im *memImage) copyInto(buf []byte) error {
 		copy(buf, im.data)
 		return nil
 	}
-	im.mu.Lock()
-	defer im.mu.Unlock()
+	im.mu.RLock()
+	defer im.mu.RUnlock()
 	if im.fd < 0 {
 		return errors.New("image released")
 	}
@@ -114,8 +116,8 @@ func (im *memImage) copyInto(buf []byte) error {
 // memory returns a task's memory of at most limit bytes starting from the
 // image, or nil when the image cannot be mapped (the caller copies).
 func (im *memImage) memory(l *memoryLimiter, limit uint64) experimental.LinearMemory {
-	im.mu.Lock()
-	defer im.mu.Unlock()
+	im.mu.RLock()
+	defer im.mu.RUnlock()
 	if im.fd < 0 {
 		return nil
 	}
