@@ -100,15 +100,7 @@ func buildTwice(t *testing.T, dir string, change func(), want1, want2 string) {
 // directory is rebuilt when the SDK there changes (issue 11).
 func TestBuildReplacedSDKChange(t *testing.T) {
 	offline(t)
-	root := t.TempDir()
-	sdk := filepath.Join(root, "sdk")
-	guest := filepath.Join(root, "guest")
-	writeFiles(t, sdk, sdkFiles("greeting-one"))
-	writeFiles(t, guest, map[string]string{
-		"go.mod": "module example.com/guest\n\ngo 1.24\n\nrequire " + SDKModule + " v0.0.0\n\n" +
-			"replace " + SDKModule + " => " + sdk + "\n",
-		"main.go": sdkGuestMain,
-	})
+	sdk, guest := replacedSDKGuest(t, nil)
 	buildTwice(t, guest, func() {
 		writeFiles(t, sdk, sdkFiles("greeting-two"))
 	}, "greeting-one", "greeting-two")
@@ -150,15 +142,7 @@ func TestBuildDependencyEmbedChange(t *testing.T) {
 // in place rebuilds.
 func TestBuildVendoredChange(t *testing.T) {
 	offline(t)
-	root := t.TempDir()
-	sdk := filepath.Join(root, "sdk")
-	guest := filepath.Join(root, "guest")
-	writeFiles(t, sdk, sdkFiles("greeting-one"))
-	writeFiles(t, guest, map[string]string{
-		"go.mod": "module example.com/guest\n\ngo 1.24\n\nrequire " + SDKModule + " v0.0.0\n\n" +
-			"replace " + SDKModule + " => " + sdk + "\n",
-		"main.go": sdkGuestMain,
-	})
+	_, guest := replacedSDKGuest(t, nil)
 	cmd := exec.Command(GoBin(), "mod", "vendor")
 	cmd.Dir = guest
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -256,4 +240,24 @@ func BenchmarkKey(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// replacedSDKGuest writes, in a new directory, a copy of the SDK ("sdk")
+// and a guest ("guest", sdkGuestMain and the files of extra) whose go.mod
+// replaces the SDK with that copy.
+func replacedSDKGuest(t *testing.T, extra map[string]string) (sdk, guest string) {
+	t.Helper()
+	root := t.TempDir()
+	sdk, guest = filepath.Join(root, "sdk"), filepath.Join(root, "guest")
+	writeFiles(t, sdk, sdkFiles("greeting-one"))
+	files := map[string]string{
+		"go.mod": "module example.com/guest\n\ngo 1.24\n\nrequire " + SDKModule + " v0.0.0\n\n" +
+			"replace " + SDKModule + " => " + sdk + "\n",
+		"main.go": sdkGuestMain,
+	}
+	for name, content := range extra {
+		files[name] = content
+	}
+	writeFiles(t, guest, files)
+	return sdk, guest
 }

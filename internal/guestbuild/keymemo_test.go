@@ -63,14 +63,7 @@ func TestKeyMemo(t *testing.T) {
 	now = func() time.Time { return time.Now().Add(time.Hour) }
 	t.Cleanup(func() { now = time.Now })
 	goBin, runs := countingGo(t)
-	root := t.TempDir()
-	sdk := filepath.Join(root, "sdk")
-	guest := filepath.Join(root, "guest")
-	writeFiles(t, sdk, sdkFiles("greeting-one"))
-	writeFiles(t, guest, map[string]string{
-		"go.mod": "module example.com/guest\n\ngo 1.24\n\nrequire " + SDKModule + " v0.0.0\n\n" +
-			"replace " + SDKModule + " => " + sdk + "\n",
-		"main.go":  sdkGuestMain,
+	sdk, guest := replacedSDKGuest(t, map[string]string{
 		"other.go": "//go:build ignore\n\npackage main\n\nfunc init() { println(\"constraint-off\") }\n",
 	})
 	ctx := context.Background()
@@ -121,7 +114,7 @@ func TestKeyMemo(t *testing.T) {
 			writeFiles(t, guest, map[string]string{"go.sum": ""})
 		}, ""},
 	} {
-		tick(t, root)
+		tick(t, filepath.Dir(guest))
 		c.change()
 		before := runs()
 		wasm, p := build()
