@@ -201,9 +201,23 @@
 //	  }
 //	}
 //
+//	tool "NAME" {                 # a tool of an MCP server people already run, instead of a module
+//	  upstream    = "read_text_file"   # required: the upstream tool's name; its schema is the definition
+//	                                   # the capability pins, and its description too unless given here
+//	  description = "Read a report"    # optional; result, approval and limits as above
+//	  cap "mcp" "fs" {            # exactly one, of kind mcp: the server (url or command), the tools it
+//	    command = ["server-filesystem", "/data/reports"]  # allows and their pinned definitions (caps/mcp)
+//	    tools   = ["read_text_file"]
+//	    pins    = { read_text_file = "sha256:<hex>" }   # mandate check prints the digests to pin
+//	  }
+//	}
+//
 // LoadPolicy reads a policy into a *Policy. A tool's name is what the
 // client calls; its description and input schema are what the client is
-// shown, and come only from the policy, never from a guest. Every call
+// shown, and come only from the policy, never from a guest; an upstream
+// tool's (Tool.Upstream) come from the upstream definition its mcp
+// capability pins by digest, so a server that changes them is refused
+// until the operator pins the new text. Every call
 // acts for the session's principal, and a tool's cap blocks are checked
 // exactly as a task's: kernel attributes, reserved attributes, distinct
 // names within the tool. Tool.Grants mints a call's capabilities. Load

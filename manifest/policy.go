@@ -86,6 +86,17 @@ tool "NAME" {                 # one or more; NAME is the MCP tool name: 1 to 64 
     ...                       # every other attribute is the kind's grant spec
   }
 }
+
+tool "NAME" {                 # a tool of an MCP server people already run, instead of a module
+  upstream    = "read_text_file"   # required: the upstream tool's name; its schema is the definition
+                                   # the capability pins, and its description too unless given here
+  description = "Read a report"    # optional; result, approval and limits as above
+  cap "mcp" "fs" {            # exactly one, of kind mcp: the server (url or command), the tools it
+    command = ["server-filesystem", "/data/reports"]  # allows and their pinned definitions (caps/mcp)
+    tools   = ["read_text_file"]
+    pins    = { read_text_file = "sha256:<hex>" }   # mandate check prints the digests to pin
+  }
+}
 `
 
 // Result modes of a tool: how a call's result goes back to the client.
@@ -183,8 +194,16 @@ func (s *Session) Limits() kernel.Limits { return s.limits }
 type Tool struct {
 	// Name is the MCP tool name, the block's label.
 	Name string
-	// Description is what the client is shown about the tool.
+	// Description is what the client is shown about the tool. An upstream
+	// tool's may be empty: the client is then shown the definition its
+	// capability pins.
 	Description string
+	// Upstream, when set, makes the tool a tool of an upstream MCP
+	// server: the name of that server's tool, called on the tool's one
+	// cap "mcp" block (caps/mcp), with no module of its own. Its input
+	// schema (and description, unless the policy gives one) are the
+	// definition the capability pins.
+	Upstream string
 	// ModulePath is the module attribute resolved against the policy's
 	// directory, with symbolic links resolved: a .wasm file or a guest
 	// directory (ModuleIsDir).
@@ -291,6 +310,22 @@ var toolSchema = &hcl.BodySchema{
 		{Type: "cap", LabelNames: []string{"kind", "name"}},
 	},
 }
+
+// upstreamToolSchema is a tool block with an upstream attribute: a tool of
+// an upstream MCP server, whose definition (schema, description) its
+// capability pins, and which runs no module.
+var upstreamToolSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "upstream", Required: true},
+		{Name: "description"},
+		{Name: "result"},
+		{Name: "approval"},
+	},
+	Blocks: toolSchema.Blocks,
+}
+
+// upstreamOnly is what tells an upstream tool block from a module's.
+var upstreamOnly = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "upstream"}}}
 
 // LoadPolicy reads, parses and validates the policy at path. vars are the
 // values of var.NAME. As with Load, the cap blocks' specs are checked by
@@ -400,10 +435,17 @@ func (p *parser) tool(b *hcl.Block) (*Tool, bool) {
 	if !validToolName(t.Name) {
 		p.add(diagErr(b.LabelRanges[0], "tool name %q must be 1 to %d of the characters A-Z a-z 0-9 _ . -", t.Name, MaxToolName))
 	}
-	content, diags := bodyContent(b.Body, toolSchema)
+	schema := toolSchema
+	if c, _, _ := b.Body.PartialContent(upstreamOnly); c != nil && c.Attributes["upstream"] != nil {
+		schema = upstreamToolSchema
+	}
+	content, diags := bodyContent(b.Body, schema)
 	p.add(diags...)
 
 	u := p.unit(content)
+	if a, ok := content.Attributes["upstream"]; ok {
+		p.upstream(a, t, u.caps)
+	}
 	t.ModulePath, t.ModuleIsDir, t.moduleRange = u.modulePath, u.moduleIsDir, u.moduleRange
 	t.Digest, t.digestRange = u.digest, u.digestRange
 	t.Entry = u.entry
@@ -456,6 +498,27 @@ func (p *parser) tool(b *hcl.Block) (*Tool, bool) {
 		}
 	}
 	return t, len(p.diags.Errs()) == n
+}
+
+// upstream reads an upstream tool's upstream attribute: the upstream
+// tool's name, called on the tool's one capability, which must be of kind
+// mcp (whose grant then says whether it allows that tool).
+func (p *parser) upstream(a *hcl.Attribute, t *Tool, caps []Cap) {
+	s, ok := p.str(a, true)
+	if !ok {
+		return
+	}
+	if len(s) > MaxToolName*2 || strings.IndexFunc(s, func(r rune) bool { return !unicode.IsGraphic(r) || unicode.IsSpace(r) }) >= 0 {
+		p.add(diagErr(a.Expr.Range(), "upstream %q is not a tool name (printable, no spaces, at most %d bytes)", s, MaxToolName*2))
+		return
+	}
+	t.Upstream = s
+	switch {
+	case len(caps) != 1:
+		p.add(diagErr(a.Expr.Range(), "an upstream tool holds exactly one capability, a cap \"mcp\" block naming its server (it has %d)", len(caps)))
+	case caps[0].Kind != "mcp":
+		p.add(diagErr(caps[0].kindRange, "an upstream tool's capability is a cap \"mcp\" block, not %q: the tool is a call on it", caps[0].Kind))
+	}
 }
 
 // toolResponses reads a tool's responses attribute and checks the tool

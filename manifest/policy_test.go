@@ -208,6 +208,10 @@ func TestLoadPolicyDefaults(t *testing.T) {
 	if pol, err = LoadPolicy(p, nil); err != nil || pol.Tools[0].Responses == nil || pol.Tools[0].Responses.Taint != "mail:status" {
 		t.Errorf("responses: %v %+v", err, pol)
 	}
+	p = writePolicy(t, "session {\n  principal = \"bob\"\n}\ntool \"t\" {\n  upstream = \"read_text_file\"\n  cap \"mcp\" \"fs\" {\n    command = [\"server\"]\n  }\n}\n")
+	if pol, err = LoadPolicy(p, nil); err != nil || pol.Tools[0].Upstream != "read_text_file" || pol.Tools[0].ModulePath != "" || len(pol.Tools[0].Caps) != 1 {
+		t.Errorf("upstream: %v %+v", err, pol)
+	}
 	p = writePolicy(t, "session {\n  principal = \"bob\"\n}\ntool \"t\" {\n  module = \"guest.wasm\"\n  description = \"T\"\n  approval = \"client\"\n}\n")
 	if pol, err = LoadPolicy(p, nil); err != nil || pol.Tools[0].Approval != ApprovalClient {
 		t.Errorf("approval = \"client\": %v", err)
@@ -298,6 +302,13 @@ func TestLoadPolicyErrors(t *testing.T) {
 		{"cap when not CEL", toolWith(md + "  cap \"net\" \"x\" {\n    approve_when = 5\n  }\n"), `:8,20: approve_when must be a CEL expression or a list of them`},
 		{"cap nested block", toolWith(md + "  cap \"net\" \"x\" {\n    headers {}\n  }\n"), `:8,5: Unexpected "headers" block`},
 		{"cap duplicate name", toolWith(md + "  cap \"net\" \"x\" {}\n  cap \"data\" \"x\" {}\n"), `:8,14: duplicate capability name "x"; the first is at `},
+		{"upstream tool without a cap", toolWith("  upstream = \"read_file\"\n"), `:5,14: an upstream tool holds exactly one capability, a cap "mcp" block naming its server (it has 0)`},
+		{"upstream tool with two caps", toolWith("  upstream = \"read_file\"\n  cap \"mcp\" \"a\" {}\n  cap \"mcp\" \"b\" {}\n"), `:5,14: an upstream tool holds exactly one capability`},
+		{"upstream tool with a net cap", toolWith("  upstream = \"read_file\"\n  cap \"net\" \"a\" {}\n"), `:6,7: an upstream tool's capability is a cap "mcp" block, not "net"`},
+		{"upstream tool with a module", toolWith("  upstream = \"read_file\"\n" + md + "  cap \"mcp\" \"a\" {}\n"), `Unsupported argument: An argument named "module" is not expected here`},
+		{"upstream tool with an input_schema", toolWith("  upstream = \"read_file\"\n  input_schema = { type = \"object\" }\n  cap \"mcp\" \"a\" {}\n"), `:6,3: Unsupported argument: An argument named "input_schema" is not expected here`},
+		{"upstream name with a space", toolWith("  upstream = \"read file\"\n  cap \"mcp\" \"a\" {}\n"), `:5,14: upstream "read file" is not a tool name`},
+		{"upstream empty", toolWith("  upstream = \"\"\n  cap \"mcp\" \"a\" {}\n"), `:5,14: upstream must not be empty`},
 		{"cap empty name", toolWith(md + "  cap \"net\" \"\" {}\n"), `:7,13: capability name must be 1 to 256 bytes`},
 		{"unset var", toolWith(md + "  cap \"net\" \"x\" {\n    origin = var.origin\n  }\n"), `:8,14: variable "origin" is not set: pass --var origin=VALUE`},
 		{"unset var in input_schema", toolWith(md + "  input_schema = { type = var.kind }\n"), `:7,27: variable "kind" is not set`},
@@ -496,7 +507,7 @@ func TestPolicyGrammarIsComplete(t *testing.T) {
 		}
 		return regexp.MustCompile(pat).MatchString(PolicyGrammar)
 	}
-	for _, s := range []*hcl.BodySchema{policyRootSchema, sessionSchema, toolSchema, seedSchema, limitsSchema} {
+	for _, s := range []*hcl.BodySchema{policyRootSchema, sessionSchema, toolSchema, upstreamToolSchema, seedSchema, limitsSchema} {
 		for _, a := range s.Attributes {
 			if !named(a.Name, false) {
 				t.Errorf("PolicyGrammar does not name attribute %q", a.Name)
@@ -542,13 +553,14 @@ func TestPolicyGrammarParses(t *testing.T) {
 	dir := policyDir(t)
 	src := strings.ReplaceAll(PolicyGrammar, "...                       # every other attribute is the kind's grant spec", "")
 	src = strings.ReplaceAll(src, `"sha256:<hex>"`, `"sha256:`+strings.Repeat("0", 64)+`"`)
-	src = strings.ReplaceAll(src, `tool "NAME"`, `tool "benefits"`)
+	src = strings.Replace(src, `tool "NAME"`, `tool "benefits"`, 1)
+	src = strings.Replace(src, `tool "NAME"`, `tool "reports"`, 1)
 	src = strings.ReplaceAll(src, `cap "KIND" "NAME"`, `cap "pay" "card"`)
 	pol, err := ParsePolicy([]byte(src), "grammar.hcl", dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pol.Tools) != 1 || pol.Session.Principal != "alice" || pol.Session.Limits().Timeout != 8*time.Hour ||
+	if len(pol.Tools) != 2 || pol.Tools[1].Upstream != "read_text_file" || pol.Session.Principal != "alice" || pol.Session.Limits().Timeout != 8*time.Hour ||
 		string(pol.Tools[0].InputSchema) != `{"properties":{"year":{"type":"integer"}},"required":["year"],"type":"object"}` {
 		t.Errorf("got %+v, tool %+v", pol, pol.Tools[0])
 	}
