@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/cgo"
 	"sync"
 	"time"
 	"unsafe"
@@ -69,9 +68,9 @@ type Engine struct {
 	// static holds each module's static counts, checked against every
 	// compile's limits (cfg.Limits), bytes already compiled included.
 	static wasmbin.StaticCache
-	// handles are the host functions' cgo handles (define), deleted by
-	// Close (protected by mu).
-	handles []cgo.Handle
+	// handles are the host functions' places in hostFuncs (define),
+	// given back by release (protected by mu).
+	handles []uintptr
 }
 
 // preemption is how a running guest is stopped.
@@ -265,7 +264,7 @@ func (e *Engine) release() {
 	e.linker.Close()
 	e.wt.Close()
 	for _, h := range e.handles {
-		h.Delete()
+		hostFuncs.put(h)
 	}
 	e.handles = nil
 }

@@ -24,8 +24,8 @@ import "C"
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
-	"runtime/cgo"
 	"sync"
 	"unsafe"
 
@@ -54,27 +54,61 @@ type hostFunc struct {
 
 // runs maps the data of each store running a guest (storeData) to its
 // run, for host calls. wasmtime-go's own map, behind Caller.Data, takes a
-// process-wide lock and two calls into C.
-var runs sync.Map
+// process-wide lock and two calls into C. A store's data is wasmtime-go's
+// index of the store (a slab's: small, reused once the store is gone), so
+// runs is an index by it; runsOver holds a run whose store's data is not
+// below maxIndex, should wasmtime-go ever give such data.
+var (
+	runs     index[run]
+	runsOver sync.Map
+)
 
 // register makes r the run of store's host calls until the returned
 // function is called, which must be before the store is closed:
 // wasmtime-go gives a closed store's data to a later store.
 func register(store *wt.Store, r *run) (unregister func()) {
 	key := storeData(store)
-	runs.Store(key, r)
-	return func() { runs.Delete(key) }
+	if runs.set(key, r) {
+		return func() { runs.set(key, nil) }
+	}
+	runsOver.Store(key, r)
+	return func() { runsOver.Delete(key) }
 }
+
+// runOf is the run of the store whose data is data, or nil.
+func runOf(data uintptr) *run {
+	if r := runs.load(data); r != nil {
+		return r
+	}
+	if data < maxIndex {
+		return nil
+	}
+	v, ok := runsOver.Load(data)
+	if !ok {
+		return nil
+	}
+	return v.(*run)
+}
+
+// hostFuncs holds every defined host function by the env wasmtime passes
+// back to mandateHostCall (define): an index rather than a cgo.Handle,
+// whose Value is a sync.Map lookup.
+var hostFuncs index[hostFunc]
 
 //export mandateHostCall
 func mandateHostCall(env C.uintptr_t, caller, data, vals unsafe.Pointer, n C.size_t) unsafe.Pointer {
-	f := cgo.Handle(env).Value().(*hostFunc)
-	v, ok := runs.Load(uintptr(data))
-	if !ok {
+	f := hostFuncs.load(uintptr(env))
+	if f == nil {
+		// Defined functions stay until their engine is released, once
+		// nothing runs.
+		return newTrap("sandbox/wasmtime: call of a host function that is not defined")
+	}
+	r := runOf(uintptr(data))
+	if r == nil {
 		// Every store is registered before it instantiates anything.
 		return newTrap("sandbox/wasmtime: host call " + f.what + " from a store with no run")
 	}
-	return f.invoke(v.(*run), caller, unsafe.Slice((*rawVal)(vals), int(n)))
+	return f.invoke(r, caller, unsafe.Slice((*rawVal)(vals), int(n)))
 }
 
 // invoke calls f for r; a panic becomes a trap of r alone (it must not
@@ -88,12 +122,15 @@ func (f *hostFunc) invoke(r *run, caller unsafe.Pointer, vals []rawVal) (trap un
 	return f.call(r, caller, vals)
 }
 
-// define defines module.name, of type sig, in e's linker as f. The handle
-// lives as long as the engine (Close deletes it).
+// define defines module.name, of type sig, in e's linker as f. Its place
+// in hostFuncs lives as long as the engine (release gives it back).
 //
 // Preconditions: e.mu is held, or e is not yet shared.
 func (e *Engine) define(module, name string, sig funcSig, f *hostFunc) error {
-	h := cgo.NewHandle(f)
+	h, ok := hostFuncs.add(f)
+	if !ok {
+		return errors.New("too many host functions defined")
+	}
 	e.handles = append(e.handles, h)
 	// The type is closed at once, not left to its finalizer: until then it
 	// keeps the engine's pool of instance slots reserved after Close.
