@@ -8,6 +8,7 @@ import (
 	"github.com/mandatevm/mandate/caps/data"
 	"github.com/mandatevm/mandate/caps/declassify"
 	"github.com/mandatevm/mandate/caps/llm"
+	"github.com/mandatevm/mandate/caps/mcp"
 	"github.com/mandatevm/mandate/caps/net"
 	"github.com/mandatevm/mandate/caps/pay"
 	"github.com/mandatevm/mandate/caps/spawn"
@@ -33,14 +34,9 @@ func KindsWith(state, dataStore string) (ks []kindapi.Kind, close func() error) 
 		}
 		return OpenDataStore(context.Background(), dataStore)
 	})
-	return []kindapi.Kind{
-		net.New(),
-		d,
-		pay.New(),
-		spawn.New(),
-		declassify.New(),
-		llm.New(),
-	}, d.Close
+	m := mcp.New()
+	ks = []kindapi.Kind{net.New(), d, pay.New(), spawn.New(), declassify.New(), llm.New(), m}
+	return ks, func() error { return errors.Join(d.Close(), m.Close()) }
 }
 
 // Declassifiers names the kinds granted the privilege to lower labels:
