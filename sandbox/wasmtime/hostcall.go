@@ -68,11 +68,43 @@ var (
 // wasmtime-go gives a closed store's data to a later store.
 func register(store *wt.Store, r *run) (unregister func()) {
 	key := storeData(store)
+	r.storeKey, r.storeCtx = key, storeContext(store)
 	if runs.set(key, r) {
-		return func() { runs.set(key, nil) }
+		return func() {
+			r.forgetMemory()
+			runs.set(key, nil)
+		}
 	}
 	runsOver.Store(key, r)
 	return func() { runsOver.Delete(key) }
+}
+
+// memSlotsMu serializes the writes of mandate_mem_tab (hostcall_c.go).
+var memSlotsMu sync.Mutex
+
+// publishMemory puts the run's memory in mandate_mem_tab, for its host
+// calls to be given their view of it by the C side (mandate_host_cb). Only
+// for a store registered in runs (its data below maxIndex); a run whose
+// memory is not there has its views read from Go (memoryView).
+func (r *run) publishMemory() {
+	if r.guestMem == nil || r.storeCtx == nil || r.storeKey >= maxIndex {
+		return
+	}
+	memSlotsMu.Lock()
+	r.published = setMemSlot(r.storeKey, r.storeCtx, r.guestMem)
+	memSlotsMu.Unlock()
+}
+
+// forgetMemory takes the run's memory out of mandate_mem_tab, before its
+// store is closed.
+func (r *run) forgetMemory() {
+	if !r.published {
+		return
+	}
+	memSlotsMu.Lock()
+	setMemSlot(r.storeKey, nil, nil)
+	r.published = false
+	memSlotsMu.Unlock()
 }
 
 // runOf is the run of the store whose data is data, or nil.
@@ -95,8 +127,12 @@ func runOf(data uintptr) *run {
 // whose Value is a sync.Map lookup.
 var hostFuncs index[hostFunc]
 
+// mandateHostCall is called by mandate_host_cb for every host call; base
+// and len are the view of the caller's memory when viewed is 1 (the C side
+// read it from mandate_mem_tab).
+//
 //export mandateHostCall
-func mandateHostCall(env C.uintptr_t, caller, data, vals unsafe.Pointer, n C.size_t) unsafe.Pointer {
+func mandateHostCall(env C.uintptr_t, caller, data, vals unsafe.Pointer, n C.size_t, base *C.uint8_t, len C.size_t, viewed C.int) unsafe.Pointer {
 	f := hostFuncs.load(uintptr(env))
 	if f == nil {
 		// Defined functions stay until their engine is released, once
@@ -107,6 +143,13 @@ func mandateHostCall(env C.uintptr_t, caller, data, vals unsafe.Pointer, n C.siz
 	if r == nil {
 		// Every store is registered before it instantiates anything.
 		return newTrap("sandbox/wasmtime: host call " + f.what + " from a store with no run")
+	}
+	r.viewed = viewed != 0
+	if r.viewed {
+		r.view = nil
+		if base != nil {
+			r.view = unsafe.Slice((*byte)(unsafe.Pointer(base)), int(len))
+		}
 	}
 	return f.invoke(r, caller, unsafe.Slice((*rawVal)(vals), int(n)))
 }

@@ -21,6 +21,7 @@ func (r *run) lookUpMemory(store *wt.Store, inst *wt.Instance) {
 		r.guestMem = ext.Memory()
 	}
 	r.memLooked = true
+	r.publishMemory()
 }
 
 // memoryView is the bytes of the calling instance's memory "memory" (nil
@@ -28,6 +29,12 @@ func (r *run) lookUpMemory(store *wt.Store, inst *wt.Instance) {
 // valid until the guest runs again: a memory.grow may move them, so a view
 // is never kept past the host call it was taken for.
 func (r *run) memoryView(caller unsafe.Pointer) []byte {
+	if r.viewed {
+		// Read by the C side for this call (mandateHostCall).
+		v := r.view
+		r.viewed, r.view = false, nil
+		return v
+	}
 	if !r.memLooked {
 		return callerMemory(caller)
 	}

@@ -159,6 +159,17 @@ type run struct {
 	guestMem  *wt.Memory
 	memLooked bool
 
+	// storeKey and storeCtx are the store's data and context (register);
+	// published is set while guestMem is in mandate_mem_tab at storeKey
+	// (publishMemory). viewed is set by mandateHostCall when the C side
+	// read the calling instance's memory for the call, then view is its
+	// bytes, for memoryView to take.
+	storeKey  uintptr
+	storeCtx  unsafe.Pointer
+	published bool
+	viewed    bool
+	view      []byte
+
 	// mem and stack are the host calls' scratch, reused by every call of
 	// the run (calls of one run never overlap), so that a call allocates
 	// nothing.
