@@ -64,6 +64,13 @@ func (h *Host) PinPolicy(ctx context.Context, p *manifest.Policy) (*Policy, erro
 	}
 	pp := &Policy{policy: p}
 	for _, t := range p.Tools {
+		if t.Upstream != "" {
+			// No module: the tool is a call on its mcp capability, whose
+			// grant pins the upstream tool's definition.
+			tc := *t
+			pp.tools = append(pp.tools, pinnedTool{t: &tc})
+			continue
+		}
 		var wasm []byte
 		var err error
 		if t.ModuleIsDir {
@@ -138,6 +145,15 @@ type SessionTool struct {
 	// the confidentiality of what was sent to its sinks (the policy's
 	// responses: manifest.ToolResponses).
 	Responses *kindapi.Label
+	// Upstream is the upstream tool's name when the tool is a tool of an
+	// upstream MCP server (Module is then an UpstreamModule, its result
+	// the upstream's CallToolResult as JSON); "" for a module's tool.
+	Upstream string
+	// Unavailable, when set, says why the tool cannot be called in this
+	// session whatever its label: an upstream tool whose definition is not
+	// the one its capability pins, or whose server could not be reached
+	// when the session started.
+	Unavailable string
 }
 
 // Session is a running session: a Run whose root task is the session
@@ -227,6 +243,15 @@ func (h *Host) startSession(ctx context.Context, spec SessionSpec) (*Session, er
 	var grants []kernel.GrantSpec
 	for _, pt := range spec.Policy.tools {
 		t := pt.t
+		if t.Upstream != "" {
+			tool, gs, err := r.upstreamTool(ctx, t)
+			if err != nil {
+				return refuse(err)
+			}
+			grants = append(grants, gs...)
+			s.tools = append(s.tools, tool)
+			continue
+		}
 		cfg := toolLimits(t.Limits(), p.Session.Limits()).CompileLimits()
 		mod, err := r.compile(ctx, pt.wasm, pt.digest, cfg)
 		if err != nil {

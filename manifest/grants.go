@@ -39,6 +39,13 @@ func (m *Manifest) GrantsWith(k Granter, g kindapi.GrantContext) ([]kernel.Grant
 	return grantsWith(m.Caps, m.Dir, k, g)
 }
 
+// GrantCaps mints the root scopes of some of a file's cap blocks (those
+// of one kind, say), as Manifest.GrantsWith mints them all: caps are cap
+// blocks of a manifest or policy in dir.
+func GrantCaps(caps []Cap, dir string, k Granter, g kindapi.GrantContext) ([]kernel.GrantSpec, error) {
+	return grantsWith(caps, dir, k, g)
+}
+
 // grantsWith mints the root scopes of caps, cap blocks of a file in dir
 // (g.Dir when it is set): the code behind Manifest.GrantsWith and
 // Tool.GrantsWith.

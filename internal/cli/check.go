@@ -13,7 +13,7 @@ import (
 	"github.com/mandatevm/mandate/manifest"
 )
 
-const checkHelp = `Usage: mandate check MANIFEST.hcl|POLICY.hcl [--var NAME=VALUE ...] [--format text|json]
+const checkHelp = `Usage: mandate check MANIFEST.hcl|POLICY.hcl [--var NAME=VALUE ...] [--format text|json] [--pins]
 
 Given an MCP policy (mandate mcp serve), it checks each tool as a task of
 the session's principal and clearance, and says what a session could come
@@ -76,6 +76,17 @@ Flags:
 
 	--var NAME=VALUE   sets var.NAME in the manifest; repeatable
 	--format FORMAT    text (default) or json
+	--pins             instead of the report: for each cap "mcp" block, the
+	                   upstream tools its tools allow as the server defines
+	                   them now, each with its digest, its pin and whether it
+	                   matches ("pinned", "not pinned", "changed": calls of
+	                   a tool not pinned or changed are refused), its
+	                   definition (what the pin vouches for: read it), and
+	                   the pins = { ... } that pins them all. Unlike the
+	                   report it reaches out: it starts each stdio server
+	                   and connects to each URL, with the grant's secrets,
+	                   as mandate run would. Exit 1 when a tool is not
+	                   pinned or changed, or a server cannot be listed.
 
 The JSON form is one object; every capability in it has "cap", "kind",
 "fields" (the grant's limits as its kind describes them, in readable units)
@@ -121,6 +132,8 @@ task's own label, so it changes none of the verdicts; it is listed last.
 Exit codes:
 
 	0    the manifest loads (whatever the report says)
+	1    with --pins: an upstream tool is not pinned or was changed, or a
+	     server's tools could not be listed
 	2    usage or manifest error (FILE:LINE,COL: message), or a seed file
 	     that cannot be read
 
@@ -128,6 +141,7 @@ Examples:
 
 	mandate check planner.hcl --var flights=https://flights.example ...
 	mandate check hr.hcl --format json | jq .could_hold
+	mandate check desk.hcl --pins
 `
 
 func runCheck(e *env, args []string) int {
@@ -136,6 +150,7 @@ func runCheck(e *env, args []string) int {
 	vars := varFlag{}
 	fs.Var(vars, "var", "")
 	format := fs.String("format", "text", "")
+	pins := fs.Bool("pins", false, "")
 	pos, code, ok := e.parse(c, fs, args)
 	if !ok {
 		return code
@@ -157,9 +172,19 @@ func runCheck(e *env, args []string) int {
 			if perr != nil {
 				return e.manifestError(perr)
 			}
+			if *pins {
+				var sets []mcpCaps
+				for _, t := range p.Tools {
+					sets = append(sets, mcpCaps{name: t.Name, caps: t.Caps, dir: p.Dir})
+				}
+				return e.checkPins(sets, *format)
+			}
 			return e.checkPolicy(p, *format)
 		}
 		return e.manifestError(err)
+	}
+	if *pins {
+		return e.checkPins([]mcpCaps{{caps: m.Caps, dir: m.Dir}}, *format)
 	}
 	ks, closeKinds := host.Kinds("")
 	defer closeKinds()

@@ -38,10 +38,7 @@ type checkedGrants struct {
 // without reading secrets or building spawn modules, and returns the
 // scopes they grant.
 func checkGrants(m *manifest.Manifest, ks []kindapi.Kind, declassifiers []string) (*checkedGrants, error) {
-	g := &checkGranter{kinds: map[string]kindapi.Kind{}, modules: map[string]string{}, cc: constraint.New()}
-	for _, k := range ks {
-		g.kinds[k.Name()] = k
-	}
+	g := newCheckGranter(ks)
 	lookup := func(string) (string, bool) { return "placeholder", true }
 	gc := kindapi.GrantContext{Dir: m.Dir, LookupEnv: lookup}
 	if m.Retry > 0 {
@@ -69,6 +66,14 @@ type checkGranter struct {
 	kinds   map[string]kindapi.Kind
 	modules map[string]string // placeholder digest -> module as written
 	cc      *constraint.Compiler
+}
+
+func newCheckGranter(ks []kindapi.Kind) *checkGranter {
+	g := &checkGranter{kinds: map[string]kindapi.Kind{}, modules: map[string]string{}, cc: constraint.New()}
+	for _, k := range ks {
+		g.kinds[k.Name()] = k
+	}
+	return g
 }
 
 func (g *checkGranter) Kind(name string) (kindapi.Kind, bool) {

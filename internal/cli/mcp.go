@@ -349,7 +349,8 @@ func (s *mcpServer) newSession(ctx context.Context, client, id string, initializ
 	var tools []*mcpserve.Tool
 	for _, t := range hs.Tools() {
 		tools = append(tools, &mcpserve.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema,
-			ByReference: t.ByReference, Module: t.Module, Entry: t.Entry, Limits: t.Limits, Caps: t.Caps, ClientApproval: t.ClientApproval, Responses: t.Responses})
+			ByReference: t.ByReference, Module: t.Module, Entry: t.Entry, Limits: t.Limits, Caps: t.Caps, ClientApproval: t.ClientApproval, Responses: t.Responses,
+			Upstream: t.Upstream, Unavailable: t.Unavailable})
 	}
 	labels := &clientLabel{s: s, client: client}
 	sess, err := mcpserve.NewSession(mcpserve.Config{Kernel: hs.Kernel(), Task: hs.Task(), Tools: tools, Logger: s.logger.Named("mcp"),

@@ -104,6 +104,15 @@ type Tool struct {
 	// no confidential source of their own, manifest.ToolResponses), and
 	// its integrity taints join the result's, which are kept.
 	Responses *kindapi.Label
+	// Upstream is the upstream tool's name when the tool is a tool of an
+	// upstream MCP server (host.SessionTool.Upstream): Module makes one
+	// call on its mcp capability and the task's result is the upstream's
+	// CallToolResult, which the client is shown as it came (content,
+	// structured content, isError), labelled.
+	Upstream string
+	// Unavailable, when set, is why the tool cannot be called in this
+	// session at any label (host.SessionTool.Unavailable).
+	Unavailable string
 }
 
 // SessionCapName is the name under which the session task holds a tool's
@@ -386,6 +395,9 @@ func (s *Session) unavailable(t *Tool) string {
 // blocked is unavailable as the refusal (EFLOW) and the session's
 // capability whose sink refuses; nil when t can run.
 func (s *Session) blocked(t *Tool) (*kernel.Cap, error) {
+	if t.Unavailable != "" {
+		return nil, kindapi.Errorf(abi.EDENIED, "%s", t.Unavailable)
+	}
 	label := s.task.Label()
 	if label.IsZero() {
 		return nil, nil
@@ -655,6 +667,9 @@ func (s *Session) result(t *Tool, task *kernel.Task) *mcp.CallToolResult {
 		s.listTools() // some tools may have become unavailable
 	}
 	data := b.Bytes()
+	if t.Upstream != "" {
+		return upstreamResult(t, data, shown)
+	}
 	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: textOf(data)}}}
 	// The answer's provenance travels with it, for the client to show
 	// (which sources influenced it, whose data it holds).
@@ -668,6 +683,25 @@ func (s *Session) result(t *Tool, task *kernel.Task) *mcp.CallToolResult {
 		}
 	}
 	return res
+}
+
+// upstreamResult is an upstream tool's answer (its CallToolResult, as
+// the mcp capability returned it) as the client is shown it, with its
+// label in _meta; the upstream's own _meta is not passed on.
+func upstreamResult(t *Tool, data []byte, shown kindapi.Label) *mcp.CallToolResult {
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(data, &res); err != nil {
+		return toolError("EIO: tool %s: the upstream's answer is not a tool result: %v", t.Name, err)
+	}
+	if res.Content == nil {
+		res.Content = []mcp.Content{}
+	}
+	res.Meta = nil
+	res.InputRequests, res.RequestState = nil, ""
+	if !shown.IsZero() {
+		res.Meta = mcp.Meta{LabelMeta: shown}
+	}
+	return &res
 }
 
 // shownLabel is what a result of t labelled l carries when shown to the
