@@ -51,9 +51,10 @@ func publicSearch(t *testing.T) (url string, calls *atomic.Int64) {
 
 // upstreamPolicy writes the desk's policy with pins (a map from
 // "TOOL.CAP/UPSTREAM_TOOL" to its pin; none when nil).
-func upstreamPolicy(t *testing.T, dir string, fsCommand []string, searchURL string, pins map[string]string) string {
+func upstreamPolicy(t *testing.T, dir string, fsCommand, everything []string, searchURL string, pins map[string]string) string {
 	t.Helper()
 	cmd, _ := json.Marshal(fsCommand)
+	ev, _ := json.Marshal(everything)
 	pin := func(key, tool string) string {
 		if p, ok := pins[key]; ok {
 			return fmt.Sprintf("    pins = { %s = %q }\n", tool, p)
@@ -83,6 +84,16 @@ tool "web_search" {
     allow_private = true
     tools         = ["search"]
 ` + pin("web_search.web", "search") + `  }
+}
+tool "echo" {
+  upstream = "echo"
+  cap "mcp" "everything" {
+    command   = ` + string(ev) + `
+    tools     = ["echo"]
+` + pin("echo.everything", "echo") + `    resources = ["demo://resource/static/document/*"]
+    prompts   = ["simple-prompt"]
+    clearance = ["pii:alice"]
+  }
 }
 `
 	p := filepath.Join(dir, "desk.hcl")
@@ -136,11 +147,12 @@ func TestMCPServeUpstreamTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	fsCommand := []string{node, filepath.Join(mods, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js"), dir}
+	everything := []string{node, filepath.Join(mods, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")}
 	searchURL, searches := publicSearch(t)
 	bin := buildMandate(t)
 
 	// Not pinned: check --pins says so (exit 1) and prints the digests.
-	policy := upstreamPolicy(t, dir, fsCommand, searchURL, nil)
+	policy := upstreamPolicy(t, dir, fsCommand, everything, searchURL, nil)
 	code, reps := checkPinsJSON(t, bin, policy)
 	pins := map[string]string{}
 	defs := map[string]json.RawMessage{}
@@ -151,11 +163,11 @@ func TestMCPServeUpstreamTools(t *testing.T) {
 		pins[r.Cap] = r.Tools[0].Digest
 		defs[r.Cap] = r.Tools[0].Definition
 	}
-	if code != 1 || len(pins) != 2 || pins["read_report.fs"] == "" || pins["web_search.web"] == "" {
+	if code != 1 || len(pins) != 3 || pins["read_report.fs"] == "" || pins["web_search.web"] == "" {
 		t.Fatalf("check --pins before pinning: exit %d, %+v", code, reps)
 	}
-	policy = upstreamPolicy(t, dir, fsCommand, searchURL, pins)
-	if code, reps := checkPinsJSON(t, bin, policy); code != 0 || len(reps) != 2 || reps[0].Tools[0].Status != "pinned" {
+	policy = upstreamPolicy(t, dir, fsCommand, everything, searchURL, pins)
+	if code, reps := checkPinsJSON(t, bin, policy); code != 0 || len(reps) != 3 || reps[0].Tools[0].Status != "pinned" {
 		t.Fatalf("check --pins once pinned: exit %d, %+v", code, reps)
 	}
 
@@ -196,7 +208,7 @@ func TestMCPServeUpstreamTools(t *testing.T) {
 		Description string `json:"description"`
 	}
 	json.Unmarshal(defs["read_report.fs"], &fsDef)
-	if len(tools) != 2 || tools["read_report"] == nil || fsDef.Description == "" || tools["read_report"].Description != fsDef.Description ||
+	if len(tools) != 3 || tools["read_report"] == nil || fsDef.Description == "" || tools["read_report"].Description != fsDef.Description ||
 		tools["web_search"] == nil || tools["web_search"].Description != "Search the web." {
 		t.Fatalf("tools/list: %+v (pinned description %q)", tools, fsDef.Description)
 	}
@@ -223,6 +235,9 @@ func TestMCPServeUpstreamTools(t *testing.T) {
 	if l, _ := json.Marshal(r.Meta["mandate/label"]); !strings.Contains(string(l), "pii:alice") || !strings.Contains(string(l), "fs:reports") {
 		t.Errorf("read_report's result is labelled %s, want pii:alice and fs:reports", l)
 	}
+	if e, _ := json.Marshal(r.Meta["mandate/effects"]); !strings.Contains(string(e), `"kind":"mcp"`) || !strings.Contains(string(e), "read_text_file") {
+		t.Errorf("read_report's result lists the effects %s, want its call of read_text_file", e)
+	}
 
 	// The session has read Alice's report: the public search is refused
 	// before anything is sent, and listed unavailable.
@@ -238,6 +253,36 @@ func TestMCPServeUpstreamTools(t *testing.T) {
 	// A path outside the reports: the grant's when refuses it.
 	if r := call("read_report", map[string]any{"path": other}); !r.IsError || !strings.HasPrefix(toolText(r), "EDENIED") || strings.Contains(toolText(r), "not a report") {
 		t.Errorf("read_report outside reports/: %v %q", r.IsError, toolText(r))
+	}
+	// server-everything's resources and prompt the echo tool's grant
+	// passes through, and only those, labelled with its taint.
+	rl, err := cs.ListResources(ctx, nil)
+	if err != nil || len(rl.Resources) == 0 {
+		t.Fatalf("resources/list: %v %+v", err, rl)
+	}
+	for _, r := range rl.Resources {
+		if !strings.HasPrefix(r.URI, "demo://resource/static/document/") {
+			t.Errorf("resources/list offers %s, which the grant does not pass through", r.URI)
+		}
+	}
+	rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: rl.Resources[0].URI})
+	if err != nil || len(rr.Contents) == 0 || rr.Contents[0].Text == "" {
+		t.Errorf("resources/read %s: %v %+v", rl.Resources[0].URI, err, rr)
+	}
+	pl, err := cs.ListPrompts(ctx, nil)
+	if err != nil || len(pl.Prompts) != 1 || pl.Prompts[0].Name != "simple-prompt" {
+		t.Fatalf("prompts/list: %v %+v", err, pl)
+	}
+	gp, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "simple-prompt"})
+	if err != nil || len(gp.Messages) != 1 {
+		t.Errorf("prompts/get: %v %+v", err, gp)
+	}
+	if _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "args-prompt", Arguments: map[string]string{"city": "x"}}); err == nil {
+		t.Errorf("prompts/get of a prompt the grant does not pass through worked")
+	}
+	lr, err := cs.ListTools(ctx, nil)
+	if l, _ := json.Marshal(lr.Meta["mandate/label"]); err != nil || !strings.Contains(string(l), "mcp:stdio:") {
+		t.Errorf("the session's label after reading a resource: %s %v", l, err)
 	}
 	cs.Close()
 	cmd.Wait()

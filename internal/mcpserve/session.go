@@ -44,9 +44,16 @@
 // arguments, a foreign reference) is a denial of the session task:
 // audited and counted like a task's.
 //
-// What it does not do: it offers tools only (no resources, prompts or
-// completions), a result is one text item (and structured content when it
-// is a JSON object), tools cannot ask the client for sampling, and the
+// A tool may be a tool of an upstream MCP server (Tool.Upstream, a
+// policy's upstream = NAME): its call is a task that makes one call on
+// the tool's mcp capability (host.UpstreamModule), so everything above
+// holds for it, and its result is the upstream's as it came (content,
+// structured content, isError), labelled. The resources and prompts an
+// upstream tool's capability passes through are offered too (upstream.go).
+//
+// What it does not do: it offers no resources or prompts of its own and
+// no completions, a module's result is one text item (and structured
+// content when it is a JSON object), tools cannot ask the client for sampling, and the
 // sessionless protocol (2026-07-28 without a session) is not served: a
 // session is what carries the label. CONFORMANCE.md has the conformance
 // suite's verdicts, scenario by scenario.
@@ -140,6 +147,13 @@ type Session struct {
 	mu    sync.Mutex
 	refs  map[string]*kindapi.Blob // protected by mu
 	calls int                      // protected by mu
+
+	// upstream are the upstream tools' capabilities that pass resources
+	// or prompts through (upstream.go), listed once the client asks.
+	upstream        []upstreamCap
+	upMu            sync.Mutex
+	resourcesListed bool // protected by upMu
+	promptsListed   bool // protected by upMu
 }
 
 // Approvals are the questions of one session's calls for the person:
@@ -294,6 +308,15 @@ func NewSession(cfg Config) (*Session, error) {
 		name = "mandate"
 	}
 	opts := &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}}
+	s.upstream = upstreamCaps(cfg.Task, cfg.Tools)
+	for _, u := range s.upstream {
+		if u.resources {
+			opts.Capabilities.Resources = &mcp.ResourceCapabilities{}
+		}
+		if u.prompts {
+			opts.Capabilities.Prompts = &mcp.PromptCapabilities{}
+		}
+	}
 	if cfg.Initialized != nil {
 		var once sync.Once
 		opts.InitializedHandler = func(_ context.Context, r *mcp.InitializedRequest) {
@@ -326,6 +349,9 @@ func NewSession(cfg Config) (*Session, error) {
 			return res, err
 		}
 	})
+	if len(s.upstream) > 0 {
+		s.server.AddReceivingMiddleware(s.passThroughMiddleware)
+	}
 	s.listTools()
 	return s, nil
 }
@@ -650,21 +676,9 @@ func (s *Session) result(t *Tool, task *kernel.Task) *mcp.CallToolResult {
 			RefScheme, id, b.Len(), b.Label())}}}
 	}
 	// By value: the model is shown it, so the session has now seen it.
-	before := s.task.Label()
 	shown := shownLabel(t, b.Label())
-	if err := s.task.Observe(shown); err != nil {
-		return s.refuse(context.Background(), t, nil, kindapi.Errorf(abi.EFLOW, "the result is labelled %v, above what this session may be shown", shown))
-	}
-	if s.labels != nil && !shown.IsZero() {
-		// The client's, for all its sessions, before the client sees it.
-		if err := s.labels.Raise(context.Background(), t.Name, shown); err != nil {
-			s.logger.Error("recording what the client is shown", "tool", t.Name, "error", err)
-			return s.refuse(context.Background(), t, nil, kindapi.Errorf(abi.EINTERNAL,
-				"the result is withheld: what the client is shown could not be recorded: %v", err))
-		}
-	}
-	if s.task.Label().String() != before.String() {
-		s.listTools() // some tools may have become unavailable
+	if err := s.show(context.Background(), t.Name, shown); err != nil {
+		return s.refuse(context.Background(), t, nil, err)
 	}
 	data := b.Bytes()
 	if t.Upstream != "" {
