@@ -295,4 +295,13 @@ func TestMCPServeUpstreamTools(t *testing.T) {
 	if s := string(out); !strings.Contains(s, `"kind": "mcp"`) && !strings.Contains(s, `"kind":"mcp"`) {
 		t.Errorf("the audit log has no mcp entry:\n%s", out)
 	}
+	// The graph: each upstream call is a task of the session holding its
+	// tool's mcp capability, its module the pinned definition's digest.
+	out, err = exec.Command(bin, "graph", "last", "--format", "json", "--state-dir", state).CombinedOutput()
+	if err != nil {
+		t.Fatalf("mandate graph: %v\n%s", err, out)
+	}
+	if s := string(out); !strings.Contains(s, pins["read_report.fs"]) || !strings.Contains(s, `"mcp"`) {
+		t.Errorf("the graph shows no upstream call of read_report (module %s) on an mcp capability:\n%.2000s", pins["read_report.fs"], out)
+	}
 }
