@@ -667,6 +667,9 @@ func (s *Session) result(t *Tool, task *kernel.Task) *mcp.CallToolResult {
 		return &mcp.CallToolResult{Content: []mcp.Content{}}
 	}
 	if t.ByReference {
+		if t.Upstream != "" {
+			b = upstreamValue(b)
+		}
 		id, err := s.keep(b)
 		if err != nil {
 			return s.refuse(context.Background(), t, nil, err)

@@ -205,3 +205,38 @@ func (s *Session) show(ctx context.Context, tool string, l kindapi.Label) error 
 	}
 	return nil
 }
+
+// upstreamValue is what a reference to an upstream tool's result stands
+// for, when passed to another tool's argument: the value the tool
+// returned rather than the envelope of its answer. That is its structured
+// content when it has some, else the text of its one text item, each
+// labelled as that part of the answer is (kindapi.Blob.PartLabel: a field
+// the grant labels apart carries its own); anything else (an error, several
+// items, an image) is the whole answer, as it came.
+func upstreamValue(b *kindapi.Blob) *kindapi.Blob {
+	var r struct {
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+		StructuredContent json.RawMessage `json:"structuredContent"`
+		IsError           bool            `json:"isError"`
+	}
+	if json.Unmarshal(b.Bytes(), &r) != nil || r.IsError {
+		return b
+	}
+	part := func(path string, data []byte) *kindapi.Blob {
+		p, err := kindapi.ParsePath(path, false)
+		if err != nil {
+			return b
+		}
+		return kindapi.NewBlobOwned(data, b.PartLabel(p))
+	}
+	switch {
+	case len(r.StructuredContent) > 0 && string(r.StructuredContent) != "null":
+		return part("$.structuredContent", r.StructuredContent)
+	case len(r.Content) == 1 && r.Content[0].Type == "text":
+		return part("$.content[0].text", []byte(r.Content[0].Text))
+	}
+	return b
+}
