@@ -39,7 +39,15 @@ type checkedGrants struct {
 // scopes they grant.
 func checkGrants(m *manifest.Manifest, ks []kindapi.Kind, declassifiers []string) (*checkedGrants, error) {
 	g := newCheckGranter(ks)
-	lookup := func(string) (string, bool) { return "placeholder", true }
+	// A variable need not be set (a secret mandate check never uses);
+	// one that is, such as the PATH an mcp grant's command is found in,
+	// is read.
+	lookup := func(name string) (string, bool) {
+		if v, ok := os.LookupEnv(name); ok {
+			return v, true
+		}
+		return "placeholder", true
+	}
 	gc := kindapi.GrantContext{Dir: m.Dir, LookupEnv: lookup}
 	if m.Retry > 0 {
 		gc.Seed = "mandate check" // as a fleet node grants it: keys derived from the run
