@@ -13,8 +13,11 @@ package wasmtime
 // calls into C for the guest's memory. On a capability call that was most
 // of the cost (BENCHMARKS.md, "Task lifecycle"). Here a call is one
 // crossing from C into Go, with the arguments read from wasmtime's raw
-// array in place, the run found in a lock-free map (runs), the guest memory
-// read with one call into C (view.go), and nothing allocated.
+// array in place, the function and the run found in lock-free indexes
+// (hostFuncs, runs: index.go), the guest memory's view read by the C side
+// before it calls into Go (mandate_mem_tab in hostcall_c.go; view.go's one
+// call into C only for a run whose memory is not there yet), and nothing
+// allocated.
 
 /*
 #include <stddef.h>

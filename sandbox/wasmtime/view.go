@@ -7,10 +7,12 @@ package wasmtime
 // Through wasmtime-go, Memory.UnsafeData makes four calls into C (the
 // caller's context twice, the base, the length) and looking the memory up
 // by name (Caller.GetExport) allocates objects with finalizers. The
-// memory's handle is looked up once per run (run.lookUpMemory), and
-// callerView reads its base and length at each host call with one call
-// into C: a memory.grow may move the bytes, so they are never kept past
-// the call. As in interrupt.go, the C API functions are declared by hand
+// memory's handle is looked up once per run (run.lookUpMemory) and
+// published for the C side of host calls, which reads its base and length
+// before calling into Go (hostcall_c.go); callerView reads them with one
+// call into C for a host call the C side could not serve (one made during
+// instantiation, before the lookup). A memory.grow may move the bytes, so
+// they are never kept past the call. As in interrupt.go, the C API functions are declared by hand
 // and weak, and the C values are read from the first fields of
 // wasmtime-go's Caller and Memory (viewLayoutOK checks that, and New
 // refuses to start if it is not so).
