@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -690,5 +691,49 @@ func TestGuestMCPTaintedSelf(t *testing.T) {
 	}
 	if want := []string{"read_secret {}", `send {"body":"tainted","to":"hr"}`}; !slices.Equal(tools, want) {
 		t.Errorf("the upstream received %q, want %q", tools, want)
+	}
+}
+
+// TestGuestMCPEchoEscaped: a server that reflects the injected header
+// must never let the guest read it, whatever characters the credential
+// holds. A header value may hold '&', '<', '>', '"' and '\', which JSON
+// writes escaped: the result the guest reads must be checked for the
+// value as the guest will decode it, not only for its bytes verbatim.
+// Both cases currently leak (skipped with "BUG:"; set
+// MANDATE_RUN_KNOWN_BUGS=1 to run them).
+func TestGuestMCPEchoEscaped(t *testing.T) {
+	for _, tc := range []struct {
+		name, token, bug string
+	}{
+		{"html", "tok&en<Zq7vX3kP9w>", "caps/mcp/prepare.go toolCall.run writes each content item with json.Marshal, which escapes " +
+			"'&', '<' and '>' as \\u0026, \\u003c, \\u003e; Kind.result then checks the result blob for the injected header's value " +
+			"verbatim (upstream.echoes: bytes.Contains on the JSON), so a server reflecting Authorization as text (whoami) or in a tool " +
+			"error (whoami_error) hands a credential holding '&', '<' or '>' to the guest, which decodes the JSON and reads it"},
+		{"quote", `tok"en\Zq7vX3kP9w`, "caps/mcp/upstream.go echoes checks the result blob's JSON bytes for the injected header's " +
+			"value verbatim, but JSON writes '\"' and '\\' (and control characters) escaped in every string: a credential holding one " +
+			"reflected as text, as structuredContent or in a tool error reaches the guest, which decodes the JSON and reads it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.bug != "" && os.Getenv("MANDATE_RUN_KNOWN_BUGS") == "" {
+				t.Skip("BUG: " + tc.bug)
+			}
+			e := newGAEnv(t, tc.token)
+			task, raw, got := e.run(t, []string{"hdr_reflect", "hdr_reflect_struct", "hdr_reflect_error", "hdr_reflect_rpc", "hdr_describe", "baseline"})
+			if got["baseline"].Errno != "ESUCCESS" {
+				t.Errorf("baseline: %s (%s)", got["baseline"].Errno, e.redact(got["baseline"].Detail))
+			}
+			for _, c := range e.up.Calls() {
+				if len(c.Auth) != 1 || c.Auth[0] != "Bearer "+tc.token {
+					t.Errorf("tools/call %s: Authorization is not exactly the injected value", c.Tool)
+				}
+			}
+			if where := e.leaks(task, raw, got); len(where) > 0 {
+				var errnos []string
+				for _, k := range []string{"hdr_reflect", "hdr_reflect_struct", "hdr_reflect_error", "hdr_reflect_rpc"} {
+					errnos = append(errnos, k+"="+got[k].Errno)
+				}
+				t.Errorf("the injected token %q reached the guest: it appears in %v (%v)", tc.token, where, errnos)
+			}
+		})
 	}
 }

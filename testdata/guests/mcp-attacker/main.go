@@ -105,8 +105,18 @@ func read(key string, b mandate.Blob) {
 		return
 	}
 	t := text(data)
-	out[key] = res{Errno: "ESUCCESS", Body: t}
-	fmt.Printf("%s: ESUCCESS body %s\n%s: raw %s\n", key, t, key, data)
+	// The structured content, decoded: its strings as the guest reads
+	// them (fmt writes them unescaped).
+	var r struct {
+		StructuredContent any `json:"structuredContent"`
+	}
+	_ = json.Unmarshal(data, &r)
+	var sc string
+	if r.StructuredContent != nil {
+		sc = fmt.Sprint(r.StructuredContent)
+	}
+	out[key] = res{Errno: "ESUCCESS", Body: t, Detail: sc}
+	fmt.Printf("%s: ESUCCESS body %s\n%s: structured %s\n%s: raw %s\n", key, t, key, sc, key, data)
 }
 
 // raw performs a call with an argument document and records it.
