@@ -62,10 +62,10 @@ var gaOrder = []string{
 	// 4. narrowing
 	"derive_more_tools", "derive_star", "derive_pattern", "derive_drop_pins", "derive_swap_pin", "derive_clearance",
 	"derive_timeout", "derive_timeout_max", "derive_request", "derive_results", "derive_vault_widen", "derive_other_server",
-	"narrow", "narrow_when",
+	"narrow", "narrow_when", "revoke",
 	// 5. handles
 	"handle_forged", "handle_zero", "handle_gen", "handle_stale", "handle_blob", "handle_wrong_kind", "handle_wrong_op",
-	"splice_cap", "splice_forged", "splice_unused_index",
+	"splice_cap", "splice_forged", "splice_member_name", "splice_unused_index",
 	// 6. flows
 	"vault_read", "flow_splice_high", "flow_part_high", "flow_splice_high_multi", "flow_share", "flow_share_part", "flow_after",
 	// 7. the injected header
@@ -133,6 +133,17 @@ var gaWant = map[string]string{
 	"narrow_when.inside":   "ESUCCESS",
 	"narrow_when.oversize": "ELIMIT",
 
+	"revoke.child":           "ESUCCESS",
+	"revoke.before":          "ESUCCESS",
+	"revoke.revoke":          "ESUCCESS",
+	"revoke.child_call":      "EREVOKED",
+	"revoke.child_derive":    "EREVOKED",
+	"revoke.parent":          "ESUCCESS",
+	"revoke.grandchild":      "ESUCCESS",
+	"revoke.parent_revoke":   "ESUCCESS",
+	"revoke.grandchild_call": "EREVOKED",
+	"revoke.root_call":       "ESUCCESS",
+
 	"handle_forged":       "EBADHANDLE",
 	"handle_zero":         "EBADHANDLE",
 	"handle_gen":          "EBADHANDLE",
@@ -142,6 +153,7 @@ var gaWant = map[string]string{
 	"handle_wrong_op":     "ENOTSUP",
 	"splice_cap":          "EWRONGTYPE",
 	"splice_forged":       "EBADHANDLE",
+	"splice_member_name":  "EINVAL",
 	"splice_unused_index": "EINVAL",
 
 	"vault_read":             "ESUCCESS",
@@ -237,7 +249,9 @@ func newGAUpstream(t *testing.T) *gaUpstream {
 		return nil, &jsonrpc.Error{Code: -32001, Message: "rejected credential " + auth(req)}
 	})
 	add("read_secret", "Reads a record.", object, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		return &sdk.CallToolResult{Content: text("SSN " + gaSSN), StructuredContent: map[string]any{"name": "alice", "ssn": gaSSN}}, nil
+		// The structured content, and its JSON as text (as the MCP
+		// specification asks, and the Go SDK does for typed tools).
+		return &sdk.CallToolResult{Content: text(`{"name":"alice","ssn":"` + gaSSN + `"}`), StructuredContent: map[string]any{"name": "alice", "ssn": gaSSN}}, nil
 	})
 	add("send", "Sends a message.", json.RawMessage(`{"type":"object","properties":{"to":{"type":"string"},"body":{"type":"string"}}}`),
 		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
@@ -423,6 +437,9 @@ func newGAEnv(t *testing.T, token string) *gaEnv {
 		grant("multi", map[string]any{"tools": []string{"read_file", "list_*", "whoami", "whoami_*"}, "pins": multiPins, "timeout": "30s"}),
 		grant("vault", map[string]any{"tools": []string{"read_secret"}, "pins": pinsOf("read_secret"),
 			"results": map[string]any{"read_secret": map[string]any{"labels": []string{"pii:alice"}}}, "clearance": []string{"pii:alice"}}),
+		grant("ledger", map[string]any{"tools": []string{"read_secret"}, "pins": pinsOf("read_secret"), "clearance": []string{"pii:alice"},
+			"results": map[string]any{"read_secret": map[string]any{"fields": map[string]any{
+				"$.structuredContent.ssn": map[string]any{"taint": "ledger:ssn", "labels": []string{"pii:alice"}}}}}}),
 		grant("share", map[string]any{"tools": []string{"send"}, "pins": pinsOf("send"), "clearance": []string{"pii:alice"}}),
 	}
 	webScope, err := k.Grant("net", gc, []byte(`{"origin":"http://127.0.0.1:`+web.Port()+`","methods":["GET","POST"],"paths":["/"],"allow_private":true}`))
@@ -606,6 +623,8 @@ func TestGuestMCPAttacks(t *testing.T) {
 			`{"path":"/public/../secret/naive"}`, // when_dotdot_naive
 			`{"path":"/public/b.txt"}`,           // when_splice_ok
 			`{"path":"/public/narrowed"}`,        // narrow_when.inside
+			`{"path":"/public/rev-before"}`,      // revoke.before
+			`{"path":"/public/rev-root"}`,        // revoke.root_call
 			`{"path":"/public/after.txt"}`,       // flow_after
 			`{"path":"/public/hdr-after"}`,       // hdr_after
 		},
@@ -735,5 +754,36 @@ func TestGuestMCPEchoEscaped(t *testing.T) {
 				t.Errorf("the injected token %q reached the guest: it appears in %v (%v)", tc.token, where, errnos)
 			}
 		})
+	}
+}
+
+// TestGuestMCPFieldMirror: ledger labels only a result's
+// structuredContent.ssn (fields, with labels = ["pii:alice"]). An MCP
+// server returning structured content also returns it serialised in a
+// text item (the MCP specification asks it to; the Go SDK does it for
+// typed tools), so the guest splices that part instead and sends the SSN
+// to a public upstream.
+func TestGuestMCPFieldMirror(t *testing.T) {
+	if os.Getenv("MANDATE_RUN_KNOWN_BUGS") == "" {
+		t.Skip("BUG: caps/mcp labels a result's parts by the grant's results fields (Scope.labels, labelrule) and everything else " +
+			"with the entry's rest label only; a tool's structuredContent is mirrored as JSON text in content[0].text, so with " +
+			"fields = { \"$.structuredContent.ssn\" = { labels = [\"pii:alice\"] } } the part $.content[0].text carries no pii:alice " +
+			"and a guest splices the SSN into a call on a public capability (ESUCCESS, the upstream receives it); the kind should " +
+			"label the content mirroring structured fields with their labels (or refuse field-only confidentiality for tools), " +
+			"or doc.go must say fields cannot protect structured content")
+	}
+	e := newGAEnv(t, gaToken)
+	_, _, got := e.run(t, []string{"field_mirror"})
+	for key, want := range map[string]string{
+		"field_mirror.read": "ESUCCESS", "field_mirror.field": "EFLOW", "field_mirror.text": "EFLOW",
+	} {
+		if got[key].Errno != want {
+			t.Errorf("%s: got %s (%s), want %s", key, got[key].Errno, got[key].Detail, want)
+		}
+	}
+	for _, c := range e.up.Calls() {
+		if strings.Contains(c.Args, gaSSN) {
+			t.Errorf("the SSN labelled pii:alice reached a public upstream: %s %s", c.Tool, c.Args)
+		}
 	}
 }

@@ -43,7 +43,7 @@ type res struct {
 var (
 	out = map[string]res{}
 
-	files, naive, multi, vault, share, web mandate.Cap
+	files, naive, multi, vault, share, ledger, web mandate.Cap
 
 	// secretBlob is vault's read_secret result, never read (but by
 	// flow_tainted_self).
@@ -264,6 +264,30 @@ var attacks = map[string]func(){
 		call("narrow_when.oversize", d, "read_file", path("/public/"+strings.Repeat("x", 600)))
 	},
 
+	"revoke": func() {
+		c, err := derive("revoke.child", files, `{}`)
+		if err != nil {
+			return
+		}
+		call("revoke.before", c, "read_file", path("/public/rev-before"))
+		rec("revoke.revoke", c.Revoke())
+		call("revoke.child_call", c, "read_file", path("/public/rev-after"))
+		_, err = c.Derive([]byte(`{}`))
+		rec("revoke.child_derive", err)
+		// Revoking a parent revokes what was derived from it.
+		p, err := derive("revoke.parent", multi, `{"tools":["list_dir"]}`)
+		if err != nil {
+			return
+		}
+		g, err := derive("revoke.grandchild", p, `{}`)
+		if err != nil {
+			return
+		}
+		rec("revoke.parent_revoke", p.Revoke())
+		call("revoke.grandchild_call", g, "list_dir", path("/public/rev-after"))
+		call("revoke.root_call", files, "read_file", path("/public/rev-root"))
+	},
+
 	// 5. Handles that are not the guest's, or not an mcp capability.
 	"handle_forged": func() {
 		call("handle_forged", mandate.CapFromHandle(abi.MakeHandle(4000, 9)), "read_file", path("/public/forged"))
@@ -298,6 +322,10 @@ var attacks = map[string]func(){
 	"splice_forged": func() {
 		spliced("splice_forged", files, "read_file", path("/public/"+abi.SplicePlaceholder(0)), []abi.Handle{abi.MakeHandle(4000, 9)}, nil)
 	},
+	"splice_member_name": func() {
+		spliced("splice_member_name", files, "read_file", `{"path":"/public/m","`+abi.SplicePlaceholder(0)+`":"x"}`,
+			[]abi.Handle{newBlob("path").Handle()}, nil)
+	},
 	"splice_unused_index": func() {
 		spliced("splice_unused_index", files, "read_file", path("/public/"+abi.SplicePlaceholder(3)), []abi.Handle{newBlob("a").Handle()}, nil)
 	},
@@ -324,6 +352,20 @@ var attacks = map[string]func(){
 	"flow_share_part": func() {
 		unread("flow_share_part", share, "send", `{"to":"hr","body":"`+abi.PartPlaceholder(0)+`"}`, nil,
 			[]abi.SplicePart{{Blob: secretBlob.Handle(), Path: "$.structuredContent.ssn"}})
+	},
+	// ledger labels only the result's structuredContent.ssn pii:alice;
+	// the server mirrors its structured content in a text item (as MCP
+	// servers should), which the guest passes on instead.
+	"field_mirror": func() {
+		b, err := ledger.Call(abi.MCPCallOp, callReq("read_secret", `{}`, nil, nil))
+		rec("field_mirror.read", err)
+		if err != nil {
+			return
+		}
+		spliced("field_mirror.field", files, "read_file", path(abi.PartPlaceholder(0)), nil,
+			[]abi.SplicePart{{Blob: b.Handle(), Path: "$.structuredContent.ssn"}})
+		spliced("field_mirror.text", multi, "list_dir", path(abi.PartPlaceholder(0)), nil,
+			[]abi.SplicePart{{Blob: b.Handle(), Path: "$.content[0].text"}})
 	},
 	// Having passed the secret on without reading it (nor the results of
 	// the calls it went into, which carry its label), the guest is not
@@ -410,7 +452,7 @@ func main() {
 	if err := json.Unmarshal(rawIn, &in); err != nil {
 		panic(err)
 	}
-	for name, c := range map[string]*mandate.Cap{"files": &files, "naive": &naive, "multi": &multi, "vault": &vault, "share": &share, "web": &web} {
+	for name, c := range map[string]*mandate.Cap{"files": &files, "naive": &naive, "multi": &multi, "vault": &vault, "share": &share, "ledger": &ledger, "web": &web} {
 		if *c, err = mandate.Lookup(name); err != nil {
 			panic(err)
 		}
