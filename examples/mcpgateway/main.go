@@ -41,6 +41,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclwrite"
@@ -457,7 +458,7 @@ func (r *run) serve(policy string) (*session, error) {
 	cmd := exec.Command(r.self, args...)
 	cmd.Env = append(os.Environ(), serveEnv+"=1")
 	cmd.Stderr = r.log
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "mcpgateway", Version: "1"}, nil).Connect(r.ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "mcpgateway", Version: "1"}, nil).Connect(r.ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Minute}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to mandate mcp serve: %v", err)
 	}
@@ -465,7 +466,8 @@ func (r *run) serve(policy string) (*session, error) {
 }
 
 // close ends the session: mandate records it and stops the files
-// server.
+// server. (Closing stdin ends mandate; the SDK signals it only if it has
+// not exited a minute later.)
 func (s *session) close() error {
 	s.once.Do(func() {
 		if err := s.cs.Close(); err != nil && !errors.Is(err, io.EOF) {
