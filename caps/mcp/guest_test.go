@@ -40,7 +40,12 @@ import (
 // capabilities, forge handles, splice data above the server's clearance
 // and read the Authorization header the kernel injects. The test checks
 // the guest's errno for each attack AND what reached the upstream: how
-// many calls of each tool, with exactly which arguments.
+// many calls of each tool, with exactly which arguments. The injected
+// token must appear nowhere the guest or the host's records can see it
+// (result, output, last error, logs, graph, audit).
+// TestGuestMCPEchoEscaped and TestGuestMCPFieldMirror hold attacks that
+// currently succeed against caps/mcp; they are skipped with a "BUG:"
+// reason (MANDATE_RUN_KNOWN_BUGS=1 runs them).
 
 const (
 	gaToken  = "mcp-attacker-tok-Zq7vX3kP9w"
@@ -325,8 +330,37 @@ type gaEnv struct {
 	up     *gaUpstream
 	web    *kerneltest.Recorder
 	logs   *kerneltest.Buffer
+	audit  *gaAudit
 	token  string
 	pins   map[string]string
+}
+
+// gaAudit keeps every audit event.
+type gaAudit struct {
+	mu     sync.Mutex
+	events []kernel.AuditEvent
+}
+
+func (a *gaAudit) Record(_ context.Context, ev kernel.AuditEvent) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.events = append(a.events, ev)
+	return nil
+}
+
+// text is every event as text (JSON and Go syntax), for searching it.
+func (a *gaAudit) text() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var b strings.Builder
+	for _, ev := range a.events {
+		j, _ := json.Marshal(ev)
+		fmt.Fprintf(&b, "%s\n%+v\n", j, ev)
+		if ev.Effect != nil {
+			fmt.Fprintf(&b, "%+v\n", *ev.Effect)
+		}
+	}
+	return b.String()
 }
 
 var (
@@ -365,7 +399,8 @@ func newGAEnv(t *testing.T, token string) *gaEnv {
 	netKind := net.New()
 	t.Cleanup(netKind.CloseIdleConnections)
 	eng := testengine.New(t)
-	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kindapi.Kind{kind, netKind}, Logger: logger, Constraints: constraint.New()})
+	audit := &gaAudit{}
+	k, err := kernel.New(kernel.Config{Engine: eng, Kinds: []kindapi.Kind{kind, netKind}, Logger: logger, Auditor: audit, Constraints: constraint.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,7 +487,7 @@ func newGAEnv(t *testing.T, token string) *gaEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &gaEnv{k: k, mod: mod, grants: grants, up: up, web: web, logs: logs, token: token, pins: pins}
+	return &gaEnv{k: k, mod: mod, grants: grants, up: up, web: web, logs: logs, audit: audit, token: token, pins: pins}
 }
 
 func gaWith(base, fields map[string]any) map[string]any {
@@ -505,7 +540,7 @@ func (e *gaEnv) leaks(task *kernel.Task, raw []byte, got map[string]gaResult) []
 	g, _ := json.Marshal(e.k.Graph())
 	seen := map[string]string{
 		"result": string(raw), "stdout": task.Stdout().String(), "stderr": task.Stderr().String(),
-		"last_error": task.LastError(), "logs": e.logs.String(), "graph": string(g),
+		"last_error": task.LastError(), "logs": e.logs.String(), "graph": string(g), "audit": e.audit.text(),
 	}
 	for key, r := range got {
 		seen["result "+key+" body"] = r.Body
@@ -680,6 +715,9 @@ func TestGuestMCPAttacks(t *testing.T) {
 	}
 	if task.Stdout().Truncated {
 		t.Error("the guest's stdout was truncated: the token check did not see everything")
+	}
+	if at := e.audit.text(); !strings.Contains(at, "read_file") || !strings.Contains(at, "/public/a.txt") {
+		t.Errorf("the audit log does not record the calls (%d bytes)", len(at))
 	}
 	if d := task.Denials(); d < 40 {
 		t.Errorf("task recorded %d denials, want every refusal counted", d)
