@@ -72,7 +72,7 @@ var gaOrder = []string{
 	"handle_forged", "handle_zero", "handle_gen", "handle_stale", "handle_blob", "handle_wrong_kind", "handle_wrong_op",
 	"splice_cap", "splice_forged", "splice_member_name", "splice_unused_index",
 	// 6. flows
-	"vault_read", "flow_splice_high", "flow_part_high", "flow_splice_high_multi", "flow_share", "flow_share_part", "flow_after",
+	"vault_read", "flow_splice_high", "flow_part_high", "flow_splice_high_multi", "flow_share", "flow_share_part", "narrow_clearance", "narrow_untrusted", "flow_after",
 	// 7. the injected header
 	"hdr_reflect", "hdr_reflect_struct", "hdr_reflect_error", "hdr_reflect_rpc", "hdr_after", "hdr_describe",
 	// 8. pins
@@ -168,6 +168,13 @@ var gaWant = map[string]string{
 	"flow_share":             "ESUCCESS",
 	"flow_share_part":        "ESUCCESS",
 	"flow_after":             "ESUCCESS",
+
+	"narrow_clearance.derive":  "ESUCCESS",
+	"narrow_clearance.send":    "EFLOW",
+	"narrow_clearance.rewiden": "EDENIED",
+	"narrow_untrusted.derive":  "ESUCCESS",
+	"narrow_untrusted.call":    "EFLOW",
+	"narrow_untrusted.rewiden": "EDENIED",
 
 	"hdr_reflect":        "EIO",
 	"hdr_reflect_struct": "EIO",

@@ -353,6 +353,27 @@ var attacks = map[string]func(){
 		unread("flow_share_part", share, "send", `{"to":"hr","body":"`+abi.PartPlaceholder(0)+`"}`, nil,
 			[]abi.SplicePart{{Blob: secretBlob.Handle(), Path: "$.structuredContent.ssn"}})
 	},
+	// A child cleared lower refuses what its parent would take.
+	"narrow_clearance": func() {
+		d, err := derive("narrow_clearance.derive", share, `{"clearance":[]}`)
+		if err != nil {
+			return
+		}
+		unread("narrow_clearance.send", d, "send", `{"to":"hr","body":"`+abi.SplicePlaceholder(0)+`"}`, []abi.Handle{secretBlob.Handle()}, nil)
+		_, err = d.Derive([]byte(`{"clearance":["pii:alice"]}`))
+		rec("narrow_clearance.rewiden", err)
+	},
+	// The guest has read upstream results (tainted mcp:...): a child that
+	// refuses untrusted data refuses it.
+	"narrow_untrusted": func() {
+		d, err := derive("narrow_untrusted.derive", files, `{"accepts_untrusted":false}`)
+		if err != nil {
+			return
+		}
+		call("narrow_untrusted.call", d, "read_file", path("/public/untrusted"))
+		_, err = d.Derive([]byte(`{"accepts_untrusted":true}`))
+		rec("narrow_untrusted.rewiden", err)
+	},
 	// ledger labels only the result's structuredContent.ssn pii:alice;
 	// the server mirrors its structured content in a text item (as MCP
 	// servers should), which the guest passes on instead.
