@@ -22,6 +22,7 @@
 //	       list_rug pinned to another definition
 //	vault  tools read_secret; results labelled pii:alice; clearance pii:alice
 //	share  tools send; clearance pii:alice
+//	ledger tools read_secret; only structuredContent.ssn labelled pii:alice
 //	web    a net capability (the wrong kind)
 package main
 
