@@ -398,7 +398,7 @@ func (s *Session) listTools() {
 		desc := t.Description
 		var meta mcp.Meta
 		if why := s.unavailable(t); why != "" {
-			desc = "[unavailable in this session: " + why + "] " + desc
+			desc = strings.TrimSuffix("[unavailable in this session: "+why+"] "+desc, " ")
 			meta = mcp.Meta{UnavailableMeta: why}
 		}
 		s.server.AddTool(&mcp.Tool{Name: t.Name, Description: desc, InputSchema: json.RawMessage(t.InputSchema), Meta: meta},
@@ -660,6 +660,11 @@ const LabelMeta = "mandate/label"
 func (s *Session) result(t *Tool, task *kernel.Task) *mcp.CallToolResult {
 	err := task.Wait(context.Background())
 	if err != nil {
+		if e, why := task.LastDenial(); t.Upstream != "" && e != abi.ESUCCESS {
+			// The call's one call was refused: the kernel's reason is
+			// the whole story.
+			return toolError("%s: tool %s: %s", e, t.Name, why)
+		}
 		return toolError("%s: tool %s: %v", errnoOfTask(task, err), t.Name, err)
 	}
 	b := task.ResultBlob()

@@ -92,31 +92,49 @@ func (s *Session) listUpstream(ctx context.Context, resources bool) error {
 	if err := s.Sync(ctx); err != nil {
 		return err
 	}
+	// A capability that refuses its list (its when, its uses, its server
+	// down) hides only its own: the others are offered, and the list is
+	// asked again at the client's next request.
+	var first error
+	listed, failed := 0, 0
 	for _, u := range s.upstream {
+		var err error
 		switch {
 		case resources && u.resources:
 			var list []*mcp.Resource
-			if err := s.upstreamCall(ctx, u, "resources", []byte(`{}`), &list); err != nil {
-				return err
-			}
-			for _, r := range list {
-				if r != nil && r.URI != "" {
-					s.server.AddResource(r, s.readResource(u))
+			if err = s.upstreamCall(ctx, u, "resources", []byte(`{}`), &list); err == nil {
+				for _, r := range list {
+					if r != nil && r.URI != "" {
+						s.server.AddResource(r, s.readResource(u))
+					}
 				}
 			}
 		case !resources && u.prompts:
 			var list []*mcp.Prompt
-			if err := s.upstreamCall(ctx, u, "prompts", []byte(`{}`), &list); err != nil {
-				return err
-			}
-			for _, p := range list {
-				if p != nil && p.Name != "" {
-					s.server.AddPrompt(p, s.getPrompt(u))
+			if err = s.upstreamCall(ctx, u, "prompts", []byte(`{}`), &list); err == nil {
+				for _, p := range list {
+					if p != nil && p.Name != "" {
+						s.server.AddPrompt(p, s.getPrompt(u))
+					}
 				}
 			}
+		default:
+			continue
 		}
+		if err != nil {
+			s.logger.Warn("an upstream list refused", "capability", u.cap, "error", err)
+			failed++
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		listed++
 	}
-	*done = true
+	*done = failed == 0
+	if listed == 0 && first != nil {
+		return first
+	}
 	return nil
 }
 
