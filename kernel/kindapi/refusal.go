@@ -48,13 +48,14 @@ func (r Refusal) Narrow(acceptsUntrusted *bool, refusesTaints []string) (child R
 		if err != nil {
 			return Refusal{}, nil, err
 		}
-		// Refusing more is narrower; no refused taint may be dropped.
+		// Refusing more is narrower; no refused taint may be dropped
+		// (unless the child refuses every taint: its own, not r's).
+		child.taints = ts
 		for _, p := range r.taints.List() {
 			if one, _ := ParseTaintPatterns([]string{p}); !ts.Covers(one) && !child.RefusesAll() {
 				widen = append(widen, "refuses_taints drops "+p)
 			}
 		}
-		child.taints = ts
 	}
 	return child, widen, nil
 }
