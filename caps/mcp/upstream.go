@@ -57,6 +57,7 @@ type upstream struct {
 	closed   bool
 
 	listMu sync.Mutex // one tools/list at a time
+	defsMu sync.Mutex // guards defs, never held across a request
 	defs   map[string]toolDef
 	stale  atomic.Bool // the server said its tools changed, or it reconnected
 }
@@ -98,8 +99,8 @@ func (u *upstream) cachedDef(name string) (toolDef, bool, bool) {
 	if u == nil || u.stale.Load() {
 		return toolDef{}, false, false
 	}
-	u.listMu.Lock()
-	defer u.listMu.Unlock()
+	u.defsMu.Lock()
+	defer u.defsMu.Unlock()
 	if u.defs == nil {
 		return toolDef{}, false, false
 	}
@@ -283,7 +284,9 @@ func (u *upstream) listTools(ctx context.Context, sess *sdk.ClientSession, maxTo
 		}
 		cursor = res.NextCursor
 	}
+	u.defsMu.Lock()
 	u.defs = defs
+	u.defsMu.Unlock()
 	return defs, nil
 }
 

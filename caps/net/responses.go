@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unicode"
 
-	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/caps/internal/labelrule"
 	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
@@ -42,20 +41,8 @@ import (
 // MaxResponseRules bounds a grant's responses entries.
 const MaxResponseRules = MaxPaths
 
-// responseSpec is one responses entry of a grant spec.
-type responseSpec struct {
-	Taint  *string                    `json:"taint"`
-	Labels []string                   `json:"labels"`
-	Fields map[string]json.RawMessage `json:"fields"`
-}
-
-// fieldSpec is a field's labels: a string (its taint) or this object.
-type fieldSpec struct {
-	Taint  string   `json:"taint"`
-	Labels []string `json:"labels"`
-}
-
-// responseRule is a parsed responses entry.
+// responseRule is a parsed responses entry: its prefix and its labels
+// (labelrule, which the mcp kind's results share).
 type responseRule struct {
 	prefix string   // canonical path prefix
 	taint  string   // what the rest of the response carries
@@ -72,6 +59,24 @@ type fieldRule struct {
 	depth   int
 	taint   string
 	labels  []string // sorted
+}
+
+// ruleOf is a responses entry as labelrule parsed it.
+func ruleOf(prefix string, r labelrule.Rule) responseRule {
+	out := responseRule{prefix: prefix, taint: r.Taint, labels: r.Labels}
+	for _, f := range r.Fields {
+		out.fields = append(out.fields, fieldRule{pattern: f.Pattern, depth: f.Depth, taint: f.Taint, labels: f.Labels})
+	}
+	return out
+}
+
+// rule is the entry's labels as labelrule reads them.
+func (r *responseRule) rule() labelrule.Rule {
+	out := labelrule.Rule{Taint: r.taint, Labels: r.labels}
+	for _, f := range r.fields {
+		out.Fields = append(out.Fields, labelrule.Field{Pattern: f.pattern, Depth: f.depth, Taint: f.taint, Labels: f.labels})
+	}
+	return out
 }
 
 // parseResponses parses a grant's or a narrowing request's responses.
@@ -96,101 +101,19 @@ func parseResponses(raw map[string]json.RawMessage, o origin) ([]responseRule, e
 		if err != nil {
 			return nil, fe(field, "path %v", err)
 		}
-		var sp responseSpec
-		if err := strictDecode(raw[key], &sp); err != nil {
-			return nil, fe(field, "%v (want {taint = \"...\", labels = [...], fields = {...}})", err)
-		}
-		r := responseRule{prefix: prefix, taint: "web:" + o.String(), labels: kindapi.NewLabel(sp.Labels, nil).Conf()}
-		if sp.Taint != nil {
-			if err := checkTaint(*sp.Taint); err != nil {
-				return nil, fe(field+".taint", "%v", err)
-			}
-			r.taint = *sp.Taint
-		}
-		if len(sp.Fields) > kindapi.MaxParts {
-			return nil, fe(field+".fields", "%d fields (max %d)", len(sp.Fields), kindapi.MaxParts)
-		}
-		for pat, v := range sp.Fields {
-			ff := field + ".fields[" + quoteTrunc(pat) + "]"
-			p, err := kindapi.ParsePath(pat, true)
-			if err != nil {
-				return nil, fe(ff, "%v", err)
-			}
-			var f fieldSpec
-			if err := json.Unmarshal(v, &f.Taint); err != nil {
-				if err := strictDecode(v, &f); err != nil {
-					return nil, fe(ff, "want a taint or {taint = \"...\", labels = [...]}: %v", err)
-				}
-			}
-			if err := checkTaint(f.Taint); err != nil {
-				return nil, fe(ff, "%v", err)
-			}
-			r.fields = append(r.fields, fieldRule{pattern: p.String(), depth: len(p), taint: f.Taint, labels: kindapi.NewLabel(f.Labels, nil).Conf()})
-		}
-		slices.SortFunc(r.fields, func(a, b fieldRule) int {
-			if a.depth != b.depth {
-				return a.depth - b.depth
-			}
-			return strings.Compare(a.pattern, b.pattern)
-		})
-		for i := range r.fields {
-			for j := i + 1; j < len(r.fields) && r.fields[j].depth == r.fields[i].depth; j++ {
-				if a, b := r.fields[i].pattern, r.fields[j].pattern; patternsOverlap(a, b) {
-					return nil, fe(field+".fields", "patterns %s and %s can name the same place (say which label it carries with one pattern)", a, b)
-				}
-			}
+		r, err := labelrule.Parse(raw[key], field, "web:"+o.String())
+		if err != nil {
+			return nil, err
 		}
 		for _, prev := range rules {
 			if prev.prefix == prefix {
 				return nil, fe(field, "path %s is given twice", prefix)
 			}
 		}
-		rules = append(rules, r)
+		rules = append(rules, ruleOf(prefix, r))
 	}
 	slices.SortFunc(rules, func(a, b responseRule) int { return strings.Compare(a.prefix, b.prefix) })
 	return rules, nil
-}
-
-// strictDecode decodes a JSON object with no unknown or duplicated field.
-func strictDecode(b []byte, v any) error {
-	if err := abi.DecodeJSON(b, v); err != nil {
-		// Drop abi's "malformed: " and encoding/json's "json: ".
-		msg := err.Error()
-		if _, after, ok := strings.Cut(msg, "json: "); ok {
-			msg = after
-		}
-		return fmt.Errorf("%s", msg)
-	}
-	return nil
-}
-
-// checkTaint validates a taint a grant names.
-func checkTaint(t string) error {
-	switch {
-	case t == "":
-		return fmt.Errorf("a taint must not be empty")
-	case len(t) > kindapi.MaxTaintPatternLen:
-		return fmt.Errorf("taint %s: longer than %d bytes", quoteTrunc(t), kindapi.MaxTaintPatternLen)
-	case strings.TrimSpace(t) != t || strings.ContainsFunc(t, unicode.IsControl):
-		return fmt.Errorf("taint %s: surrounding space or a control character", quoteTrunc(t))
-	case strings.Contains(t, "*"):
-		return fmt.Errorf("taint %s: \"*\" is for refused-taint patterns, not taints", quoteTrunc(t))
-	}
-	return nil
-}
-
-// patternsOverlap reports whether two canonical patterns of one depth can
-// name the same place: at each step one is [*] or both are the same.
-func patternsOverlap(a, b string) bool {
-	pa, _ := kindapi.ParsePath(a, true)
-	pb, _ := kindapi.ParsePath(b, true)
-	for i := range pa {
-		ea, eb := pa[i:i+1].String(), pb[i:i+1].String()
-		if ea != eb && ea != "$[*]" && eb != "$[*]" {
-			return false
-		}
-	}
-	return true
 }
 
 // responseRuleFor is the entry whose prefix is the longest naming the
@@ -214,16 +137,8 @@ func (s *Scope) responseLabels(path string, body []byte) (kindapi.Label, []kinda
 	if r == nil {
 		return s.Label(), nil
 	}
-	conf := append(slices.Clone(s.respLabels), r.labels...)
-	label := kindapi.NewLabel(conf, []string{r.taint})
-	if len(r.fields) == 0 || !json.Valid(body) {
-		return label, nil
-	}
-	parts := make([]kindapi.PartLabel, len(r.fields))
-	for i, f := range r.fields {
-		parts[i] = kindapi.PartLabel{Pattern: f.pattern, Label: kindapi.NewLabel(append(slices.Clone(conf), f.labels...), []string{f.taint})}
-	}
-	return label, parts
+	rule := r.rule()
+	return rule.Of(s.respLabels, body)
 }
 
 // labelBound is an upper bound of what the scope's responses carry (for
@@ -237,15 +152,13 @@ func (s *Scope) labelBound() kindapi.Label {
 			break
 		}
 	}
-	for _, r := range s.responses {
+	for i := range s.responses {
+		r := &s.responses[i]
 		if !s.reaches(r.prefix) {
 			continue
 		}
-		conf := append(slices.Clone(s.respLabels), r.labels...)
-		l = l.Join(kindapi.NewLabel(conf, []string{r.taint}))
-		for _, f := range r.fields {
-			l = l.Join(kindapi.NewLabel(append(slices.Clone(conf), f.labels...), []string{f.taint}))
-		}
+		rule := r.rule()
+		l = l.Join(rule.Bound(s.respLabels))
 	}
 	return l
 }
@@ -274,37 +187,20 @@ func (s *Scope) reaches(pre string) bool {
 // equalResponses reports whether two parsed responses are the same.
 func equalResponses(a, b []responseRule) bool {
 	return slices.EqualFunc(a, b, func(x, y responseRule) bool {
-		return x.prefix == y.prefix && x.taint == y.taint && slices.Equal(x.labels, y.labels) &&
-			slices.EqualFunc(x.fields, y.fields, func(f, g fieldRule) bool {
-				return f.pattern == g.pattern && f.taint == g.taint && slices.Equal(f.labels, g.labels)
-			})
+		return x.prefix == y.prefix && labelrule.Equal(x.rule(), y.rule())
 	})
 }
 
-// responseJSON is a responses entry in the scope's JSON form, the
-// spelling a grant takes.
-type responseJSON struct {
-	Taint  string               `json:"taint"`
-	Labels []string             `json:"labels"`
-	Fields map[string]fieldJSON `json:"fields"`
-}
-
-type fieldJSON struct {
-	Taint  string   `json:"taint"`
-	Labels []string `json:"labels"`
-}
-
-func responsesJSON(rules []responseRule) map[string]responseJSON {
+// responsesJSON is the responses in the scope's JSON form, the spelling a
+// grant takes.
+func responsesJSON(rules []responseRule) map[string]labelrule.JSON {
 	if len(rules) == 0 {
 		return nil
 	}
-	out := make(map[string]responseJSON, len(rules))
-	for _, r := range rules {
-		fs := make(map[string]fieldJSON, len(r.fields))
-		for _, f := range r.fields {
-			fs[f.pattern] = fieldJSON{Taint: f.taint, Labels: nonNil(slices.Clone(f.labels))}
-		}
-		out[r.prefix] = responseJSON{Taint: r.taint, Labels: nonNil(slices.Clone(r.labels)), Fields: fs}
+	out := make(map[string]labelrule.JSON, len(rules))
+	for i := range rules {
+		rule := rules[i].rule()
+		out[rules[i].prefix] = rule.JSON()
 	}
 	return out
 }
@@ -315,20 +211,11 @@ func responsesJSON(rules []responseRule) map[string]responseJSON {
 //	/transactions: taint bank:tx, labels pii:alice; $.transactions[*].sender: taint bank:transactions.sender
 func describeResponses(rules []responseRule) []kindapi.Detail {
 	var out []kindapi.Detail
-	labelled := func(b *strings.Builder, taint string, labels []string) {
-		b.WriteString("taint " + taint)
-		if len(labels) > 0 {
-			b.WriteString(", labels " + strings.Join(labels, ","))
-		}
-	}
-	for _, r := range rules {
+	for i := range rules {
 		var b strings.Builder
-		b.WriteString(r.prefix + ": ")
-		labelled(&b, r.taint, r.labels)
-		for _, f := range r.fields {
-			b.WriteString("; " + f.pattern + ": ")
-			labelled(&b, f.taint, f.labels)
-		}
+		b.WriteString(rules[i].prefix + ": ")
+		rule := rules[i].rule()
+		rule.Describe(&b)
 		out = append(out, kindapi.Detail{Name: "responses", Value: b.String()})
 	}
 	return out

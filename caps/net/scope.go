@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mandatevm/mandate/caps/internal/labelrule"
 	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
@@ -104,21 +105,21 @@ func (s *Scope) sink() *kindapi.Sink {
 }
 
 type scopeJSON struct {
-	Origin           string                  `json:"origin"`
-	Methods          []string                `json:"methods"`
-	Paths            []string                `json:"paths"`
-	MaxRequestBytes  int64                   `json:"max_request_bytes"`
-	MaxResponseBytes int64                   `json:"max_response_bytes"`
-	Timeout          string                  `json:"timeout"`
-	MaxRedirects     int                     `json:"max_redirects"`
-	AllowPrivate     bool                    `json:"allow_private"`
-	Headers          []string                `json:"headers"`
-	ReservedHeaders  []string                `json:"reserved_headers"`
-	Clearance        []string                `json:"clearance"`
-	AcceptsUntrusted bool                    `json:"accepts_untrusted"`
-	RefusesTaints    []string                `json:"refuses_taints,omitempty"`
-	Labels           []string                `json:"labels"`
-	Responses        map[string]responseJSON `json:"responses,omitempty"`
+	Origin           string                    `json:"origin"`
+	Methods          []string                  `json:"methods"`
+	Paths            []string                  `json:"paths"`
+	MaxRequestBytes  int64                     `json:"max_request_bytes"`
+	MaxResponseBytes int64                     `json:"max_response_bytes"`
+	Timeout          string                    `json:"timeout"`
+	MaxRedirects     int                       `json:"max_redirects"`
+	AllowPrivate     bool                      `json:"allow_private"`
+	Headers          []string                  `json:"headers"`
+	ReservedHeaders  []string                  `json:"reserved_headers"`
+	Clearance        []string                  `json:"clearance"`
+	AcceptsUntrusted bool                      `json:"accepts_untrusted"`
+	RefusesTaints    []string                  `json:"refuses_taints,omitempty"`
+	Labels           []string                  `json:"labels"`
+	Responses        map[string]labelrule.JSON `json:"responses,omitempty"`
 }
 
 // MarshalJSON renders the scope without secrets (refuses_taints and
