@@ -10,6 +10,7 @@ import (
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/nodetest"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // This file runs the mcp kind against the reference MCP servers written
@@ -219,4 +220,103 @@ func listedNames(t testing.TB, b []byte) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// TestEverythingEnv: server-everything's get-env reports the process's
+// environment: a Node server is started with exactly the variables the
+// grant's env lists, and a secret in mandate's environment is not among
+// them.
+func TestEverythingEnv(t *testing.T) {
+	const secret = "mandate-test-secret-Nd3kQ8vX"
+	t.Setenv("MANDATE_TEST_SECRET", secret)
+	t.Setenv("EVERYTHING_LISTED", "listed")
+	base := map[string]any{"command": refServer(t, "server-everything", "stdio"), "env": []string{"EVERYTHING_LISTED"}}
+	pins := pinsOf(t, definitions(t, spec(base, map[string]any{"tools": []string{"get-env"}})), "get-env")
+	e := newKenv(t, grant{name: "every", spec: spec(base, map[string]any{"tools": []string{"get-env"}, "pins": pins})})
+	b, _ := e.mustCall("every", "get-env", nil)
+	var env map[string]string
+	if err := json.Unmarshal([]byte(decodeResult(t, b).text()), &env); err != nil {
+		t.Fatalf("get-env: %.300q: %v", b, err)
+	}
+	want := map[string]string{"EVERYTHING_LISTED": "listed"}
+	if len(env) != len(want) || env["EVERYTHING_LISTED"] != "listed" {
+		t.Errorf("the server's environment is %v, want exactly %v", env, want)
+	}
+	if strings.Contains(string(b), secret) {
+		t.Error("the secret in mandate's environment reached the server")
+	}
+}
+
+// TestEverythingResourcesPrompts: the resources, read, prompts and prompt
+// operations against server-everything pass through only what the grant
+// names: the lists hold only granted entries, a granted resource and
+// prompt are read, others are refused (EDENIED) before anything is sent.
+func TestEverythingResourcesPrompts(t *testing.T) {
+	base := map[string]any{"command": refServer(t, "server-everything", "stdio")}
+	pins := pinsOf(t, definitions(t, spec(base, map[string]any{"tools": []string{"echo"}})), "echo")
+	const doc = "demo://resource/static/document/"
+	e := newKenv(t, grant{name: "every", spec: spec(base, map[string]any{
+		"tools": []string{"echo"}, "pins": pins,
+		"resources": []string{doc + "architecture.md"},
+		"prompts":   []string{"args-prompt"},
+	})})
+
+	b, _, err := e.op("every", abi.MCPResourcesOp, map[string]any{})
+	if err != nil {
+		t.Fatalf("resources: %v", err)
+	}
+	if got := listed(t, b, "uri"); !slices.Equal(got, []string{doc + "architecture.md"}) {
+		t.Errorf("resources lists %q, want only the granted one", got)
+	}
+	b, _, err = e.op("every", abi.MCPReadOp, map[string]any{"uri": doc + "architecture.md"})
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if len(b) < 100 {
+		t.Errorf("read: %.300q", b)
+	}
+	if _, _, err := e.op("every", abi.MCPReadOp, map[string]any{"uri": doc + "features.md"}); kindapi.ErrnoOf(err) != abi.EDENIED {
+		t.Errorf("read of a resource not granted: %v, want EDENIED", err)
+	}
+
+	b, _, err = e.op("every", abi.MCPPromptsOp, map[string]any{})
+	if err != nil {
+		t.Fatalf("prompts: %v", err)
+	}
+	if got := listed(t, b, "name"); !slices.Equal(got, []string{"args-prompt"}) {
+		t.Errorf("prompts lists %q, want only the granted one", got)
+	}
+	b, _, err = e.op("every", abi.MCPPromptOp, map[string]any{"name": "args-prompt", "arguments": map[string]string{"city": "Lisbon"}})
+	if err != nil {
+		t.Fatalf("prompt: %v", err)
+	}
+	if !strings.Contains(string(b), "Lisbon") {
+		t.Errorf("prompt: %.300q", b)
+	}
+	if _, _, err := e.op("every", abi.MCPPromptOp, map[string]any{"name": "simple-prompt"}); kindapi.ErrnoOf(err) != abi.EDENIED {
+		t.Errorf("a prompt not granted: %v, want EDENIED", err)
+	}
+}
+
+// listed reads member key of each entry of a list result (a JSON array,
+// or an object holding one).
+func listed(t *testing.T, b []byte, key string) []string {
+	t.Helper()
+	var list []map[string]any
+	if err := json.Unmarshal(b, &list); err != nil {
+		var obj map[string][]map[string]any
+		if err := json.Unmarshal(b, &obj); err != nil {
+			t.Fatalf("list result %.300q: %v", b, err)
+		}
+		for _, v := range obj {
+			list = append(list, v...)
+		}
+	}
+	var out []string
+	for _, m := range list {
+		s, _ := m[key].(string)
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
 }
