@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -319,4 +320,46 @@ func listed(t *testing.T, b []byte, key string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestEverythingStructuredFields: a field of server-everything's
+// structured result labelled apart by the grant's results (fields) carries
+// its own taint when the task takes that part (blob_part), without reading
+// the whole; the rest carries the entry's taint.
+func TestEverythingStructuredFields(t *testing.T) {
+	base := map[string]any{"command": refServer(t, "server-everything", "stdio")}
+	const tool = "get-structured-content"
+	pins := pinsOf(t, definitions(t, spec(base, map[string]any{"tools": []string{tool}})), tool)
+	e := newKenv(t, grant{name: "every", spec: spec(base, map[string]any{"tools": []string{tool}, "pins": pins,
+		"results": map[string]any{tool: map[string]any{
+			"taint":  "weather:everything",
+			"fields": map[string]any{"$.structuredContent.conditions": "weather:conditions"},
+		}}})})
+	ctx := context.Background()
+	args, _ := json.Marshal(map[string]any{"tool": tool, "arguments": map[string]any{"location": "Chicago"}})
+	h, err := e.task.Invoke(ctx, e.lookup("every"), abi.MCPCallOp, args)
+	if err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	part := func(path string) kindapi.Label {
+		t.Helper()
+		p, err := e.task.BlobPart(ctx, h, path, "")
+		if err != nil {
+			t.Fatalf("part %s: %v", path, err)
+		}
+		l, err := e.task.BlobLabel(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	if l := part("$.structuredContent.conditions"); !slices.Contains(l.Integ(), "weather:conditions") || slices.Contains(l.Integ(), "weather:everything") {
+		t.Errorf("conditions carry %v, want the field's taint weather:conditions only", l)
+	}
+	if l := part("$.structuredContent.temperature"); !slices.Contains(l.Integ(), "weather:everything") {
+		t.Errorf("temperature carries %v, want the entry's taint weather:everything", l)
+	}
+	if l := e.task.Label(); !l.IsZero() {
+		t.Errorf("taking parts raised the task's label to %v", l)
+	}
 }
