@@ -46,14 +46,26 @@
 //     dir when given. command[0] is resolved to an absolute path in
 //     mandate's PATH at grant time. Its stderr goes to mandate's log, a
 //     line at a time, cut and bounded. It runs in a process group of its
-//     own, which is killed when the kind closes.
+//     own, which is killed when the kind closes. The command and its
+//     arguments are shown (mandate check, the scope's JSON): pass a
+//     credential through env, whose values are never shown.
 //
 // A stdio server runs OUTSIDE the WebAssembly sandbox, as mandate's own
 // user, with whatever that user can reach: the capability mediates what
 // passes through it (which tools are called, with what, and where their
-// results may flow), not what the process does on its own. Give it the
-// least you can (a directory, a token of its own), or run it elsewhere
-// and reach it by url.
+// results may flow), not what the process does on its own (the files it
+// opens, the addresses it dials, what it does with a token env gives it).
+// Give it the least you can (a directory, a token of its own), or run it
+// elsewhere and reach it by url.
+//
+// What is mediated: which tools, resources and prompts a task reaches;
+// the arguments it sends (constraints, approval, audit, the effects
+// list); where the task's data and spliced blobs may go (the clearance);
+// what the results carry (labels); how many calls, how large, how long;
+// and that a tool's definition is the one the operator read (pins). What
+// is not: what the server does with what it is sent, and whether its
+// answers are true (they carry its taint until a person or a declassify
+// capability says otherwise).
 //
 // Then:
 //

@@ -141,12 +141,13 @@ func (u *upstream) session(ctx context.Context, what string) (*sdk.ClientSession
 			u.sess, u.proc = nil, nil
 			u.failures++
 		}
+		failures := u.failures
 		u.mu.Unlock()
 		if proc != nil {
 			proc.kill()
 		}
 		if lost {
-			u.log.Warn("mcp: the connection to the server ended", "failures", u.failures)
+			u.log.Warn("mcp: the connection to the server ended", "failures", failures)
 		}
 	}()
 	return sess, nil
