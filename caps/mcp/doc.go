@@ -117,9 +117,10 @@
 // So each allowed tool is pinned to the digest of its definition:
 // "sha256:" and the hex SHA-256 of the canonical JSON (members sorted at
 // every depth, no white space) of the object {name, title, description,
-// inputSchema, outputSchema, annotations} as the server listed it
-// (through the Go SDK; a member it left out stays out). mandate check
-// prints the digests (Kind.Definitions). A call of a tool that has no pin,
+// inputSchema, outputSchema, annotations} as the server listed it, read
+// through the Go SDK: a member it left out stays out, and an empty title
+// or description, or a readOnlyHint or idempotentHint that is false, reads
+// as left out. mandate check prints the digests (Kind.Definitions). A call of a tool that has no pin,
 // or whose definition's digest is not its pin, is refused (EDENIED) with
 // a message naming the current digest, and nothing is sent to the server
 // for that call: the kind lists the server's tools before every call and

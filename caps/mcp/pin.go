@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 )
 
@@ -23,6 +25,44 @@ import (
 // left out stays out), members sorted by name at every depth, no white
 // space, strings as encoding/json writes them without HTML escaping,
 // numbers as the server wrote them.
+
+// defOf is the definition of a tool as the Go SDK read it from the
+// server's list, written here rather than by the SDK's own marshaling
+// (which an environment variable of mandate's, MCPGODEBUG, changes): a
+// string member that is empty is absent, and so is an annotation hint
+// that is false or unset (the SDK reads both alike).
+func defOf(t *sdk.Tool) (json.RawMessage, error) {
+	m := map[string]any{"name": t.Name, "inputSchema": t.InputSchema}
+	if t.Title != "" {
+		m["title"] = t.Title
+	}
+	if t.Description != "" {
+		m["description"] = t.Description
+	}
+	if t.OutputSchema != nil {
+		m["outputSchema"] = t.OutputSchema
+	}
+	if a := t.Annotations; a != nil {
+		am := map[string]any{}
+		if a.Title != "" {
+			am["title"] = a.Title
+		}
+		if a.ReadOnlyHint {
+			am["readOnlyHint"] = true
+		}
+		if a.IdempotentHint {
+			am["idempotentHint"] = true
+		}
+		if a.DestructiveHint != nil {
+			am["destructiveHint"] = *a.DestructiveHint
+		}
+		if a.OpenWorldHint != nil {
+			am["openWorldHint"] = *a.OpenWorldHint
+		}
+		m["annotations"] = am
+	}
+	return json.Marshal(m)
+}
 
 // defMembers are the members of a tool's definition a pin covers.
 var defMembers = []string{"name", "title", "description", "inputSchema", "outputSchema", "annotations"}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 )
 
@@ -193,5 +195,25 @@ func TestToolsOp(t *testing.T) {
 	}
 	if n := count(ts.Methods(), "tools/call"); n != 0 {
 		t.Errorf("tools called a tool %d times", n)
+	}
+}
+
+// TestDefOf: a definition as the SDK read it is written the same whatever
+// mandate's environment says of the SDK's marshaling: left-out members
+// stay out, false bare hints read as left out, pointer hints are kept.
+func TestDefOf(t *testing.T) {
+	t.Setenv("MCPGODEBUG", "hintomitempty=0")
+	f := false
+	def, err := defOf(&sdk.Tool{Name: "a", InputSchema: map[string]any{"type": "object", "n": 1.5},
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: &f}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := canonicalDef(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"annotations":{"destructiveHint":false},"inputSchema":{"n":1.5,"type":"object"},"name":"a"}`; string(c) != want {
+		t.Errorf("definition %s, want %s", c, want)
 	}
 }

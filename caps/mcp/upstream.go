@@ -3,7 +3,6 @@ package mcp
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -270,7 +269,7 @@ func (u *upstream) listTools(ctx context.Context, sess *sdk.ClientSession, maxTo
 				u.stale.Store(true)
 				return nil, kindapi.Errorf(abi.ELIMIT, "%s: the server lists more than max_tools %d tools", what, maxTools)
 			}
-			raw, err := json.Marshal(t)
+			raw, err := defOf(t)
 			if err != nil {
 				return nil, kindapi.Errorf(abi.EIO, "%s: the server's tool %s: %v", what, quoteTrunc(t.Name), err)
 			}
