@@ -334,29 +334,40 @@ func (e *kenv) echoes(name, text string) {
 	}
 }
 
-// TestHostileNothingSent: a tool the grant does not allow, and one it
-// allows by pattern but did not pin, are refused (EDENIED) before anything
-// reaches the server: the fixture saw no tools/call at all.
+// TestHostileNothingSent: a tool the grant does not allow, one it allows
+// by pattern but did not pin, and a call its when refuses are refused
+// (EDENIED) before anything reaches the server: the fixture saw no
+// tools/call at all, over HTTP and over stdio.
 func TestHostileNothingSent(t *testing.T) {
-	f, base := httpFixture(t)
-	defs := definitions(t, spec(base, map[string]any{"tools": []string{"*"}}))
-	e := newKenv(t, grant{name: "up", spec: spec(base, map[string]any{
-		"tools": []string{"e*"},
-		"pins":  pinsOf(t, defs, fixture.ToolEcho),
-	})})
-	e.refused("up", fixture.ToolHang, nil, abi.EDENIED)
-	err := e.refused("up", fixture.ToolEnv, nil, abi.EDENIED) // allowed by e*, not pinned
-	envDigest := pinsOf(t, defs, fixture.ToolEnv)[fixture.ToolEnv]
-	if !strings.Contains(err.Error(), envDigest) {
-		t.Errorf("refusal of the unpinned env does not name its digest %s: %v", envDigest, err)
+	refuse := func(t *testing.T, base map[string]any, calls func() int) {
+		defs := definitions(t, spec(base, map[string]any{"tools": []string{"*"}}))
+		e := newKenv(t, grant{name: "up", spec: spec(base, map[string]any{
+			"tools": []string{"e*"},
+			"pins":  pinsOf(t, defs, fixture.ToolEcho),
+		}), when: []string{"tool != 'echo' || args.text.startsWith('ok')"}})
+		e.refused("up", fixture.ToolHang, nil, abi.EDENIED)
+		err := e.refused("up", fixture.ToolEnv, nil, abi.EDENIED) // allowed by e*, not pinned
+		envDigest := pinsOf(t, defs, fixture.ToolEnv)[fixture.ToolEnv]
+		if !strings.Contains(err.Error(), envDigest) {
+			t.Errorf("refusal of the unpinned env does not name its digest %s: %v", envDigest, err)
+		}
+		e.refused("up", fixture.ToolEcho, map[string]any{"text": "not ok"}, abi.EDENIED) // the when
+		if n := calls(); n != 0 {
+			t.Fatalf("the server saw %d tools/call, want none", n)
+		}
+		e.echoes("up", "ok, after")
+		if n := calls(); n != 1 {
+			t.Fatalf("the server saw %d tools/call, want the one echo", n)
+		}
 	}
-	if n := f.Calls(""); n != 0 {
-		t.Fatalf("the server saw %d tools/call, want none: %+v", n, f.Seen())
-	}
-	e.echoes("up", "after")
-	if n := f.Calls(""); n != 1 {
-		t.Fatalf("the server saw %d tools/call, want the one echo", n)
-	}
+	t.Run("http", func(t *testing.T) {
+		f, base := httpFixture(t)
+		refuse(t, base, func() int { return f.Calls("") })
+	})
+	t.Run("stdio", func(t *testing.T) {
+		base, log := stdioFixture(t)
+		refuse(t, base, func() int { return fixture.CountCalls(fixture.ReadLog(t, log), "") })
+	})
 }
 
 // TestHostileGarbage: a server answering a call with bytes that are not
