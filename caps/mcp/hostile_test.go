@@ -608,7 +608,8 @@ func TestHostileEnv(t *testing.T) {
 // TestHostileSecretHeader: a header whose value is a secret from
 // mandate's environment reaches the HTTP server, and never comes back in
 // a result, an error, the kernel's logs or the audit log, even from a
-// server that reflects its request headers.
+// server that reflects its request headers (in a result, a JSON-RPC
+// error's message or an HTTP error's body).
 func TestHostileSecretHeader(t *testing.T) {
 	const secret = "mandate-test-token-Hq8sW3zR1v"
 	t.Setenv("MANDATE_TEST_TOKEN", secret)
@@ -643,6 +644,19 @@ func TestHostileSecretHeader(t *testing.T) {
 		t.Logf("the reflecting call was refused: %v", err)
 	} else {
 		leaks("the reflecting call's result", b)
+	}
+	// Reflected in a JSON-RPC error's message, and in an HTTP error's body.
+	for _, how := range []string{"rpc_error", "http_error"} {
+		_, _, err = e.call("up", fixture.ToolHeaders, map[string]any{how: true})
+		if err == nil {
+			t.Fatalf("headers with %s answered", how)
+		}
+		if n := kindapi.ErrnoOf(err); n != abi.EIO {
+			t.Errorf("headers with %s: %v (errno %v), want EIO", how, err, n)
+		}
+		leaks("the error of the call reflecting with "+how, []byte(err.Error()))
+		t.Logf("%s: %v", how, err)
+		e.echoes("up", "after "+how)
 	}
 	_, _, err = e.call("up", fixture.ToolGarbage, nil)
 	if err == nil {
