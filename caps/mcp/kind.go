@@ -42,6 +42,9 @@ type Kind struct {
 	mu     sync.Mutex
 	ups    map[string]*upstream // by Scope.key
 	closed bool
+	// done ends with Close: a connection being made gives up.
+	done     context.Context
+	stopDone context.CancelFunc
 }
 
 var _ kindapi.Kind = (*Kind)(nil)
@@ -74,6 +77,7 @@ func WithDefaultTimeout(d time.Duration) Option {
 // checked.
 func New(opts ...Option) *Kind {
 	k := &Kind{defTimeout: DefaultTimeout, log: hclog.NewNullLogger(), ups: map[string]*upstream{}}
+	k.done, k.stopDone = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(k)
 	}

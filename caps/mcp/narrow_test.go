@@ -176,3 +176,27 @@ func TestContainsOtherServer(t *testing.T) {
 		t.Error("a scope contains nil or another kind's")
 	}
 }
+
+// TestGlob: "*" matches any run of characters, every other character
+// itself; the most specific pattern is an exact name, then the longest
+// literal prefix.
+func TestGlob(t *testing.T) {
+	for _, c := range []struct {
+		p, n string
+		want bool
+	}{
+		{"*", "", true}, {"*", "abc", true}, {"a*", "a", true}, {"a*", "ba", false},
+		{"*_file", "read_file", true}, {"*_file", "read_files", false}, {"a*b*c", "aXbYc", true},
+		{"a*b*c", "aXbY", false}, {"a**", "a", true}, {"read_*_x", "read__x", true}, {"abc", "abc", true},
+		{"abc", "abd", false}, {"a*a", "a", false}, {"*a*", "bab", true},
+	} {
+		if got := glob(c.p, c.n); got != c.want {
+			t.Errorf("glob(%q, %q) = %v", c.p, c.n, got)
+		}
+	}
+	for _, c := range []struct{ a, b string }{{"read_file", "read_*"}, {"read_*", "r*"}, {"read_*", "*_file"}, {"ab*", "a*b"}} {
+		if !moreSpecific(c.a, c.b) || moreSpecific(c.b, c.a) {
+			t.Errorf("%q is not more specific than %q", c.a, c.b)
+		}
+	}
+}

@@ -122,7 +122,11 @@ func (u *upstream) session(ctx context.Context, what string) (*sdk.ClientSession
 		return nil, kindapi.NotPerformed(kindapi.Errorf(abi.EIO, "%s: the server %s failed %d times in a row; it is not started again until mandate restarts",
 			what, u.s.identity, u.failures))
 	}
-	sess, proc, err := u.connect(ctx)
+	cctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(u.k.done, cancel) // Close does not wait for a handshake
+	sess, proc, err := u.connect(cctx)
+	stop()
+	cancel()
 	if err != nil {
 		u.failures++
 		if ctx.Err() != nil {
@@ -470,6 +474,7 @@ func (w *stderrLog) flush() {
 // Close ends every upstream session and stdio process (and its process
 // group). The kind refuses calls afterwards.
 func (k *Kind) Close() error {
+	k.stopDone()
 	k.mu.Lock()
 	k.closed = true
 	ups := k.ups
