@@ -668,11 +668,17 @@ func TestHostileSecretHeader(t *testing.T) {
 }
 
 // TestHostileMaxUses: the kernel's max_uses counts calls that reached the
-// server; a refused call (a tool not allowed) costs nothing.
+// server; a refused call costs nothing: a tool not allowed (refused in
+// Prepare), and an unpinned one on a server not yet listed (refused in the
+// effect, after the tools/list, as not performed).
 func TestHostileMaxUses(t *testing.T) {
 	f, base := httpFixture(t)
-	e := newKenv(t, grant{name: "up", spec: spec(base, pinned(t, base, fixture.ToolEcho)), maxUses: 1})
-	e.refused("up", fixture.ToolEnv, nil, abi.EDENIED)
+	defs := definitions(t, spec(base, map[string]any{"tools": []string{"*"}}))
+	e := newKenv(t, grant{name: "up", spec: spec(base, map[string]any{
+		"tools": []string{"e*"}, "pins": pinsOf(t, defs, fixture.ToolEcho)}), maxUses: 1})
+	e.refused("up", fixture.ToolEnv, nil, abi.EDENIED)  // unpinned, first contact
+	e.refused("up", fixture.ToolHang, nil, abi.EDENIED) // not allowed
+	e.refused("up", fixture.ToolEnv, nil, abi.EDENIED)  // unpinned, list known
 	e.echoes("up", "the one use")
 	e.refused("up", fixture.ToolEcho, map[string]any{"text": "a second"}, abi.ELIMIT)
 	if n := f.Calls(""); n != 1 {
