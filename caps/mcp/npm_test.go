@@ -325,7 +325,9 @@ func listed(t *testing.T, b []byte, key string) []string {
 // TestEverythingStructuredFields: a field of server-everything's
 // structured result labelled apart by the grant's results (fields) carries
 // its own taint when the task takes that part (blob_part), without reading
-// the whole; the rest carries the entry's taint.
+// the whole; the rest carries the entry's taint. The same field mirrored
+// in the text content is not labelled so (skipped with a "BUG:" reason
+// while that holds).
 func TestEverythingStructuredFields(t *testing.T) {
 	base := map[string]any{"command": refServer(t, "server-everything", "stdio")}
 	const tool = "get-structured-content"
@@ -361,5 +363,11 @@ func TestEverythingStructuredFields(t *testing.T) {
 	}
 	if l := e.task.Label(); !l.IsZero() {
 		t.Errorf("taking parts raised the task's label to %v", l)
+	}
+	// server-everything, as the specification asks, also writes the
+	// structured result as text in content[0]: the conditions are there
+	// too, and should carry their field's taint there as well.
+	if l := part("$.content[0].text"); !slices.Contains(l.Integ(), "weather:conditions") {
+		t.Skipf("BUG: content[0].text mirrors structuredContent (conditions included) but carries %v, not the field's taint weather:conditions: fields label only the paths they name", l)
 	}
 }
