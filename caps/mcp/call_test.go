@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -144,6 +145,15 @@ func TestCallLabels(t *testing.T) {
 	if !slices.Equal(pl.Integ(), []string{"t:owner"}) || !slices.Equal(pl.Conf(), []string{"pii:alice"}) {
 		t.Errorf("the owner's label %v, want {pii:alice; t:owner}", pl)
 	}
+	// The content mirrors structuredContent: it carries the field's label
+	// too.
+	text, err := kt.task.BlobPart(ctx, h, "$.content[0].text", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tl, _ := kt.task.BlobLabel(text); !slices.Contains(tl.Integ(), "t:owner") || !slices.Contains(tl.Integ(), "t:echo") {
+		t.Errorf("the content's label %v, want the field's taint with the entry's", tl)
+	}
 	_, label, err := kt.read(h)
 	if err != nil {
 		t.Fatal(err)
@@ -213,6 +223,8 @@ func TestCallSecretHeader(t *testing.T) {
 	}
 	errs := []error{kt.refused("up", "write", map[string]any{}, abi.EDENIED)} // not pinned
 	errs = append(errs, kt.refused("up", "echo", map[string]any{"text": testSecret}, abi.EIO))
+	// Reflected in base64 (as an image's data would be).
+	errs = append(errs, kt.refused("up", "echo", map[string]any{"text": base64.StdEncoding.EncodeToString([]byte(testSecret))}, abi.EIO))
 	for _, err := range errs {
 		if strings.Contains(err.Error(), testSecret) {
 			t.Errorf("the error holds the secret: %v", err)

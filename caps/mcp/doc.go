@@ -37,8 +37,9 @@
 //     are added by the kernel to every request, each read at grant time
 //     from env = "VAR" or file = "PATH" (relative to the manifest), with
 //     an optional prefix. A header's value is never in a result (a result
-//     echoing it is withheld), an error, a log line or the scope's JSON,
-//     which names only where it was read from.
+//     echoing it, verbatim, JSON-escaped or base64-encoded in a string, is
+//     withheld), an error, a log line or the scope's JSON, which names
+//     only where it was read from.
 //   - command: a stdio server, started by the kind when a call first
 //     needs it, with an EMPTY environment plus exactly the variables env
 //     names (their values are read from mandate's own environment at
@@ -188,7 +189,11 @@
 //
 // Field paths name parts of the result blob (kindapi.Result.Parts): a
 // task splicing only the owner passes on only fs:owner; one reading the
-// blob carries all of them. The entry naming a tool most specifically
+// blob carries all of them. A server returning structured content also
+// writes it as text in its content, so the content carries the entry's
+// label joined with every structuredContent field's (unless the entry
+// labels $.content itself): a field's value cannot be carried off under
+// the entry's label alone through its mirror. The entry naming a tool most specifically
 // wins (an exact name over a pattern, then the longest literal prefix).
 // A resource read is labelled by the entry "resource:" + its URI names,
 // a prompt by "prompt:" + its name; lists carry the default label.

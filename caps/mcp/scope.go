@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/mandatevm/mandate/caps/internal/labelrule"
@@ -83,12 +84,39 @@ func (s *Scope) ruleFor(key string) *labelrule.Rule {
 }
 
 // labels is the label of a result for key, and its fields' labels.
+//
+// A tool returning structured content also returns it as JSON text in
+// its content (the MCP specification asks it to; the Go SDK does it for
+// typed tools), so a field of structuredContent labelled apart would
+// leave its value readable, under the entry's label only, in the text.
+// So the content carries the entry's label joined with every
+// structuredContent field's: a task splicing a content item carries all
+// of them, one splicing only the field carries the field's.
 func (s *Scope) labels(key string, doc []byte) (kindapi.Label, []kindapi.PartLabel) {
 	r := s.ruleFor(key)
 	if r == nil {
 		return kindapi.NewLabel(nil, []string{s.defaultTaint()}), nil
 	}
-	return r.Of(nil, doc)
+	label, parts := r.Of(nil, doc)
+	mirror, mirrored := label, false
+	for _, p := range parts {
+		if strings.HasPrefix(p.Pattern, "$.content") || p.Pattern == "$" {
+			return label, parts // the grant labels the content itself
+		}
+		if p.Pattern == "$.structuredContent" || strings.HasPrefix(p.Pattern, "$.structuredContent.") || strings.HasPrefix(p.Pattern, "$.structuredContent[") {
+			mirror, mirrored = mirror.Join(p.Label), true
+		}
+	}
+	if !mirrored {
+		return label, parts
+	}
+	if len(parts) >= kindapi.MaxParts {
+		// No room for one more part: the whole result carries the
+		// mirror's label, and the fields theirs.
+		return mirror, parts
+	}
+	// First, so that a deeper part the grant names wins where it names.
+	return label, append([]kindapi.PartLabel{{Pattern: "$.content", Label: mirror}}, parts...)
 }
 
 // labelBound is an upper bound of what the scope's results carry.

@@ -3,6 +3,8 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -238,14 +240,68 @@ func (u *upstream) redact(msg string) string {
 	return kindapi.Printable(msg)
 }
 
-// echoes reports whether b holds one of the headers' secrets.
+// echoes reports whether the JSON document b holds one of the headers'
+// secrets as a task reading it would see it: in its bytes, in a string
+// or member name once decoded (JSON escapes '"', '\\', and '&', '<', '>'
+// in some writers), or in a string's base64 decoding (an image's or a
+// resource blob's data).
 func (u *upstream) echoes(b []byte) bool {
+	var probes [][]byte
 	for _, h := range u.s.headers {
-		if v := h.probe.Value(); v != "" && bytes.Contains(b, []byte(v)) {
-			return true
+		if v := h.probe.Value(); v != "" {
+			probes = append(probes, []byte(v))
 		}
 	}
-	return false
+	if len(probes) == 0 {
+		return false
+	}
+	has := func(x []byte) bool {
+		for _, p := range probes {
+			if bytes.Contains(x, p) {
+				return true
+			}
+		}
+		return false
+	}
+	if has(b) {
+		return true
+	}
+	var doc any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return true // not a document the kind wrote: withheld
+	}
+	var walk func(v any) bool
+	str := func(s string) bool {
+		if has([]byte(s)) {
+			return true
+		}
+		if len(s) >= minProbeLen && len(s)%4 == 0 {
+			if d, err := base64.StdEncoding.DecodeString(s); err == nil && has(d) {
+				return true
+			}
+		}
+		return false
+	}
+	walk = func(v any) bool {
+		switch x := v.(type) {
+		case string:
+			return str(x)
+		case []any:
+			for _, e := range x {
+				if walk(e) {
+					return true
+				}
+			}
+		case map[string]any:
+			for k, e := range x {
+				if str(k) || walk(e) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(doc)
 }
 
 // listTools lists the server's tools (every page, at most maxTools) and
@@ -307,7 +363,7 @@ func (u *upstream) failure(ctx context.Context, sess *sdk.ClientSession, err err
 	}
 	u.drop(sess)
 	msg := u.redact(err.Error())
-	if strings.Contains(msg, "maximum line length") || strings.Contains(msg, "exceeds") || strings.Contains(msg, "too large") {
+	if strings.Contains(msg, "maximum line length") || strings.Contains(msg, "exceeds") || strings.Contains(msg, "SSE event exceeded") || strings.Contains(msg, "too large") {
 		return kindapi.Errorf(abi.ELIMIT, "%s: the server %s sent a message larger than max_response_bytes %d (%s); the connection was closed", what, u.s.identity, u.s.frameBound, doing)
 	}
 	return kindapi.Errorf(abi.EIO, "%s: the connection to the server %s failed (%s): %s", what, u.s.identity, doing, cut(msg))
