@@ -88,6 +88,23 @@ var badDeps = map[string]map[string]string{
 		"github.com/mandatevm/mandate/caps/pay":         "kinds are independent of each other",
 		"github.com/mandatevm/mandate/internal/fakellm": "the fake model is for tests and demos",
 	},
+	"github.com/mandatevm/mandate/caps/mcp": {
+		"github.com/mandatevm/mandate/kernel$":           "a kind imports the kind contract (kernel/kindapi), not the kernel",
+		"github.com/mandatevm/mandate/sandbox/":          "a kind never sees an engine",
+		"github.com/mandatevm/mandate/cmd/":              "dependencies point inward",
+		"github.com/mandatevm/mandate/host":              "a kind knows no host",
+		"github.com/mandatevm/mandate/caps/net":          "kinds are independent of each other",
+		"github.com/mandatevm/mandate/caps/llm":          "kinds are independent of each other",
+		"github.com/mandatevm/mandate/internal/mcpserve": "the kind is a client of servers; serving is the host's",
+	},
+	// The labelling of answers by entry (net's responses, mcp's results):
+	// below the kinds, so it knows none of them.
+	"github.com/mandatevm/mandate/caps/internal/labelrule": {
+		"github.com/mandatevm/mandate/kernel$":  "a kind imports the kind contract (kernel/kindapi), not the kernel",
+		"github.com/mandatevm/mandate/sandbox/": "a kind never sees an engine",
+		"github.com/mandatevm/mandate/caps/net": "the rules know no kind: the kinds import them",
+		"github.com/mandatevm/mandate/caps/mcp": "the rules know no kind: the kinds import them",
+	},
 	"github.com/mandatevm/mandate/caps/spawn": {
 		"github.com/mandatevm/mandate/kernel$":  "a kind imports the kind contract (kernel/kindapi), not the kernel",
 		"github.com/mandatevm/mandate/caps/net": "kinds are independent of each other",

@@ -81,7 +81,11 @@
 //     false and refuses_taints = [...] refuse tainted data, as llm's do.
 //   - resources = ["file:///data/*"] and prompts = ["summarise"]: the
 //     server's resources (by URI pattern) and prompts (by name or
-//     pattern) the capability passes through; none by default.
+//     pattern) the capability passes through; none by default. A URI
+//     with a dot segment ("." or "..", percent-encoded or not) is never
+//     passed through: "*" matches any text, and a server would resolve
+//     "file:///data/reports/../private" outside the folder a pattern
+//     names.
 //   - costs = { expensive_tool = 10 }: a call's amount in calls (1 when
 //     no entry names the tool, the most specific entry otherwise), so a
 //     budget on the grant (budget = "100") weighs the tools.

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -44,8 +43,7 @@ import (
 // token must appear nowhere the guest or the host's records can see it
 // (result, output, last error, logs, graph, audit).
 // TestGuestMCPEchoEscaped and TestGuestMCPFieldMirror hold attacks that
-// currently succeed against caps/mcp; they are skipped with a "BUG:"
-// reason (MANDATE_RUN_KNOWN_BUGS=1 runs them).
+// succeeded against caps/mcp before it was fixed; they stay as tests.
 
 const (
 	gaToken  = "mcp-attacker-tok-Zq7vX3kP9w"
@@ -763,24 +761,15 @@ func TestGuestMCPTaintedSelf(t *testing.T) {
 // holds. A header value may hold '&', '<', '>', '"' and '\', which JSON
 // writes escaped: the result the guest reads must be checked for the
 // value as the guest will decode it, not only for its bytes verbatim.
-// Both cases currently leak (skipped with "BUG:"; set
-// MANDATE_RUN_KNOWN_BUGS=1 to run them).
+// Both cases leaked before the kind checked the decoded forms.
 func TestGuestMCPEchoEscaped(t *testing.T) {
 	for _, tc := range []struct {
-		name, token, bug string
+		name, token string
 	}{
-		{"html", "tok&en<Zq7vX3kP9w>", "caps/mcp/prepare.go toolCall.run writes each content item with json.Marshal, which escapes " +
-			"'&', '<' and '>' as \\u0026, \\u003c, \\u003e; Kind.result then checks the result blob for the injected header's value " +
-			"verbatim (upstream.echoes: bytes.Contains on the JSON), so a server reflecting Authorization as text (whoami) or in a tool " +
-			"error (whoami_error) hands a credential holding '&', '<' or '>' to the guest, which decodes the JSON and reads it"},
-		{"quote", `tok"en\Zq7vX3kP9w`, "caps/mcp/upstream.go echoes checks the result blob's JSON bytes for the injected header's " +
-			"value verbatim, but JSON writes '\"' and '\\' (and control characters) escaped in every string: a credential holding one " +
-			"reflected as text, as structuredContent or in a tool error reaches the guest, which decodes the JSON and reads it"},
+		{"html", "tok&en<Zq7vX3kP9w>"},
+		{"quote", `tok"en\Zq7vX3kP9w`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.bug != "" && os.Getenv("MANDATE_RUN_KNOWN_BUGS") == "" {
-				t.Skip("BUG: " + tc.bug)
-			}
 			e := newGAEnv(t, tc.token)
 			task, raw, got := e.run(t, []string{"hdr_reflect", "hdr_reflect_struct", "hdr_reflect_error", "hdr_reflect_rpc", "hdr_describe", "baseline"})
 			if got["baseline"].Errno != "ESUCCESS" {
@@ -809,14 +798,6 @@ func TestGuestMCPEchoEscaped(t *testing.T) {
 // typed tools), so the guest splices that part instead and sends the SSN
 // to a public upstream.
 func TestGuestMCPFieldMirror(t *testing.T) {
-	if os.Getenv("MANDATE_RUN_KNOWN_BUGS") == "" {
-		t.Skip("BUG: caps/mcp labels a result's parts by the grant's results fields (Scope.labels, labelrule) and everything else " +
-			"with the entry's rest label only; a tool's structuredContent is mirrored as JSON text in content[0].text, so with " +
-			"fields = { \"$.structuredContent.ssn\" = { labels = [\"pii:alice\"] } } the part $.content[0].text carries no pii:alice " +
-			"and a guest splices the SSN into a call on a public capability (ESUCCESS, the upstream receives it); the kind should " +
-			"label the content mirroring structured fields with their labels (or refuse field-only confidentiality for tools), " +
-			"or doc.go must say fields cannot protect structured content")
-	}
 	e := newGAEnv(t, gaToken)
 	_, _, got := e.run(t, []string{"field_mirror"})
 	for key, want := range map[string]string{

@@ -439,7 +439,7 @@ func TestHostileBig(t *testing.T) {
 		e.echoes("up", "warm")
 		err := e.refused("up", fixture.ToolBig, map[string]any{"bytes": fixture.BigDefault, "sse": true}, abi.ELIMIT, abi.EIO)
 		e.echoes("up", "after")
-		sseLimitBug(t, err)
+		sseLimit(t, err)
 	})
 	t.Run("stdio", func(t *testing.T) {
 		base, _ := stdioFixture(t)
@@ -798,22 +798,17 @@ func TestHostileToolFlood(t *testing.T) {
 		if n := f.Calls(""); n != calls {
 			t.Fatalf("a call was sent (%d calls, %d before)", n, calls)
 		}
-		sseLimitBug(t, err)
+		sseLimit(t, err)
 	})
 }
 
-// sseLimitBug checks that err, a refusal of an event-stream message
-// larger than max_response_bytes, is ELIMIT as the same answer is over
-// stdio or as a JSON answer. It is EIO today: the test is skipped with a
-// "BUG:" reason while the error is exactly that one, and fails for any
-// other.
-func sseLimitBug(t *testing.T, err error) {
+// sseLimit checks that err, a refusal of an event-stream message larger
+// than max_response_bytes, is ELIMIT as the same answer is over stdio or
+// as a JSON answer (it was EIO before the kind read the SDK's "SSE event
+// exceeded" as a size limit).
+func sseLimit(t *testing.T, err error) {
 	t.Helper()
-	switch n := kindapi.ErrnoOf(err); {
-	case n == abi.ELIMIT:
-	case n == abi.EIO && strings.Contains(err.Error(), "SSE event exceeded"):
-		t.Skipf("BUG: an event-stream message past max_response_bytes is EIO, not ELIMIT (the kind does not read the SDK's %q as a size limit): %v", "SSE event exceeded", err)
-	default:
+	if n := kindapi.ErrnoOf(err); n != abi.ELIMIT {
 		t.Fatalf("%v (errno %v), want ELIMIT", err, n)
 	}
 }

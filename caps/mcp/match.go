@@ -48,6 +48,34 @@ func matchAny(ps []string, name string) bool {
 	return false
 }
 
+// resourceAllowed reports whether a resource URI is one the patterns pass
+// through. A URI with a dot segment ("." or "..", percent-encoded or not,
+// after a "/" or a "\\") never is: "*" matches any text, so a pattern such as
+// "file:///data/reports/*" would otherwise match
+// "file:///data/reports/../private/b.txt", which a server resolves outside
+// the folder the pattern names.
+func resourceAllowed(ps []string, uri string) bool {
+	return !hasDotSegment(uri) && matchAny(ps, uri)
+}
+
+// hasDotSegment reports whether uri has a "." or ".." segment, its dots
+// written as they are or percent-encoded (%2e, in either case), segments
+// being separated by "/" or "\\", or either percent-encoded (a server may
+// decode them before it resolves the path).
+func hasDotSegment(uri string) bool {
+	if i := strings.IndexAny(uri, "?#"); i >= 0 {
+		uri = uri[:i]
+	}
+	uri = strings.NewReplacer("%2f", "/", "%2F", "/", "%5c", "/", "%5C", "/").Replace(uri)
+	for _, seg := range strings.FieldsFunc(uri, func(r rune) bool { return r == '/' || r == '\\' }) {
+		seg = strings.ReplaceAll(strings.ToLower(seg), "%2e", ".")
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
 // covered reports whether every name pattern c matches is matched by some
 // pattern of ps: some pattern of ps matches c itself, read literally (each
 // "*" of c is then taken up by a "*" of that pattern, which matches

@@ -430,7 +430,7 @@ func (l *listOp) run(ctx context.Context) (*kindapi.Result, error) {
 				return nil, u.failure(ctx, sess, err, what, "listing its resources")
 			}
 			for _, r := range res.Resources {
-				if r == nil || !matchAny(s.resources, r.URI) {
+				if r == nil || !resourceAllowed(s.resources, r.URI) {
 					continue
 				}
 				if len(out) >= s.maxTools {
@@ -500,7 +500,7 @@ func (k *Kind) prepareRead(call *kindapi.Call, s *Scope) (kindapi.Op, error) {
 	if err != nil {
 		return kindapi.Op{}, decodeErr(what, err)
 	}
-	if !matchAny(s.resources, r.URI) {
+	if !resourceAllowed(s.resources, r.URI) {
 		return kindapi.Op{}, kindapi.Errorf(abi.EDENIED, "%s: resource %s is not granted", what, quoteTrunc(r.URI))
 	}
 	f := &fetchOp{k: k, s: s, op: OpRead, uri: r.URI}
