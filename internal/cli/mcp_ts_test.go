@@ -3,8 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mandatevm/mandate/internal/nodetest"
 	"github.com/mandatevm/mandate/kernel"
 	"github.com/mandatevm/mandate/runstore"
 )
@@ -25,123 +24,26 @@ import (
 // (@modelcontextprotocol/sdk, pinned by testdata/mcp/package-lock.json),
 // over stdio and over Streamable HTTP.
 
-// needNode returns the paths of node and npm. Without them the test is
-// skipped, except on CI (CI=true), where .ci/run installs them: there it
-// fails.
-func needNode(t *testing.T) (node, npm string) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("runs Node.js clients of mandate mcp serve")
-	}
-	var missing []string
-	for _, name := range []string{"node", "npm", "npx"} {
-		p, err := exec.LookPath(name)
-		if err != nil {
-			missing = append(missing, name)
-			continue
-		}
-		switch name {
-		case "node":
-			node = p
-		case "npm":
-			npm = p
-		}
-	}
-	if len(missing) > 0 {
-		msg := fmt.Sprintf("%s not on PATH: the MCP clients by others are Node.js programs", strings.Join(missing, ", "))
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s (on CI, .ci/run installs Node.js)", msg)
-		}
-		t.Skip(msg)
-	}
-	return node, npm
-}
+// needNode returns the paths of node and npm (nodetest.Need: skipped
+// without them, except on CI, where .ci/run installs them).
+func needNode(t *testing.T) (node, npm string) { return nodetest.Need(t) }
 
-// npmEnv is the environment of npm and npx: the npm cache is
-// $npm_config_cache when set (.ci/run sets it), else a folder of
-// os.TempDir(), never the user's ~/.npm.
-func npmEnv() []string {
-	env := os.Environ()
-	if os.Getenv("npm_config_cache") == "" {
-		env = append(env, "npm_config_cache="+filepath.Join(os.TempDir(), "mandate-test-npm", "cache"))
-	}
-	return append(env, "npm_config_update_notifier=false", "npm_config_fund=false", "npm_config_audit=false")
-}
-
-var (
-	nodeModulesOnce sync.Once
-	nodeModulesDir  string
-	nodeModulesErr  error
-)
+// npmEnv is the environment of npm and npx (nodetest.Env).
+func npmEnv() []string { return nodetest.Env() }
 
 // nodeProject returns a folder holding testdata/mcp's scripts beside the
-// packages its lockfile pins (npm ci, once per lockfile: the packages are
-// kept under os.TempDir(), keyed by the lockfile's digest).
-func nodeProject(t *testing.T, npm string) string {
+// packages its lockfile pins (nodetest.Install: npm ci once per lockfile).
+func nodeProject(t *testing.T, _ string) string {
 	t.Helper()
 	src, err := filepath.Abs(filepath.Join("..", "..", "testdata", "mcp"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodeModulesOnce.Do(func() {
-		lock, err := os.ReadFile(filepath.Join(src, "package-lock.json"))
-		if err != nil {
-			nodeModulesErr = err
-			return
-		}
-		sum := sha256.Sum256(lock)
-		root := filepath.Join(os.TempDir(), "mandate-test-npm")
-		dir := filepath.Join(root, "modules-"+hex.EncodeToString(sum[:8]))
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err == nil {
-			nodeModulesDir = dir
-			return
-		}
-		if err := os.MkdirAll(root, 0o755); err != nil {
-			nodeModulesErr = err
-			return
-		}
-		tmp, err := os.MkdirTemp(root, "install-*")
-		if err != nil {
-			nodeModulesErr = err
-			return
-		}
-		defer os.RemoveAll(tmp)
-		for _, f := range []string{"package.json", "package-lock.json"} {
-			b, err := os.ReadFile(filepath.Join(src, f))
-			if err == nil {
-				err = os.WriteFile(filepath.Join(tmp, f), b, 0o644)
-			}
-			if err != nil {
-				nodeModulesErr = err
-				return
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		start := time.Now()
-		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--loglevel", "error")
-		cmd.Dir, cmd.Env = tmp, npmEnv()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			nodeModulesErr = fmt.Errorf("npm ci in %s: %v\n%s", tmp, err, out)
-			return
-		}
-		t.Logf("npm ci: %v", time.Since(start).Round(time.Millisecond))
-		// Another test binary may have won the race: its folder is as good.
-		if err := os.Rename(tmp, dir); err != nil {
-			if _, serr := os.Stat(filepath.Join(dir, "node_modules")); serr != nil {
-				nodeModulesErr = err
-				return
-			}
-		}
-		nodeModulesDir = dir
-	})
-	if nodeModulesErr != nil {
-		t.Fatal(nodeModulesErr)
-	}
+	modules := nodetest.Install(t, src)
 	// The scripts are copied, fresh, beside a link to the packages: Node
 	// resolves a script's imports from where the script is.
 	dir := t.TempDir()
-	if err := os.Symlink(filepath.Join(nodeModulesDir, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
+	if err := os.Symlink(filepath.Join(modules, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
 		t.Fatal(err)
 	}
 	ents, err := os.ReadDir(src)
