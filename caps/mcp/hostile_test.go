@@ -307,10 +307,6 @@ func stdioFixture(t testing.TB) (map[string]any, string) {
 	return map[string]any{"command": []string{fixture.Binary(t), "-log", log}}, log
 }
 
-// fixtureTools is every tool of the fixture but mutable.
-var fixtureTools = []string{fixture.ToolEcho, fixture.ToolEnv, fixture.ToolHeaders, fixture.ToolHang,
-	fixture.ToolDie, fixture.ToolBig, fixture.ToolGarbage, fixture.ToolMute}
-
 // pinned is a spec field set granting tools, each pinned as the fixture
 // defines it.
 func pinned(t testing.TB, base map[string]any, tools ...string) map[string]any {

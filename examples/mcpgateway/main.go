@@ -164,6 +164,9 @@ func gateway(ctx context.Context, stdout, stderr io.Writer, stateDir string) (er
 	if err != nil {
 		return err
 	}
+	if code != 1 {
+		return fmt.Errorf("mandate check --pins --format json of the unpinned policy: exit %d, want 1", code)
+	}
 	pinned := filepath.Join(tmp, "gateway.hcl")
 	if err := writePinned(policy, pinned, reps, false); err != nil {
 		return err
