@@ -89,6 +89,8 @@ func runVerify(e *env, args []string) int {
 		"data":       "read or write stored data",
 		"spawn":      "start other tasks",
 		"declassify": "lower any label",
+		"llm":        "ask a model",
+		"mcp":        "call an MCP server",
 	} {
 		if !kinds[kind] {
 			could = append(could, what)
@@ -98,7 +100,17 @@ func runVerify(e *env, args []string) int {
 		sort.Strings(could)
 		fmt.Fprintf(w, "\nThe task could not %s: it had no capability to.\n", strings.Join(could, ", or "))
 	}
-	if !kinds["net"] && !kinds["pay"] {
+	// Every kind that sends something out of the run; a kind this mandate
+	// does not know is counted as one.
+	out := false
+	for kind := range kinds {
+		switch kind {
+		case "data", "spawn", "declassify":
+		default:
+			out = true
+		}
+	}
+	if !out {
 		fmt.Fprintln(w, "Nothing left the run but its result.")
 	}
 	fmt.Fprintln(w, "\nTasks as they ended:")
@@ -135,6 +147,17 @@ func describeGrant(g audit.ReceiptGrant) string {
 		d = fmt.Sprintf("start children from %d module(s), at most %v", len(list("modules")), s["max_children"])
 	case "declassify":
 		d = fmt.Sprintf("drop the labels %s", list("drop"))
+	case "llm":
+		d = fmt.Sprintf("ask the models %s at %v (data cleared to go there: %s)", list("models"), s["endpoint"], orPublic(list("clearance")))
+	case "mcp":
+		d = fmt.Sprintf("call the tools %s of the MCP server %v (definitions pinned: %s; data cleared to go there: %s)",
+			list("tools"), s["upstream"], jsonString(s["pins"]), orPublic(list("clearance")))
+		if r := list("resources"); r != "none" {
+			d += "; read its resources " + r
+		}
+		if pr := list("prompts"); pr != "none" {
+			d += "; get its prompts " + pr
+		}
 	default:
 		d = string(g.Scope)
 	}
