@@ -147,7 +147,9 @@ func (k *Kind) Describe(sc kindapi.Scope) kindapi.Description {
 		NotRepeatable: "an upstream tool may change things, and a call repeated is a second call",
 	}
 	add := func(name, value string) { d.Fields = append(d.Fields, kindapi.Detail{Name: name, Value: value}) }
-	if s.url == "" {
+	if s.url != "" {
+		add("url", s.url)
+	} else {
 		add("command", strings.Join(s.command, " "))
 		if len(s.env) > 0 {
 			names := make([]string, len(s.env))
@@ -183,10 +185,15 @@ func (k *Kind) Describe(sc kindapi.Scope) kindapi.Description {
 		add("clearance", strings.Join(c, ","))
 	}
 	d.Fields = append(d.Fields, s.refusal.Details()...)
-	for i := range s.results {
+	if len(s.results) > 0 {
 		var b strings.Builder
-		b.WriteString(s.results[i].pattern + ": ")
-		s.results[i].rule.Describe(&b)
+		for i := range s.results {
+			if i > 0 {
+				b.WriteString("; ")
+			}
+			b.WriteString(s.results[i].pattern + ": ")
+			s.results[i].rule.Describe(&b)
+		}
 		add("results", b.String())
 	}
 	if len(s.resources) > 0 {

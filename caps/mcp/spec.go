@@ -27,7 +27,7 @@ const (
 	MaxTimeout              = 30 * time.Minute
 	DefaultMaxRequestBytes  = 4 << 20
 	DefaultMaxResponseBytes = 4 << 20
-	MaxRequestBytesLimit    = abi.MaxArgLen
+	MaxRequestBytesLimit    = abi.MaxBlobLen // the arguments with their splices
 	MaxResponseBytesLimit   = abi.MaxBlobLen / 2
 	DefaultMaxTools         = 256
 	MaxMaxTools             = 4096

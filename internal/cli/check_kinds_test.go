@@ -196,6 +196,13 @@ var describeSpecs = map[string]string{
 	"llm": `{"endpoint":"http://127.0.0.1:8080/v1","models":["local-8b","local-70b"],"api_key":{"env":"DESCRIBE_SECRET"},
 		"max_tokens":512,"timeout":"45s","allow_private":true,"clearance":["pii:alice"],"endorse_schema":true,
 		"max_request_bytes":"2MiB","max_response_bytes":"1MiB"}`,
+	"mcp": `{"url":"http://127.0.0.1:8081/mcp","allow_private":true,
+		"headers":[{"name":"Authorization","env":"DESCRIBE_SECRET","prefix":"Bearer "}],
+		"tools":["search","read_*"],"pins":{"search":"sha256:` + strings.Repeat("ab", 32) + `"},
+		"results":{"read_*":{"labels":["pii:alice"],"taint":"files:read"},"search":{"taint":"web:search"}},
+		"clearance":["pii:alice"],"accepts_untrusted":false,"refuses_taints":["web:*"],
+		"resources":["file:///data/*"],"prompts":["summarise"],"costs":{"search":5},
+		"timeout":"45s","max_request_bytes":"2MiB","max_response_bytes":"1MiB","max_tools":16}`,
 }
 
 // describeWant are values that must read in readable units.
@@ -206,6 +213,8 @@ var describeWant = map[string]map[string]string{
 	"spawn": {"max_depth": "2", "max_children": "3", "max_memory": "32 MiB", "max_timeout": "20s"},
 	"llm": {"endpoint": "http://127.0.0.1:8080", "models": "local-70b, local-8b", "api_key": "env:DESCRIBE_SECRET (set by the kernel)",
 		"max_tokens": "512", "timeout": "45s", "max_request_bytes": "2 MiB", "max_response_bytes": "1 MiB", "endorse_schema": "true"},
+	"mcp": {"url": "http://127.0.0.1:8081/mcp", "upstream": "http://127.0.0.1:8081/mcp", "headers": "Authorization from env:DESCRIBE_SECRET (set by the kernel)",
+		"timeout": "45s", "max_request_bytes": "2 MiB", "max_response_bytes": "1 MiB", "max_tools": "16", "costs": "search=5"},
 }
 
 // TestKindsDescribeEveryField: every kind a run registers describes every
