@@ -79,7 +79,7 @@ func (tokens) ParseAmount(_ kindapi.Scope, text string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(t), 10, 64)
 	if err != nil || n <= 0 || n > (1<<50)/mult {
-		return 0, fmt.Errorf("%s is not a positive number of tokens (e.g. 100000 or 100k)", quoteTrunc(text))
+		return 0, fmt.Errorf("%s is not a positive number of tokens (e.g. 100000 or 100k)", kindapi.QuoteTrunc(text))
 	}
 	return n * mult, nil
 }

@@ -127,7 +127,7 @@ func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 	case r.Model == "":
 		return kindapi.Op{}, inval("name a model: one of %s", strings.Join(s.models, ", "))
 	case !containsSorted(s.models, r.Model):
-		return kindapi.Op{}, kindapi.Errorf(abi.EDENIED, "%s: model %s is not allowed (allowed: %s)", what, quoteTrunc(r.Model), strings.Join(s.models, ", "))
+		return kindapi.Op{}, kindapi.Errorf(abi.EDENIED, "%s: model %s is not allowed (allowed: %s)", what, kindapi.QuoteTrunc(r.Model), strings.Join(s.models, ", "))
 	default:
 		c.model = r.Model
 	}
@@ -147,7 +147,7 @@ func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 				return kindapi.Op{}, inval("message %d: a tool message needs tool_call_id", i)
 			}
 		default:
-			return kindapi.Op{}, inval("message %d: role %s (system, user, assistant or tool)", i, quoteTrunc(m.Role))
+			return kindapi.Op{}, inval("message %d: role %s (system, user, assistant or tool)", i, kindapi.QuoteTrunc(m.Role))
 		}
 		for _, tc := range m.ToolCalls {
 			if tc.Type != "function" || !toolNameRE.MatchString(tc.Function.Name) {
@@ -179,7 +179,7 @@ func (k *Kind) Prepare(call *kindapi.Call) (kindapi.Op, error) {
 				return kindapi.Op{}, inval("response_format: %v", err)
 			}
 		default:
-			return kindapi.Op{}, inval("response_format type %s (text, json_object or json_schema)", quoteTrunc(rf.Type))
+			return kindapi.Op{}, inval("response_format type %s (text, json_object or json_schema)", kindapi.QuoteTrunc(rf.Type))
 		}
 	}
 	if c.op == opExtract {
@@ -329,7 +329,7 @@ func (c *chat) run(ctx context.Context) (*kindapi.Result, error) {
 		return nil, err
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "application/json") {
-		return nil, kindapi.Errorf(abi.EIO, "%s: the endpoint's answer is not JSON (content type %s)", what, quoteTrunc(ct))
+		return nil, kindapi.Errorf(abi.EIO, "%s: the endpoint's answer is not JSON (content type %s)", what, kindapi.QuoteTrunc(ct))
 	}
 	raw, over, err := httpservice.ReadAtMost(resp.Body, s.maxResponse)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -100,22 +99,14 @@ func canonModels(ms []string) ([]string, error) {
 
 func checkModel(m string) error {
 	if m == "" || len(m) > MaxModelLen {
-		return fmt.Errorf("model %s: length must be 1..%d", quoteTrunc(m), MaxModelLen)
+		return fmt.Errorf("model %s: length must be 1..%d", kindapi.QuoteTrunc(m), MaxModelLen)
 	}
 	for _, c := range []byte(m) {
 		if c <= 0x20 || c >= 0x7f {
-			return fmt.Errorf("model %s: printable ASCII without spaces only", quoteTrunc(m))
+			return fmt.Errorf("model %s: printable ASCII without spaces only", kindapi.QuoteTrunc(m))
 		}
 	}
 	return nil
-}
-
-func parseTimeout(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 || d > MaxTimeout {
-		return 0, fmt.Errorf("%s must be a duration in (0, %s]", quoteTrunc(s), MaxTimeout)
-	}
-	return d, nil
 }
 
 // grant mints a root scope.
@@ -173,7 +164,7 @@ func (k *Kind) grant(g kindapi.GrantContext, spec []byte) (*Scope, error) {
 		s.maxTokens = *sp.MaxTokens
 	}
 	if sp.Timeout != nil {
-		if s.timeout, err = parseTimeout(*sp.Timeout); err != nil {
+		if s.timeout, err = kindapi.ParseTimeout(*sp.Timeout, MaxTimeout); err != nil {
 			return nil, fe("timeout", "%v", err)
 		}
 	}
@@ -218,7 +209,7 @@ func (k *Kind) narrow(parent *Scope, req []byte) (*Scope, error) {
 		}
 		for _, m := range ms {
 			if !slices.Contains(parent.models, m) {
-				widen = append(widen, fmt.Sprintf("model %s is not allowed by the parent", quoteTrunc(m)))
+				widen = append(widen, fmt.Sprintf("model %s is not allowed by the parent", kindapi.QuoteTrunc(m)))
 			}
 		}
 		child.models = ms
@@ -233,7 +224,7 @@ func (k *Kind) narrow(parent *Scope, req []byte) (*Scope, error) {
 		child.maxTokens = *r.MaxTokens
 	}
 	if r.Timeout != nil {
-		d, err := parseTimeout(*r.Timeout)
+		d, err := kindapi.ParseTimeout(*r.Timeout, MaxTimeout)
 		if err != nil {
 			return nil, inval("timeout", "%v", err)
 		}
@@ -280,12 +271,4 @@ func (k *Kind) narrow(parent *Scope, req []byte) (*Scope, error) {
 		return nil, kindapi.Errorf(abi.EDENIED, "llm: narrowing would widen the capability: %s", strings.Join(widen, "; "))
 	}
 	return &child, nil
-}
-
-// quoteTrunc quotes s for a message, cut at 64 bytes.
-func quoteTrunc(s string) string {
-	if len(s) > 64 {
-		return strconv.Quote(s[:64]) + "..."
-	}
-	return strconv.Quote(s)
 }

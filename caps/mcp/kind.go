@@ -105,7 +105,7 @@ func (calls) ParseAmount(_ kindapi.Scope, text string) (int64, error) {
 	t := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(text), "calls"))
 	n, err := strconv.ParseInt(t, 10, 64)
 	if err != nil || n <= 0 || n > MaxCost {
-		return 0, fmt.Errorf("%s is not a positive number of calls", quoteTrunc(text))
+		return 0, fmt.Errorf("%s is not a positive number of calls", kindapi.QuoteTrunc(text))
 	}
 	return n, nil
 }

@@ -71,7 +71,7 @@ func (k *Kind) prepareCall(call *kindapi.Call, s *Scope) (kindapi.Op, error) {
 		return kindapi.Op{}, decodeErr(what, err)
 	}
 	if !s.AllowsTool(r.Tool) {
-		return kindapi.Op{}, kindapi.Errorf(abi.EDENIED, "%s: tool %s is not granted (the capability allows %s)", what, quoteTrunc(r.Tool), strings.Join(s.tools, ", "))
+		return kindapi.Op{}, kindapi.Errorf(abi.EDENIED, "%s: tool %s is not granted (the capability allows %s)", what, kindapi.QuoteTrunc(r.Tool), strings.Join(s.tools, ", "))
 	}
 	// The pin, when the server's tools are known: refused here, nothing
 	// is sent. The Effect checks it again against the current list.
@@ -173,7 +173,7 @@ func (c *toolCall) splice(call *kindapi.Call, r *abi.MCPCallRequest, obj map[str
 				// A place is written .name or [N]: a member named "a.b"
 				// would share the place of member b of member a.
 				if len(parts) > 0 && strings.ContainsAny(k, ".[]") {
-					return nil, kindapi.Errorf(abi.EINVAL, "%s: at %s: arguments splicing parts may not have a member name with '.', '[' or ']' (%s)", what, place, quoteTrunc(k))
+					return nil, kindapi.Errorf(abi.EINVAL, "%s: at %s: arguments splicing parts may not have a member name with '.', '[' or ']' (%s)", what, place, kindapi.QuoteTrunc(k))
 				}
 				nv, err := walk(e, place+"."+k)
 				if err != nil {
@@ -219,10 +219,10 @@ func (s *Scope) checkPin(what, tool, digest string) error {
 	switch {
 	case pin == "":
 		return kindapi.Errorf(abi.EDENIED, "%s: tool %s is not pinned: its definition is %s; pin it (mandate check prints the digests) once you have read it",
-			what, quoteTrunc(tool), digest)
+			what, kindapi.QuoteTrunc(tool), digest)
 	case pin != digest:
 		return kindapi.Errorf(abi.EDENIED, "%s: tool %s changed since it was pinned (%s): its definition is %s; pin it (mandate check prints the digests) once you have read it",
-			what, quoteTrunc(tool), pin, digest)
+			what, kindapi.QuoteTrunc(tool), pin, digest)
 	}
 	return nil
 }
@@ -293,7 +293,7 @@ func (c *toolCall) run(ctx context.Context) (*kindapi.Result, error) {
 	}
 	d, ok := defs[c.tool]
 	if !ok {
-		return nil, kindapi.NotPerformed(kindapi.Errorf(abi.EIO, "%s: the server %s lists no tool %s; nothing was sent", what, s.identity, quoteTrunc(c.tool)))
+		return nil, kindapi.NotPerformed(kindapi.Errorf(abi.EIO, "%s: the server %s lists no tool %s; nothing was sent", what, s.identity, kindapi.QuoteTrunc(c.tool)))
 	}
 	if err := s.checkPin(what, c.tool, d.digest); err != nil {
 		return nil, kindapi.NotPerformed(err)
@@ -423,64 +423,67 @@ func (l *listOp) run(ctx context.Context) (*kindapi.Result, error) {
 			}
 		}
 	case OpResources:
-		cursor := ""
-		for pages := 0; ; pages++ {
+		var err error
+		out, err = listPaged(s.maxTools, what, "resources", func(cursor string) ([]*sdk.Resource, string, error) {
 			res, err := sess.ListResources(ctx, &sdk.ListResourcesParams{Cursor: cursor})
 			if err != nil {
-				return nil, u.failure(ctx, sess, err, what, "listing its resources")
+				return nil, "", u.failure(ctx, sess, err, what, "listing its resources")
 			}
-			for _, r := range res.Resources {
-				if r == nil || !resourceAllowed(s.resources, r.URI) {
-					continue
-				}
-				if len(out) >= s.maxTools {
-					return nil, kindapi.Errorf(abi.ELIMIT, "%s: the server lists more than max_tools %d resources", what, s.maxTools)
-				}
-				b, err := json.Marshal(r)
-				if err != nil {
-					return nil, kindapi.Errorf(abi.EIO, "%s: %v", what, err)
-				}
-				out = append(out, b)
-			}
-			if res.NextCursor == "" {
-				break
-			}
-			if pages >= s.maxTools {
-				return nil, kindapi.Errorf(abi.EIO, "%s: the server's list does not end", what)
-			}
-			cursor = res.NextCursor
+			return res.Resources, res.NextCursor, nil
+		}, func(r *sdk.Resource) bool { return resourceAllowed(s.resources, r.URI) })
+		if err != nil {
+			return nil, err
 		}
 	case OpPrompts:
-		cursor := ""
-		for pages := 0; ; pages++ {
+		var err error
+		out, err = listPaged(s.maxTools, what, "prompts", func(cursor string) ([]*sdk.Prompt, string, error) {
 			res, err := sess.ListPrompts(ctx, &sdk.ListPromptsParams{Cursor: cursor})
 			if err != nil {
-				return nil, u.failure(ctx, sess, err, what, "listing its prompts")
+				return nil, "", u.failure(ctx, sess, err, what, "listing its prompts")
 			}
-			for _, p := range res.Prompts {
-				if p == nil || !matchAny(s.prompts, p.Name) {
-					continue
-				}
-				if len(out) >= s.maxTools {
-					return nil, kindapi.Errorf(abi.ELIMIT, "%s: the server lists more than max_tools %d prompts", what, s.maxTools)
-				}
-				b, err := json.Marshal(p)
-				if err != nil {
-					return nil, kindapi.Errorf(abi.EIO, "%s: %v", what, err)
-				}
-				out = append(out, b)
-			}
-			if res.NextCursor == "" {
-				break
-			}
-			if pages >= s.maxTools {
-				return nil, kindapi.Errorf(abi.EIO, "%s: the server's list does not end", what)
-			}
-			cursor = res.NextCursor
+			return res.Prompts, res.NextCursor, nil
+		}, func(p *sdk.Prompt) bool { return matchAny(s.prompts, p.Name) })
+		if err != nil {
+			return nil, err
 		}
 	}
 	u.ok()
 	return l.k.result(what, u, s, l.op, "", out)
+}
+
+// listPaged reads a server's paginated list (page returns one page and
+// the next cursor), keeping the items keep allows, as JSON: at most max
+// of them (ELIMIT past it), and at most max pages (a list that does not
+// end is EIO).
+func listPaged[T any](max int, what, items string, page func(cursor string) ([]*T, string, error), keep func(*T) bool) ([]json.RawMessage, error) {
+	out := []json.RawMessage{}
+	cursor := ""
+	for pages := 0; ; pages++ {
+		list, next, err := page(cursor)
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range list {
+			if x == nil || !keep(x) {
+				continue
+			}
+			if len(out) >= max {
+				return nil, kindapi.Errorf(abi.ELIMIT, "%s: the server lists more than max_tools %d %s", what, max, items)
+			}
+			b, err := json.Marshal(x)
+			if err != nil {
+				return nil, kindapi.Errorf(abi.EIO, "%s: %v", what, err)
+			}
+			out = append(out, b)
+		}
+		if next == "" {
+			return out, nil
+		}
+		if pages >= max {
+			return nil, kindapi.Errorf(abi.EIO, "%s: the server's list does not end", what)
+		}
+		cursor = next
+	}
 }
 
 // fetchOp is a prepared read or prompt: what the task wrote (a URI, a
@@ -501,7 +504,7 @@ func (k *Kind) prepareRead(call *kindapi.Call, s *Scope) (kindapi.Op, error) {
 		return kindapi.Op{}, decodeErr(what, err)
 	}
 	if !resourceAllowed(s.resources, r.URI) {
-		return kindapi.Op{}, kindapi.Errorf(abi.EDENIED, "%s: resource %s is not granted", what, quoteTrunc(r.URI))
+		return kindapi.Op{}, kindapi.Errorf(abi.EDENIED, "%s: resource %s is not granted", what, kindapi.QuoteTrunc(r.URI))
 	}
 	f := &fetchOp{k: k, s: s, op: OpRead, uri: r.URI}
 	return kindapi.Op{Sink: s.refusal.Sink(s.clearance), Vars: noVars(map[string]any{"uri": r.URI}), Effect: f.run}, nil
@@ -517,7 +520,7 @@ func (k *Kind) preparePrompt(call *kindapi.Call, s *Scope) (kindapi.Op, error) {
 		return kindapi.Op{}, decodeErr(what, err)
 	}
 	if !matchAny(s.prompts, r.Name) {
-		return kindapi.Op{}, kindapi.Errorf(abi.EDENIED, "%s: prompt %s is not granted", what, quoteTrunc(r.Name))
+		return kindapi.Op{}, kindapi.Errorf(abi.EDENIED, "%s: prompt %s is not granted", what, kindapi.QuoteTrunc(r.Name))
 	}
 	args := map[string]any{}
 	for k, v := range r.Arguments {

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -18,6 +17,7 @@ import (
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 	"github.com/mandatevm/mandate/internal/egress"
 	"github.com/mandatevm/mandate/kernel/kindapi"
+	"github.com/mandatevm/mandate/sandbox"
 )
 
 // Defaults and bounds of a grant spec. A spec past a bound is a grant
@@ -93,11 +93,11 @@ type narrowReq struct {
 // space, at most abi.MaxMCPNameLen bytes; "*" is the only wildcard.
 func checkPattern(p string, max int) error {
 	if p == "" || len(p) > max {
-		return fmt.Errorf("%s: length must be 1..%d", quoteTrunc(p), max)
+		return fmt.Errorf("%s: length must be 1..%d", kindapi.QuoteTrunc(p), max)
 	}
 	for _, r := range p {
 		if r <= 0x20 || r == 0x7f || unicode.IsControl(r) || unicode.IsSpace(r) {
-			return fmt.Errorf("%s: printable characters without spaces only", quoteTrunc(p))
+			return fmt.Errorf("%s: printable characters without spaces only", kindapi.QuoteTrunc(p))
 		}
 	}
 	return nil
@@ -123,24 +123,13 @@ func canonPatterns(ps []string, max int, required bool) ([]string, error) {
 	return slices.Compact(out), nil
 }
 
-// parseDigest validates a pin: "sha256:" and 64 lower-case hex digits.
+// parseDigest validates a pin: a digest as sandbox.Digest writes one,
+// "sha256:" and 64 lower-case hex digits.
 func parseDigest(d string) error {
-	hexPart, ok := strings.CutPrefix(d, "sha256:")
-	if !ok || len(hexPart) != 64 || strings.ToLower(hexPart) != hexPart {
-		return fmt.Errorf("%s is not a digest (want sha256: and 64 lower-case hex digits)", quoteTrunc(d))
-	}
-	if _, err := hex.DecodeString(hexPart); err != nil {
-		return fmt.Errorf("%s is not a digest (want sha256: and 64 lower-case hex digits)", quoteTrunc(d))
+	if !sandbox.IsDigest(d) {
+		return fmt.Errorf("%s is not a digest (want sha256: and 64 lower-case hex digits)", kindapi.QuoteTrunc(d))
 	}
 	return nil
-}
-
-func parseTimeout(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 || d > MaxTimeout {
-		return 0, fmt.Errorf("%s must be a duration in (0, %s]", quoteTrunc(s), MaxTimeout)
-	}
-	return d, nil
 }
 
 // grant mints a root scope.
@@ -217,7 +206,7 @@ func (k *Kind) grant(g kindapi.GrantContext, spec []byte) (*Scope, error) {
 		}
 		abs, err := k.lookPath(g, path)
 		if err != nil {
-			return nil, fe("command", "%s: %v", quoteTrunc(sp.Command[0]), err)
+			return nil, fe("command", "%s: %v", kindapi.QuoteTrunc(sp.Command[0]), err)
 		}
 		s.command = append([]string{abs}, sp.Command[1:]...)
 		if len(sp.Env) > MaxEnv {
@@ -228,7 +217,7 @@ func (k *Kind) grant(g kindapi.GrantContext, spec []byte) (*Scope, error) {
 		names = slices.Compact(names)
 		for _, n := range names {
 			if n == "" || strings.ContainsAny(n, "=\x00") {
-				return nil, fe("env", "%s is not a variable name", quoteTrunc(n))
+				return nil, fe("env", "%s is not a variable name", kindapi.QuoteTrunc(n))
 			}
 			v, ok := g.Getenv(n)
 			if !ok {
@@ -270,12 +259,12 @@ func (k *Kind) grant(g kindapi.GrantContext, spec []byte) (*Scope, error) {
 	}
 	s.pins = map[string]string{}
 	for name, d := range sp.Pins {
-		f := "pins[" + quoteTrunc(name) + "]"
+		f := "pins[" + kindapi.QuoteTrunc(name) + "]"
 		if err := checkPattern(name, abi.MaxMCPNameLen); err != nil || strings.Contains(name, "*") {
 			return nil, fe(f, "a pin names one tool, not a pattern")
 		}
 		if !matchAny(s.tools, name) {
-			return nil, fe(f, "tool %s is not among the tools the capability allows", quoteTrunc(name))
+			return nil, fe(f, "tool %s is not among the tools the capability allows", kindapi.QuoteTrunc(name))
 		}
 		if err := parseDigest(d); err != nil {
 			return nil, fe(f, "%v", err)
@@ -300,7 +289,7 @@ func (k *Kind) grant(g kindapi.GrantContext, spec []byte) (*Scope, error) {
 	}
 	s.costs = map[string]int64{}
 	for name, c := range sp.Costs {
-		f := "costs[" + quoteTrunc(name) + "]"
+		f := "costs[" + kindapi.QuoteTrunc(name) + "]"
 		if err := checkPattern(name, abi.MaxMCPNameLen); err != nil {
 			return nil, fe(f, "%v", err)
 		}
@@ -310,7 +299,7 @@ func (k *Kind) grant(g kindapi.GrantContext, spec []byte) (*Scope, error) {
 		s.costs[name] = c
 	}
 	if sp.Timeout != nil {
-		if s.timeout, err = parseTimeout(*sp.Timeout); err != nil {
+		if s.timeout, err = kindapi.ParseTimeout(*sp.Timeout, MaxTimeout); err != nil {
 			return nil, fe("timeout", "%v", err)
 		}
 	}
@@ -370,7 +359,7 @@ func readHeader(g kindapi.GrantContext, field string, h headerSpec) (header, err
 	}
 	name, ok := canonHeaderName(h.Name)
 	if !ok {
-		return header{}, fe(".name", "%s is not a valid header name", quoteTrunc(h.Name))
+		return header{}, fe(".name", "%s is not a valid header name", kindapi.QuoteTrunc(h.Name))
 	}
 	if reservedHeader(name) {
 		return header{}, fe(".name", "%s is set by the transport or the MCP protocol", name)
@@ -415,7 +404,7 @@ func (k *Kind) narrow(parent *Scope, req []byte) (*Scope, error) {
 		}
 		for _, p := range ps {
 			if !covered(par, p) {
-				widen = append(widen, fmt.Sprintf("%s %s is not within the parent's %v", field, quoteTrunc(p), par))
+				widen = append(widen, fmt.Sprintf("%s %s is not within the parent's %v", field, kindapi.QuoteTrunc(p), par))
 			}
 		}
 		*dst = ps
@@ -443,7 +432,7 @@ func (k *Kind) narrow(parent *Scope, req []byte) (*Scope, error) {
 	}
 	child.refusal, widen = refusal, append(widen, drops...)
 	if r.Timeout != nil {
-		d, err := parseTimeout(*r.Timeout)
+		d, err := kindapi.ParseTimeout(*r.Timeout, MaxTimeout)
 		if err != nil {
 			return nil, inval("timeout", "%v", err)
 		}
@@ -517,7 +506,7 @@ func parseResults(raw map[string]json.RawMessage, defTaint string) ([]resultRule
 	keys := slices.Sorted(maps.Keys(raw))
 	out := make([]resultRule, 0, len(keys))
 	for _, key := range keys {
-		field := "results[" + quoteTrunc(key) + "]"
+		field := "results[" + kindapi.QuoteTrunc(key) + "]"
 		if err := checkPattern(key, abi.MaxMCPURILen+len("resource:")); err != nil {
 			return nil, &kindapi.FieldError{Field: field, Msg: err.Error()}
 		}
@@ -532,12 +521,4 @@ func parseResults(raw map[string]json.RawMessage, defTaint string) ([]resultRule
 
 func equalResults(a, b []resultRule) bool {
 	return slices.EqualFunc(a, b, func(x, y resultRule) bool { return x.pattern == y.pattern && labelrule.Equal(x.rule, y.rule) })
-}
-
-// quoteTrunc quotes s for a message, cut at 64 bytes.
-func quoteTrunc(s string) string {
-	if len(s) > 64 {
-		return strconv.Quote(s[:64]) + "..."
-	}
-	return strconv.Quote(s)
 }

@@ -331,11 +331,11 @@ func (u *upstream) listTools(ctx context.Context, sess *sdk.ClientSession, maxTo
 			}
 			raw, err := defOf(t)
 			if err != nil {
-				return nil, kindapi.Errorf(abi.EIO, "%s: the server's tool %s: %v", what, quoteTrunc(t.Name), err)
+				return nil, kindapi.Errorf(abi.EIO, "%s: the server's tool %s: %v", what, kindapi.QuoteTrunc(t.Name), err)
 			}
 			canon, err := canonicalDef(raw)
 			if err != nil {
-				return nil, kindapi.Errorf(abi.EIO, "%s: the server's tool %s: %v", what, quoteTrunc(t.Name), err)
+				return nil, kindapi.Errorf(abi.EIO, "%s: the server's tool %s: %v", what, kindapi.QuoteTrunc(t.Name), err)
 			}
 			defs[t.Name] = toolDef{canon: canon, digest: digestOf(canon)}
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // MaxMinor bounds every amount, in minor units (10^15 minor units is ten
@@ -21,22 +23,22 @@ func parseDecimal(s string) (int64, error) {
 	}
 	whole, frac, hasDot := strings.Cut(s, ".")
 	if whole == "" || (hasDot && frac == "") {
-		return 0, fmt.Errorf("amount %s is not a decimal like \"612.00\"", quoteTrunc(s))
+		return 0, fmt.Errorf("amount %s is not a decimal like \"612.00\"", kindapi.QuoteTrunc(s))
 	}
 	if len(frac) > 2 {
-		return 0, fmt.Errorf("amount %s has more than 2 decimals", quoteTrunc(s))
+		return 0, fmt.Errorf("amount %s has more than 2 decimals", kindapi.QuoteTrunc(s))
 	}
 	if len(whole) > 16 {
-		return 0, fmt.Errorf("amount %s is too large", quoteTrunc(s))
+		return 0, fmt.Errorf("amount %s is too large", kindapi.QuoteTrunc(s))
 	}
 	for _, c := range whole + frac {
 		if c < '0' || c > '9' {
-			return 0, fmt.Errorf("amount %s is not a non-negative decimal like \"612.00\"", quoteTrunc(s))
+			return 0, fmt.Errorf("amount %s is not a non-negative decimal like \"612.00\"", kindapi.QuoteTrunc(s))
 		}
 	}
 	w, err := strconv.ParseInt(whole, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("amount %s: %v", quoteTrunc(s), err)
+		return 0, fmt.Errorf("amount %s: %v", kindapi.QuoteTrunc(s), err)
 	}
 	for len(frac) < 2 {
 		frac += "0"
@@ -44,7 +46,7 @@ func parseDecimal(s string) (int64, error) {
 	f, _ := strconv.ParseInt(frac, 10, 64)
 	v := w*100 + f
 	if v > MaxMinor {
-		return 0, fmt.Errorf("amount %s is too large (max %s)", quoteTrunc(s), formatMinor(MaxMinor))
+		return 0, fmt.Errorf("amount %s is too large (max %s)", kindapi.QuoteTrunc(s), formatMinor(MaxMinor))
 	}
 	return v, nil
 }
@@ -61,7 +63,7 @@ func parseMoney(s, want string) (int64, string, error) {
 			return 0, "", err
 		}
 		if want != "" && c != want {
-			return 0, "", fmt.Errorf("amount %s is in %s, not %s", quoteTrunc(s), c, want)
+			return 0, "", fmt.Errorf("amount %s is in %s, not %s", kindapi.QuoteTrunc(s), c, want)
 		}
 	}
 	v, err := parseDecimal(num)
@@ -78,11 +80,11 @@ func formatMinor(v int64) string {
 // returns it upper-cased.
 func canonCurrency(s string) (string, error) {
 	if len(s) != 3 {
-		return "", fmt.Errorf("currency %s is not a three-letter ISO code", quoteTrunc(s))
+		return "", fmt.Errorf("currency %s is not a three-letter ISO code", kindapi.QuoteTrunc(s))
 	}
 	for _, c := range s {
 		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') {
-			return "", fmt.Errorf("currency %s is not a three-letter ISO code", quoteTrunc(s))
+			return "", fmt.Errorf("currency %s is not a three-letter ISO code", kindapi.QuoteTrunc(s))
 		}
 	}
 	return strings.ToUpper(s), nil
@@ -92,20 +94,12 @@ func canonCurrency(s string) (string, error) {
 // bytes of ASCII letters, digits, '.', '-', '_' and ':'.
 func canonPayee(s string) (string, error) {
 	if s == "" || len(s) > 253 {
-		return "", fmt.Errorf("payee %s: length must be 1..253", quoteTrunc(s))
+		return "", fmt.Errorf("payee %s: length must be 1..253", kindapi.QuoteTrunc(s))
 	}
 	for _, c := range s {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_' || c == ':') {
-			return "", fmt.Errorf("payee %s has a character other than letters, digits, '.', '-', '_', ':'", quoteTrunc(s))
+			return "", fmt.Errorf("payee %s has a character other than letters, digits, '.', '-', '_', ':'", kindapi.QuoteTrunc(s))
 		}
 	}
 	return strings.ToLower(s), nil
-}
-
-// quoteTrunc quotes s for an error message, truncated to 64 bytes.
-func quoteTrunc(s string) string {
-	if len(s) > 64 {
-		return strconv.Quote(s[:64]) + "..."
-	}
-	return strconv.Quote(s)
 }

@@ -445,7 +445,7 @@ func (k *Kind) post(ctx context.Context, s *Scope, pr ProviderRequest) (Provider
 		return ProviderResponse{}, kindapi.Errorf(abi.EIO, "pay: the provider's answer has no usable charge id")
 	}
 	if pr2.Status != "succeeded" {
-		return ProviderResponse{}, kindapi.Errorf(abi.EIO, "pay: the provider answered status %s, not \"succeeded\"", quoteTrunc(pr2.Status))
+		return ProviderResponse{}, kindapi.Errorf(abi.EIO, "pay: the provider answered status %s, not \"succeeded\"", kindapi.QuoteTrunc(pr2.Status))
 	}
 	return pr2, nil
 }

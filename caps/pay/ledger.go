@@ -108,7 +108,7 @@ func (t *tree) peek(key, payee, currency string, amount int64) (keyState, []byte
 	if e.payee != payee || e.currency != currency || e.amount != amount {
 		return 0, nil, kindapi.Errorf(abi.EDENIED,
 			"pay: idempotency key %s was used for a charge of %s %s to %s, not %s %s to %s",
-			quoteTrunc(key), formatMinor(e.amount), e.currency, e.payee, formatMinor(amount), currency, payee)
+			kindapi.QuoteTrunc(key), formatMinor(e.amount), e.currency, e.payee, formatMinor(amount), currency, payee)
 	}
 	switch {
 	case e.receipt != nil:
@@ -131,13 +131,13 @@ func (t *tree) await(ctx context.Context, key string) ([]byte, error) {
 		select {
 		case <-e.done:
 		case <-ctx.Done():
-			return nil, kindapi.Errorf(abi.ETIMEDOUT, "pay: waiting for the charge with idempotency key %s: %v", quoteTrunc(key), ctx.Err())
+			return nil, kindapi.Errorf(abi.ETIMEDOUT, "pay: waiting for the charge with idempotency key %s: %v", kindapi.QuoteTrunc(key), ctx.Err())
 		}
 		if e.receipt != nil {
 			return e.receipt, nil
 		}
 	}
-	return nil, kindapi.NotPerformed(kindapi.Errorf(abi.EIO, "pay: the charge with idempotency key %s failed meanwhile; nothing was charged: retry the call", quoteTrunc(key)))
+	return nil, kindapi.NotPerformed(kindapi.Errorf(abi.EIO, "pay: the charge with idempotency key %s failed meanwhile; nothing was charged: retry the call", kindapi.QuoteTrunc(key)))
 }
 
 // tryClaim claims key for a charge without waiting: the caller owns the
@@ -151,7 +151,7 @@ func (t *tree) tryClaim(key, payee, currency string, amount int64) (owner *keyEn
 		if e.payee != payee || e.currency != currency || e.amount != amount {
 			return nil, 0, kindapi.Errorf(abi.EDENIED,
 				"pay: idempotency key %s was used for a charge of %s %s to %s, not %s %s to %s",
-				quoteTrunc(key), formatMinor(e.amount), e.currency, e.payee, formatMinor(amount), currency, payee)
+				kindapi.QuoteTrunc(key), formatMinor(e.amount), e.currency, e.payee, formatMinor(amount), currency, payee)
 		}
 		switch {
 		case e.receipt != nil:

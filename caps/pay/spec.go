@@ -96,10 +96,10 @@ func parseExpiry(s string, now time.Time) (time.Time, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%s is neither an RFC 3339 time nor a duration like \"24h\"", quoteTrunc(s))
+		return time.Time{}, fmt.Errorf("%s is neither an RFC 3339 time nor a duration like \"24h\"", kindapi.QuoteTrunc(s))
 	}
 	if d <= 0 {
-		return time.Time{}, fmt.Errorf("duration %s must be positive", quoteTrunc(s))
+		return time.Time{}, fmt.Errorf("duration %s must be positive", kindapi.QuoteTrunc(s))
 	}
 	return now.Add(d), nil
 }
@@ -161,7 +161,7 @@ func (k *Kind) grant(g kindapi.GrantContext, spec []byte) (*Scope, error) {
 	if sp.Timeout != nil {
 		d, err := time.ParseDuration(*sp.Timeout)
 		if err != nil || d <= 0 || d > MaxTimeout {
-			return nil, fe("timeout", "%s must be a duration in (0, %s]", quoteTrunc(*sp.Timeout), MaxTimeout)
+			return nil, fe("timeout", "%s must be a duration in (0, %s]", kindapi.QuoteTrunc(*sp.Timeout), MaxTimeout)
 		}
 		s.timeout = d
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
 )
@@ -45,4 +46,23 @@ func DecodeNarrow(kind string, req []byte, v any) error {
 		return Errorf(abi.ELIMIT, "%s: narrowing request: %v", kind, err)
 	}
 	return Errorf(abi.EINVAL, "%s: narrowing request: %v", kind, err)
+}
+
+// QuoteTrunc quotes a value of a grant or a call for an error message,
+// cut past 64 bytes (and marked so): a spec is a user's file, a call a
+// guest's, and neither may fill a log line.
+func QuoteTrunc(s string) string {
+	if len(s) > 64 {
+		return strconv.Quote(s[:64]) + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// ParseTimeout reads a grant's timeout: a Go duration in (0, max].
+func ParseTimeout(s string, max time.Duration) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 || d > max {
+		return 0, fmt.Errorf("%s must be a duration in (0, %s]", QuoteTrunc(s), max)
+	}
+	return d, nil
 }
