@@ -101,15 +101,7 @@ func validateAnswer(content string, r *jsonschema.Resolved, exact bool) (any, er
 // HTML (<, > and & are kept as they are). It is what an endorsed answer's
 // content is: one value has one serialisation, whatever the provider
 // wrote.
-func canonical(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
+func canonical(v any) ([]byte, error) { return kindapi.CanonicalJSON(v) }
 
 // closedKeywords are the keywords a closed schema may use. Anything else
 // (pattern, format, $ref, anyOf, if, not, ...) makes it open: the kernel

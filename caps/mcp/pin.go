@@ -10,6 +10,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Pins. A tool's definition is what a model reads to decide how to call
@@ -123,12 +124,4 @@ func canonicalDef(def json.RawMessage) ([]byte, error) {
 // canonical writes v (decoded with UseNumber) as canonical JSON:
 // encoding/json sorts map keys; HTML escaping is off and the trailing
 // newline dropped.
-func canonical(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
+func canonical(v any) ([]byte, error) { return kindapi.CanonicalJSON(v) }

@@ -1,6 +1,7 @@
 package kindapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -221,4 +222,18 @@ func short(s string) string {
 		return s
 	}
 	return s[:32] + "…(" + strconv.Itoa(len(s)) + " characters)"
+}
+
+// CanonicalJSON writes v as encoding/json does, with map keys sorted, but
+// HTML characters (<, > and &) kept as they are and no trailing newline:
+// one value has one serialisation, whatever a server or a provider wrote
+// (an endorsed answer's content, a pinned tool definition's digest).
+func CanonicalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
