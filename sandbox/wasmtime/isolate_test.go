@@ -21,7 +21,7 @@ import (
 func TestCompileLimits(t *testing.T) {
 	sandboxtest.RunCompileLimits(t, func(t testing.TB, cfg sandbox.Config) sandbox.Engine {
 		return newTestEngine(t, cfg, options{})
-	}, sandboxtest.StackBomb())
+	}, sandboxtest.WithoutBombs(sandboxtest.CompileBombs(), "br_table-1000000"), sandboxtest.StackBomb())
 }
 
 // largestGuest is the repository's largest Go guest.
@@ -72,13 +72,9 @@ func TestMeasureInProcess(t *testing.T) {
 	}
 	ctx := context.Background()
 	e := newTestEngine(t, sandbox.Config{CacheDir: t.TempDir()}, options{compileInProcess: true})
-	bombs := append(sandboxtest.CompileBombs(), struct {
-		Name string
-		Wasm []byte
-	}{"locals", sandboxtest.LocalsBomb()}, struct {
-		Name string
-		Wasm []byte
-	}{"stack", sandboxtest.StackModule(1_000_000)})
+	bombs := append(sandboxtest.CompileBombs(),
+		sandboxtest.Bomb{Name: "locals", Wasm: sandboxtest.LocalsBomb()},
+		sandboxtest.Bomb{Name: "stack", Wasm: sandboxtest.StackModule(1_000_000)})
 	for _, b := range bombs {
 		if b.Name != os.Getenv("MANDATE_MEASURE") && os.Getenv("MANDATE_MEASURE") != "all" {
 			continue // minutes each

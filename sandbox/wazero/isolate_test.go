@@ -20,7 +20,7 @@ import (
 func TestCompileLimits(t *testing.T) {
 	sandboxtest.RunCompileLimits(t, func(t testing.TB, cfg sandbox.Config) sandbox.Engine {
 		return newTestEngine(t, cfg)
-	}, sandboxtest.LocalsBomb())
+	}, sandboxtest.CompileBombs(), sandboxtest.LocalsBomb())
 }
 
 // largestGuest is the repository's largest Go guest.
@@ -75,10 +75,7 @@ func TestMeasureInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close(ctx)
-	bombs := append(sandboxtest.CompileBombs(), struct {
-		Name string
-		Wasm []byte
-	}{"locals", sandboxtest.LocalsBomb()})
+	bombs := append(sandboxtest.CompileBombs(), sandboxtest.Bomb{Name: "locals", Wasm: sandboxtest.LocalsBomb()})
 	for _, b := range bombs {
 		if b.Name != "locals" && os.Getenv("MANDATE_MEASURE") != "all" {
 			continue // minutes each
