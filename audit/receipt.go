@@ -27,6 +27,11 @@ type Receipt struct {
 	Tasks          []ReceiptTask   `json:"tasks"`
 	Checkpoint     string          `json:"checkpoint"` // the signed note, as text
 	Extra          json.RawMessage `json:"extra,omitempty"`
+	// Build is how the module was built, as its "mandate.build" custom
+	// section records it (a module mandate build wrote; absent for any
+	// other): the JSON of internal/guestbuild's Record, copied from the
+	// module the digest Module names. Version 2 and later.
+	Build json.RawMessage `json:"build,omitempty"`
 }
 
 // ReceiptGrant is one capability granted to the root task.
@@ -50,8 +55,9 @@ type ReceiptTask struct {
 	Clearance json.RawMessage `json:"clearance"`
 }
 
-// ReceiptVersion is the version SignReceipt writes.
-const ReceiptVersion = 1
+// ReceiptVersion is the version SignReceipt writes. Version 2 added Build;
+// OpenReceipt reads version 1 too.
+const ReceiptVersion = 2
 
 // SignReceipt signs r with the log's key. The result is a note: the
 // receipt's JSON, then the signature line.
@@ -81,19 +87,46 @@ func OpenReceipt(signed []byte, vkey string) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, fmt.Errorf("receipt: %w", err)
 	}
+	r, err := decodeReceipt([]byte(n.Text))
+	if err != nil {
+		return Receipt{}, err
+	}
+	if err := checkReceipt(r, vkey); err != nil {
+		return Receipt{}, err
+	}
+	return r, nil
+}
+
+// decodeReceipt decodes a receipt's JSON, refusing a field it does not
+// know.
+func decodeReceipt(b []byte) (Receipt, error) {
 	var r Receipt
-	dec := json.NewDecoder(bytes.NewReader([]byte(n.Text)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
 		return Receipt{}, fmt.Errorf("receipt: %w", err)
 	}
-	if r.Version != ReceiptVersion {
-		return Receipt{}, fmt.Errorf("receipt: unknown version %d", r.Version)
+	return r, nil
+}
+
+// checkReceipt checks what a receipt's signature does not: its version,
+// that a version 1 receipt has no build record, and the audit checkpoint
+// it carries, with vkey.
+func checkReceipt(r Receipt, vkey string) error {
+	if r.Version < 1 || r.Version > ReceiptVersion {
+		return fmt.Errorf("receipt: unknown version %d", r.Version)
+	}
+	if r.Version == 1 && len(r.Build) > 0 {
+		return errors.New("receipt: a version 1 receipt has no build record")
 	}
 	if r.Checkpoint != "" {
+		v, err := note.NewVerifier(vkey)
+		if err != nil {
+			return fmt.Errorf("receipt: verifier key: %w", err)
+		}
 		if _, err := openCheckpoint([]byte(r.Checkpoint), v); err != nil {
-			return Receipt{}, fmt.Errorf("receipt: its %w", err)
+			return fmt.Errorf("receipt: its %w", err)
 		}
 	}
-	return r, nil
+	return nil
 }
