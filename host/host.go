@@ -198,6 +198,9 @@ type RunSpec struct {
 	// Receipt, when set, is the file the run's signed receipt is written
 	// to as it ends (see Outcome.ReceiptErr).
 	Receipt string
+	// ReceiptFormat is the receipt's form: ReceiptNote (the default) or
+	// ReceiptDSSE.
+	ReceiptFormat string
 	// Begun, when set, is called with the run's id once the run is in the
 	// run store, before its task starts.
 	Begun func(id string)
@@ -287,11 +290,15 @@ func (h *Host) start(ctx context.Context, spec RunSpec) (*Run, error) {
 		return nil, err
 	}
 	abs, _ := filepath.Abs(m.Path)
+	rs, err := newReceiptSpec(spec, m.ModulePath, digest, wasm)
+	if err != nil {
+		return nil, err
+	}
 	started := time.Now()
 	r, err := h.newRun(ctx, runstore.Run{
 		ID: NewRunID(started), Manifest: abs, Task: m.Name, Module: m.ModulePath, Digest: digest,
 		Principal: m.Principal, Engine: h.opts.Engine, Started: started.UTC(),
-	}, runConfig{logger: logger, approver: approver, placer: spec.Placer, fence: spec.Fence, receipt: spec.Receipt, begun: spec.Begun})
+	}, runConfig{logger: logger, approver: approver, placer: spec.Placer, fence: spec.Fence, receipt: rs, begun: spec.Begun})
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +360,7 @@ type runConfig struct {
 	approver kernel.Approver
 	placer   kernel.Placer
 	fence    func() error
-	receipt  string
+	receipt  receiptSpec
 	begun    func(id string)
 }
 

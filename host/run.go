@@ -44,7 +44,7 @@ type Run struct {
 	k          *kernel.Kernel
 	task       *kernel.Task
 	subs       fanout
-	receipt    string
+	receipt    receiptSpec
 	done       chan struct{}
 	ended      atomic.Bool // its host ended it (Session.End): killed is its normal end
 	outcome    *Outcome
@@ -287,11 +287,11 @@ func (r *Run) finish() {
 			}
 		}
 	}
-	if r.receipt != "" {
+	if r.receipt.path != "" {
 		rc := BuildReceipt(&full, r.task.ID(), o.Checkpoint)
-		signed, err := r.h.log.SignReceipt(rc)
+		signed, err := r.receipt.sign(r.h.log, rc)
 		if err == nil {
-			err = WriteFileAtomic(r.receipt, signed, 0o644)
+			err = WriteFileAtomic(r.receipt.path, signed, 0o644)
 		}
 		if err != nil {
 			o.ReceiptErr = err
@@ -300,7 +300,7 @@ func (r *Run) finish() {
 			}
 			rec.Run.Exit, full.Run.Exit, r.info.Exit = o.Exit, o.Exit, o.Exit
 		} else {
-			r.logger.Info("receipt written", "path", r.receipt)
+			r.logger.Info("receipt written", "path", r.receipt.path, "format", r.receipt.format)
 		}
 	}
 	// Recorded even when the run was interrupted.

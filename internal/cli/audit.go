@@ -16,6 +16,7 @@ import (
 const auditHelp = `Usage: mandate audit [RUN | --run ID | --all] [--task T] [--denied] [--format text|json] [--state-dir DIR]
        mandate audit verify [RUN] [--state-dir DIR]
        mandate audit verify --nats URLS
+       mandate audit key [--pem] [--state-dir DIR]
 
 Shows the audit log: every decision on an audited capability (written before
 its effect) and every denial, for the last run (or run ID, or --all runs).
@@ -29,6 +30,12 @@ It exits 0 when the log verifies and 1 when it does not. With RUN, it also
 says how many of the log's entries are that run's and whether a signed
 checkpoint covers them all (a run signs one when it ends).
 
+"mandate audit key" prints the verifier key of STATE_DIR/audit.key (the
+public half of the key that signs checkpoints and receipts), as "mandate
+verify --key" takes it; with --pem, the same Ed25519 public key as a PEM
+"PUBLIC KEY" block, the form a DSSE or in-toto verifier (or openssl) loads
+to check a receipt written with --receipt-format dsse.
+
 With --nats, it verifies a fleet's records instead (see "mandate node"):
 every node's copy of its audit log in the fleet's MANDATE_AUDIT stream,
 against that node's latest signed checkpoint and its own key. It prints one
@@ -37,6 +44,7 @@ line per node and exits 1 when any copy does not verify.
 Flags:
 
 	--nats URLS       verify the fleet's copied logs on these NATS servers
+	--pem             with key: the public key as PEM
 	--run ID          the run to show (default: the last run)
 	--all             every run
 	--task T          only entries of task T (e.g. t2)
@@ -54,6 +62,37 @@ Examples:
 
 func auditPath(state string) string { return filepath.Join(state, "audit.db") }
 
+// auditKey prints the state directory's verifier key, or its public key
+// as PEM.
+func (e *env) auditKey(stateFlag string, asPEM bool) int {
+	dir, err := e.stateDir(stateFlag)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "mandate audit key: %v\n", err)
+		return exitUsage
+	}
+	if _, err := os.Stat(filepath.Join(dir, audit.KeyFile)); err != nil {
+		fmt.Fprintf(e.stderr, "mandate audit key: no key yet in %s (a run creates it)\n", dir)
+		return exitUsage
+	}
+	log, err := audit.OpenReadOnly(auditPath(dir))
+	if err != nil {
+		fmt.Fprintf(e.stderr, "mandate audit key: %v\n", err)
+		return exitUsage
+	}
+	defer log.Close()
+	if !asPEM {
+		fmt.Fprintln(e.stdout, log.VerifierKey())
+		return exitOK
+	}
+	b, err := audit.PublicKeyPEM(log.VerifierKey())
+	if err != nil {
+		fmt.Fprintf(e.stderr, "mandate audit key: %v\n", err)
+		return exitUsage
+	}
+	e.stdout.Write(b)
+	return exitOK
+}
+
 func runAudit(e *env, args []string) int {
 	c := lookupCommand("audit")
 	fs := flagSet("audit")
@@ -64,9 +103,19 @@ func runAudit(e *env, args []string) int {
 	format := fs.String("format", "text", "")
 	stateFlag := stateDirFlag(fs)
 	natsURLs := fs.String("nats", "", "")
+	pemKey := fs.Bool("pem", false, "")
 	pos, code, ok := e.parse(c, fs, args)
 	if !ok {
 		return code
+	}
+	if len(pos) >= 1 && pos[0] == "key" {
+		if len(pos) > 1 {
+			return e.usageError(c, "unexpected argument %q", pos[1])
+		}
+		return e.auditKey(*stateFlag, *pemKey)
+	}
+	if *pemKey {
+		return e.usageError(c, "--pem goes with key alone: mandate audit key --pem")
 	}
 	if *natsURLs != "" {
 		if len(pos) != 1 || pos[0] != "verify" {

@@ -2,36 +2,67 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
 	"strings"
 
+	intoto "github.com/in-toto/attestation/go/v1"
+
 	"github.com/mandatevm/mandate/audit"
+	"github.com/mandatevm/mandate/host"
+	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/kernel/kindapi"
+	"github.com/mandatevm/mandate/sandbox"
 )
 
-const verifyHelp = `Usage: mandate verify RECEIPT [--key VERIFIER_KEY] [--state-dir DIR]
+const verifyHelp = `Usage: mandate verify RECEIPT [--key VERIFIER_KEY] [--state-dir DIR] [--source DIR]
 
 Checks a receipt written by "mandate run --receipt FILE" offline: its
 signature and the audit checkpoint it carries, byte for byte, with the
 verifier key (by default the key of STATE_DIR/audit.key, which signed it;
 pass --key to check a receipt from elsewhere), then prints in plain words
-what the run could and could not do.
+what the run could and could not do, and how its module was built when the
+module carries a build record (a module "mandate build" wrote).
 
-It exits 0 when the receipt verifies and 1 when it does not.
+RECEIPT is either form "mandate run --receipt-format" writes: a signed note
+(the default) or an in-toto bundle of DSSE envelopes (dsse): the run's
+statement and, for a module with a build record, its SLSA provenance, which
+must name the receipt's module and say what its build record says.
+
+With --source DIR, the module is rebuilt from DIR as its build record says
+(the language and mode it names, with this machine's toolchains and the
+builder's own flags, never flags read from the receipt), and verify says
+whether DIR builds the module the receipt names. When it does not, it
+names what differs: each source file changed, added or missing, a
+toolchain, SDK or flags that differ. A rebuild whose code is the module's
+but whose record differs only in the checkout's revision (a copy of the
+source outside git) counts as the module, and says so.
+
+It exits 0 when the receipt verifies (and DIR builds its module) and 1 when
+it does not.
+
+Flags:
+
+	--key KEY         the verifier key (NAME+HASH+BASE64, as "mandate audit
+	                  key" prints it)
+	--source DIR      rebuild the module from DIR and compare
+	--state-dir DIR   where STATE_DIR/audit.key is (default as mandate run)
 
 Examples:
 
 	mandate run examples/taxprep/taxprep.hcl --input examples/taxprep/w2.json --receipt taxprep.receipt
-	mandate verify taxprep.receipt
+	mandate verify taxprep.receipt --source examples/taxprep/tool
 `
 
 func runVerify(e *env, args []string) int {
 	c := lookupCommand("verify")
 	fs := flagSet("verify")
 	key := fs.String("key", "", "")
+	source := fs.String("source", "", "")
 	stateFlag := stateDirFlag(fs)
 	pos, code, ok := e.parse(c, fs, args)
 	if !ok {
@@ -60,13 +91,13 @@ func runVerify(e *env, args []string) int {
 		vkey = log.VerifierKey()
 		log.Close()
 	}
-	r, err := audit.OpenReceipt(signed, vkey)
+	r, form, err := openAnyReceipt(signed, vkey)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "mandate verify: %s does NOT verify: %v\n", pos[0], err)
 		return exitTaskFailed
 	}
 	w := e.stdout
-	fmt.Fprintf(w, "receipt %s verifies (key %s)\n", pos[0], strings.SplitN(vkey, "+", 2)[0])
+	fmt.Fprintf(w, "receipt %s verifies (%s, key %s)\n", pos[0], form, strings.SplitN(vkey, "+", 2)[0])
 	// A receipt is a file anyone may hand over: every string in it is
 	// escaped before it reaches the terminal.
 	p := kindapi.Printable
@@ -117,7 +148,157 @@ func runVerify(e *env, args []string) int {
 	for _, t := range r.Tasks {
 		fmt.Fprintf(w, "  %s %s label=%s clearance=%s\n", p(t.ID), p(string(t.State)), p(compact(t.Label)), p(compact(t.Clearance)))
 	}
-	return exitOK
+	var rec *guestbuild.Record
+	if len(r.Build) > 0 {
+		got, err := guestbuild.ParseRecord(r.Build)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "mandate verify: %s: the module's build record: %v\n", pos[0], err)
+			return exitTaskFailed
+		}
+		rec = &got
+		fmt.Fprintf(w, "\nThe module was built by mandate build: %s\n", p(describeRecord(got)))
+	} else {
+		fmt.Fprintln(w, "\nThe module carries no build record (it was not built by mandate build, or the receipt is older than version 2).")
+	}
+	if *source == "" {
+		return exitOK
+	}
+	return e.verifySource(r.Module, rec, *source)
+}
+
+// openAnyReceipt opens a receipt in either form: a signed note (the
+// receipt's JSON, then a signature line), or an in-toto bundle of DSSE
+// envelopes (JSON objects with a payloadType).
+func openAnyReceipt(b []byte, vkey string) (audit.Receipt, string, error) {
+	var first map[string]json.RawMessage
+	if json.NewDecoder(bytes.NewReader(b)).Decode(&first) != nil || first["payloadType"] == nil {
+		r, err := audit.OpenReceipt(b, vkey)
+		return r, "signed note, version " + fmt.Sprint(r.Version), err
+	}
+	envs, err := audit.ReadEnvelopes(b)
+	if err != nil {
+		return audit.Receipt{}, "", err
+	}
+	var (
+		r     audit.Receipt
+		found bool
+		provs []*intoto.Statement
+	)
+	for i, env := range envs {
+		st, err := audit.OpenEnvelope(env, vkey)
+		if err != nil {
+			return audit.Receipt{}, "", fmt.Errorf("envelope %d: %w", i+1, err)
+		}
+		switch st.GetPredicateType() {
+		case audit.RunPredicateType:
+			if found {
+				return audit.Receipt{}, "", fmt.Errorf("envelope %d: a second run statement", i+1)
+			}
+			if r, err = audit.ReceiptFromStatement(st, vkey); err != nil {
+				return audit.Receipt{}, "", fmt.Errorf("envelope %d: %w", i+1, err)
+			}
+			found = true
+		case host.ProvenancePredicateType:
+			provs = append(provs, st)
+		default:
+			// Signed by the key, but not a statement this mandate
+			// writes: refused rather than passed over in silence.
+			return audit.Receipt{}, "", fmt.Errorf("envelope %d: predicate type %q is not one mandate writes", i+1, kindapi.Printable(st.GetPredicateType()))
+		}
+	}
+	if !found {
+		return audit.Receipt{}, "", errors.New("no run statement (predicate type " + audit.RunPredicateType + ")")
+	}
+	if len(provs) > 1 {
+		return audit.Receipt{}, "", errors.New("more than one provenance statement")
+	}
+	form := fmt.Sprintf("in-toto statement in a DSSE envelope, receipt version %d", r.Version)
+	if len(provs) == 1 {
+		// The provenance restates the module's build record: it must name
+		// the receipt's module and say what the record says.
+		if len(r.Build) == 0 {
+			return audit.Receipt{}, "", errors.New("a provenance statement, but the receipt has no build record")
+		}
+		rec, err := guestbuild.ParseRecord(r.Build)
+		if err != nil {
+			return audit.Receipt{}, "", fmt.Errorf("the module's build record: %w", err)
+		}
+		want, err := host.ProvenanceStatement("module", r.Module, rec)
+		if err != nil {
+			return audit.Receipt{}, "", err
+		}
+		if !host.SameProvenance(provs[0], want) {
+			return audit.Receipt{}, "", errors.New("the SLSA provenance does not say what the receipt's build record says, or names another module")
+		}
+		form += ", with its module's SLSA provenance"
+	} else if len(r.Build) > 0 {
+		return audit.Receipt{}, "", errors.New("the receipt has a build record but the bundle no provenance statement")
+	}
+	return r, form, nil
+}
+
+// describeRecord says in a line how a module was built.
+func describeRecord(r guestbuild.Record) string {
+	var tools []string
+	for k, v := range r.Toolchain {
+		tools = append(tools, k+" "+v)
+	}
+	sort.Strings(tools)
+	d := fmt.Sprintf("%s (%s) with %s; SDK %s %s; source %s (%d files)", r.Lang, r.Mode, strings.Join(tools, ", "),
+		r.SDK.Version, r.SDK.Digest, r.Source.Digest, len(r.Source.Files))
+	if v := r.Source.VCS; v != nil {
+		d += fmt.Sprintf(", %s revision %s", v.System, v.Revision)
+	}
+	return d
+}
+
+// verifySource rebuilds the module a receipt names from dir, as its
+// build record says, and says whether it is that module.
+func (e *env) verifySource(module string, rec *guestbuild.Record, dir string) int {
+	w := e.stdout
+	p := kindapi.Printable
+	if rec == nil {
+		fmt.Fprintf(w, "\nNOT checked against %s: without a build record, nothing says how to rebuild the module; build it yourself and compare its digest with %s.\n", p(dir), module)
+		return exitTaskFailed
+	}
+	fmt.Fprintf(w, "\nRebuilding %s as a %s guest (%s) ...\n", p(dir), rec.Lang, rec.Mode)
+	wasm, got, err := guestbuild.Rebuild(context.Background(), dir, *rec, guestbuild.Options{})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "mandate verify: rebuilding %s: %v\n", dir, err)
+		return exitTaskFailed
+	}
+	digest := sandbox.Digest(wasm)
+	diff := rec.Diff(got)
+	if digest == module {
+		fmt.Fprintf(w, "%s builds the module the receipt names, byte for byte: %s.\n", p(dir), digest)
+		return exitOK
+	}
+	// The same code under the module's record: the records differ only
+	// in what the compiler never saw.
+	if same, err := guestbuild.WithRecord(wasm, *rec); err == nil && sandbox.Digest(same) == module {
+		onlyVCS := true
+		for _, d := range diff {
+			if !strings.HasPrefix(d, "vcs: ") {
+				onlyVCS = false
+			}
+		}
+		if onlyVCS {
+			fmt.Fprintf(w, "%s builds the module's code, byte for byte; only the checkout's revision differs (%s), which the compiler never sees.\n", p(dir), p(strings.Join(diff, "; ")))
+			return exitOK
+		}
+		fmt.Fprintf(w, "%s builds the module's code byte for byte, but its source is NOT the one the module's record names:\n", p(dir))
+	} else {
+		fmt.Fprintf(w, "%s does NOT build the module the receipt names: the receipt names %s, %s builds %s.\n", p(dir), module, p(dir), digest)
+	}
+	if len(diff) == 0 {
+		fmt.Fprintln(w, "The build records agree: this toolchain did not reproduce the module's bytes (a build that is not reproducible).")
+		return exitTaskFailed
+	}
+	fmt.Fprintln(w, "What differs:")
+	for _, d := range diff {
+		fmt.Fprintf(w, "  - %s\n", p(d))
+	}
+	return exitTaskFailed
 }
 
 // describeGrant says in a line what a grant allowed.

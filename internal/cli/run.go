@@ -29,7 +29,8 @@ import (
 
 var runHelp = `Usage: mandate run MANIFEST.hcl [--input FILE|-] [--var NAME=VALUE ...]
                    [--log-level LEVEL] [--engine NAME] [--cache-dir DIR] [--state-dir DIR]
-                   [--receipt FILE] [--approve MODE] [--raw] [--format text|json] [--nats URLS]
+                   [--receipt FILE [--receipt-format note|dsse]] [--approve MODE] [--raw]
+                   [--format text|json] [--nats URLS]
 
 Runs the root task a manifest describes: loads the manifest, builds its
 module if it names a Go guest directory (cached by content), compiles it,
@@ -63,6 +64,13 @@ Flags:
 	                   "mandate verify FILE"; with --nats the node signs it
 	                   and it is checked here against the key that node's
 	                   audit copy carries (mandate verify FILE --key KEY)
+	--receipt-format F note (default): a signed note; dsse: an in-toto
+	                   bundle (JSON Lines of DSSE envelopes signed with the
+	                   same key): the run as a statement of predicate type
+	                   https://github.com/mandatevm/mandate/attestation/run/v1
+	                   and, for a module mandate build wrote, its SLSA
+	                   provenance; mandate verify reads both, and so does
+	                   any DSSE verifier given "mandate audit key --pem"
 	--raw              write the task's result as it is even to a terminal
 	                   (by default, control characters and escape sequences
 	                   a guest put in it are escaped on a terminal; a pipe
@@ -149,6 +157,7 @@ func validVarName(s string) bool {
 type runOptions struct {
 	approve  string
 	receipt  string
+	receiptF string // the receipt's format
 	manifest string
 	input    string
 	vars     varFlag
@@ -172,6 +181,7 @@ func runRun(e *env, args []string) int {
 	stateFlag := stateDirFlag(fs)
 	fs.StringVar(&o.approve, "approve", approvePrompt, "")
 	fs.StringVar(&o.receipt, "receipt", "", "")
+	fs.StringVar(&o.receiptF, "receipt-format", host.ReceiptNote, "")
 	fs.BoolVar(&o.raw, "raw", false, "")
 	fs.StringVar(&o.format, "format", "text", "")
 	natsURLs := fs.String("nats", "", "")
@@ -185,6 +195,9 @@ func runRun(e *env, args []string) int {
 	if o.format != "text" && o.format != "json" {
 		return e.usageError(c, "unknown format %q (formats: text, json)", o.format)
 	}
+	if o.receiptF != host.ReceiptNote && o.receiptF != host.ReceiptDSSE {
+		return e.usageError(c, "unknown receipt format %q (formats: %s, %s)", o.receiptF, host.ReceiptNote, host.ReceiptDSSE)
+	}
 	o.level = hclog.LevelFromString(*level)
 	if o.level == hclog.NoLevel {
 		return e.usageError(c, "unknown log level %q (levels: trace, debug, info, warn, error, off)", *level)
@@ -196,6 +209,9 @@ func runRun(e *env, args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *natsURLs != "" {
+		if o.receiptF != host.ReceiptNote {
+			return e.usageError(c, "--receipt-format %s is not available with --nats: the node that runs it signs a note", o.receiptF)
+		}
 		return e.runFleet(ctx, o, *natsURLs)
 	}
 	defer e.capCache(o.cache)
@@ -270,7 +286,7 @@ func (e *env) runTask(ctx context.Context, stop func(), o runOptions) int {
 		return exitUsage
 	}
 	defer h.Close()
-	r, err := h.Start(ctx, host.RunSpec{Manifest: m, Input: input, Receipt: o.receipt, Begun: func(id string) {
+	r, err := h.Start(ctx, host.RunSpec{Manifest: m, Input: input, Receipt: o.receipt, ReceiptFormat: o.receiptF, Begun: func(id string) {
 		if waiter != nil {
 			waiter.Run = id // before the task starts: no approval is asked yet
 		}
