@@ -37,6 +37,20 @@ from the cache (DIR is not written): its tasks start from the engine's
 snapshot of the Go runtime's start and the package inits, and end as a
 command's would (os.Exit codes, a panic's exit code 2).
 
+Builds are reproducible: the same source, guest SDK and toolchain give
+the same module, byte for byte, in any folder, on any machine and for any
+user (paths trimmed or remapped, no build ID, no timestamps, fixed
+flags). Every module ends with a custom section, "mandate.build", that
+records how it was built, as JSON: the language; the toolchain's versions
+(go env GOVERSION, rustc -V, clang --version and wasi-libc's digest); the
+guest SDK's version and the digest of its files; the build mode and the
+flags; the digest of each source file (named relative to DIR) and of the
+whole source; and the git commit DIR's checkout is at, when it is in one.
+The section is part of the module, so the digest printed covers it: the
+same files built at another commit, or outside a checkout, differ in that
+field alone. Rebuild the same commit elsewhere and compare the digests;
+where they differ, the two records say why.
+
 Flags:
 
 	-o FILE            where to write the module (default: DIR's base name

@@ -61,7 +61,7 @@ var ErrNoCToolchain = errors.New("no C toolchain for wasm32-wasi")
 
 // cKeyVersion changes whenever what the C key covers, or how a C guest is
 // built, changes.
-const cKeyVersion = "guestbuild c v1"
+const cKeyVersion = "guestbuild c v2" // v2: the module carries its record
 
 // cEnvDrop are environment variables that would let the environment change
 // what clang reads or how it runs without the key seeing it.
@@ -82,7 +82,9 @@ func CCompilerPath() string {
 // cFlags are the compiler flags of a C guest, the SDK's include directory
 // written as sdkInc.
 func cFlags(sdkInc string, reactor bool) []string {
-	f := []string{"--target=wasm32-wasi", "-O2", "-I" + sdkInc, "-Wl,--strip-debug"}
+	// The SDK's folder differs from machine to machine: a __FILE__ in
+	// its header names it as mandate-sdk/c.
+	f := []string{"--target=wasm32-wasi", "-O2", "-I" + sdkInc, "-ffile-prefix-map=" + sdkInc + "=mandate-sdk/c", "-Wl,--strip-debug"}
 	if reactor {
 		f = append(f, "-mexec-model=reactor", "-Wl,--export=run")
 	}
@@ -125,7 +127,13 @@ func CToolchain(ctx context.Context) (string, error) {
 
 // toolchains caches cToolchain's findings by compiler: its path, size and
 // modification time (a compiler replaced on disk is checked again).
-var toolchains sync.Map // toolchainID -> string (the --version output)
+var toolchains sync.Map // toolchainID -> cTool
+
+// cTool is what cToolchain finds of a C compiler.
+type cTool struct {
+	version string // its --version output
+	libc    string // the digest of wasi-libc's libc.a
+}
 
 type toolchainID struct {
 	path  string
@@ -134,16 +142,21 @@ type toolchainID struct {
 }
 
 func cToolchain(ctx context.Context, cc string) (string, error) {
+	t, err := cToolchainInfo(ctx, cc)
+	return t.version, err
+}
+
+func cToolchainInfo(ctx context.Context, cc string) (cTool, error) {
 	path, err := exec.LookPath(cc)
 	if err != nil {
-		return "", noCToolchain(cc, "no C compiler")
+		return cTool{}, noCToolchain(cc, "no C compiler")
 	}
 	var id toolchainID
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		if fi, err := os.Stat(real); err == nil {
 			id = toolchainID{real, fi.Size(), fi.ModTime().UnixNano()}
 			if v, ok := toolchains.Load(id); ok {
-				return v.(string), nil
+				return v.(cTool), nil
 			}
 		}
 	}
@@ -154,27 +167,34 @@ func cToolchain(ctx context.Context, cc string) (string, error) {
 	return v, err
 }
 
-func checkCToolchain(ctx context.Context, cc, path string) (string, error) {
+func checkCToolchain(ctx context.Context, cc, path string) (cTool, error) {
 	version, err := exec.CommandContext(ctx, path, "--version").Output()
 	if err != nil {
-		return "", noCToolchain(cc, "the C compiler does not run: "+err.Error())
+		return cTool{}, noCToolchain(cc, "the C compiler does not run: "+err.Error())
 	}
 	// clang prints the name unchanged when it finds no such file.
 	out, err := exec.CommandContext(ctx, path, "--target=wasm32-wasi", "-print-file-name=libc.a").Output()
-	if lib := strings.TrimSpace(string(out)); err != nil || !filepath.IsAbs(lib) {
-		return "", noCToolchain(cc, "no wasi-libc for wasm32-wasi")
+	lib := strings.TrimSpace(string(out))
+	if err != nil || !filepath.IsAbs(lib) {
+		return cTool{}, noCToolchain(cc, "no wasi-libc for wasm32-wasi")
+	}
+	// wasi-libc's identity, for the record: its archive's digest (Debian
+	// versions it apart from clang).
+	libc, err := os.ReadFile(lib)
+	if err != nil {
+		return cTool{}, noCToolchain(cc, "wasi-libc: "+err.Error())
 	}
 	// Without libclang-rt-14-dev-wasm32 every link fails on
 	// libclang_rt.builtins-wasm32.a.
 	out, err = exec.CommandContext(ctx, path, "--target=wasm32-wasi", "-print-libgcc-file-name").Output()
 	rt := strings.TrimSpace(string(out))
 	if err != nil || rt == "" {
-		return "", noCToolchain(cc, "the compiler names no wasm32 runtime library")
+		return cTool{}, noCToolchain(cc, "the compiler names no wasm32 runtime library")
 	}
 	if _, err := os.Stat(rt); err != nil {
-		return "", noCToolchain(cc, "no "+filepath.Base(rt))
+		return cTool{}, noCToolchain(cc, "no "+filepath.Base(rt))
 	}
-	return string(version), nil
+	return cTool{version: string(version), libc: digestOf(libc)}, nil
 }
 
 // cSources lists the .c and .h files directly in dir, sorted, and reports
@@ -214,25 +234,53 @@ func cSources(dir string) (files []string, reactor bool, err error) {
 // compiler cc against the SDK in sdk (see the comment at the top of c.go),
 // and whether the guest is a reactor.
 func CKey(ctx context.Context, dir, sdk, cc string, forceReactor bool) (key string, reactor bool, err error) {
-	version, err := cToolchain(ctx, cc)
+	key, r, err := cKey(ctx, dir, sdk, cc, forceReactor)
+	return key, r.Mode == ModeReactor, err
+}
+
+// cKey is CKey with the build's record, which the key covers (the
+// guest's files by name and content, the toolchain, the SDK's tree, the
+// flags).
+func cKey(ctx context.Context, dir, sdk, cc string, forceReactor bool) (string, Record, error) {
+	tool, err := cToolchainInfo(ctx, cc)
 	if err != nil {
-		return "", false, err
+		return "", Record{}, err
 	}
+	version := tool.version
 	files, reactor, err := cSources(dir)
 	if err != nil {
-		return "", false, err
+		return "", Record{}, err
 	}
 	reactor = reactor || forceReactor
+	rec := Record{
+		Lang:      LangC,
+		Toolchain: map[string]string{"clang": firstLineOf([]byte(version)), "wasi-libc": tool.libc},
+		Mode:      ModeCommand,
+		Flags:     cFlags("$SDK/c", reactor),
+	}
+	if reactor {
+		rec.Mode = ModeReactor
+	}
+	if rec.SDK, err = sdkRecord(sdk, ""); err != nil {
+		return "", Record{}, err
+	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00cc=%s\x00%d\x00%s\x00", cKeyVersion, cc, len(version), version)
-	for _, f := range cFlags("$SDK/c", reactor) {
+	fmt.Fprintf(h, "%s\x00cc=%s\x00%d\x00%s\x00libc=%s\x00", cKeyVersion, cc, len(version), version, tool.libc)
+	fmt.Fprintf(h, "sdk\x00%s\x00%s\x00", rec.SDK.Version, rec.SDK.Digest)
+	for _, f := range rec.Flags {
 		fmt.Fprintf(h, "flag\x00%s\x00", f)
 	}
+	var src []RecordFile
 	for _, f := range files {
-		if err := hashFile(h, "guest/"+f, filepath.Join(dir, f)); err != nil {
-			return "", false, err
+		b, ok, err := hashFileB(h, "guest/"+f, filepath.Join(dir, f))
+		if err != nil {
+			return "", Record{}, err
+		}
+		if ok {
+			src = append(src, RecordFile{Path: f, Digest: digestOf(b)})
 		}
 	}
+	rec.Source = sourceRecord(src)
 	h.Write([]byte{0})
 	inc := filepath.Join(sdk, "c")
 	err = filepath.WalkDir(inc, func(p string, d fs.DirEntry, err error) error {
@@ -249,9 +297,9 @@ func CKey(ctx context.Context, dir, sdk, cc string, forceReactor bool) (key stri
 		return hashFile(h, "sdk/"+filepath.ToSlash(rel), p)
 	})
 	if err != nil {
-		return "", false, err
+		return "", Record{}, err
 	}
-	return hex.EncodeToString(h.Sum(nil)), reactor, nil
+	return hex.EncodeToString(h.Sum(nil)), rec, nil
 }
 
 // buildC is Build for a C guest.
@@ -264,10 +312,11 @@ func buildC(ctx context.Context, dir string, opt Options, cacheDir string) ([]by
 		return nil, "", fmt.Errorf("guestbuild: the guest SDK in %s has no C header (c/mandate.h): %w", sdk, err)
 	}
 	cc := CCompilerPath()
-	key, reactor, err := CKey(ctx, dir, sdk, cc, opt.Reactor)
+	key, rec, err := cKey(ctx, dir, sdk, cc, opt.Reactor)
 	if err != nil {
 		return nil, "", err
 	}
+	reactor := rec.Mode == ModeReactor
 	files, _, err := cSources(dir)
 	if err != nil {
 		return nil, "", err
@@ -279,12 +328,12 @@ func buildC(ctx context.Context, dir string, opt Options, cacheDir string) ([]by
 		}
 	}
 	rekey := func() (string, error) {
-		k, _, err := CKey(ctx, dir, sdk, cc, opt.Reactor)
+		k, _, err := cKey(ctx, dir, sdk, cc, opt.Reactor)
 		return k, err
 	}
-	return cached(cacheDir, filepath.Base(dir), key, rekey, func(out string) error {
+	return cached(cacheDir, filepath.Base(dir), dir, key, rekey, func(out string) error {
 		args := append(cFlags(filepath.Join(sdk, "c"), reactor), "-o", out)
 		args = append(args, srcs...)
 		return run(ctx, dir, cEnv(), opt.Stderr, cc, args...)
-	})
+	}, func() (Record, error) { return rec, nil })
 }

@@ -56,11 +56,12 @@ func TestCachedRefusesEmpty(t *testing.T) {
 	cache := t.TempDir()
 	key := strings.Repeat("ab", 32)
 	rekey := func() (string, error) { return key, nil }
-	_, _, err := cached(cache, "g", key, rekey, func(out string) error { return nil })
+	rec := func() (Record, error) { return testRecord(), nil }
+	_, _, err := cached(cache, "g", cache, key, rekey, func(out string) error { return nil }, rec)
 	if err == nil || !strings.Contains(err.Error(), "wrote no valid module") {
 		t.Fatalf("an empty build: got %v", err)
 	}
-	_, _, err = cached(cache, "g", key, rekey, func(out string) error { return os.WriteFile(out, []byte("junk"), 0o644) })
+	_, _, err = cached(cache, "g", cache, key, rekey, func(out string) error { return os.WriteFile(out, []byte("junk"), 0o644) }, rec)
 	if err == nil {
 		t.Fatal("a build that wrote junk: no error")
 	}
@@ -76,14 +77,15 @@ func TestCachedRefusesEmpty(t *testing.T) {
 			t.Fatal(err)
 		}
 		built := 0
-		b, p, err := cached(cache, "g", key, rekey, func(out string) error {
+		b, p, err := cached(cache, "g", cache, key, rekey, func(out string) error {
 			built++
 			return os.WriteFile(out, smallModule(), 0o644)
-		})
-		if err != nil || built != 1 || p != path || !bytes.Equal(b, smallModule()) {
+		}, rec)
+		want, _ := appendRecord(smallModule(), testRecord())
+		if err != nil || built != 1 || p != path || !bytes.Equal(b, want) {
 			t.Fatalf("entry %q: got %d builds, %s, %v", bad, built, p, err)
 		}
-		if got, _ := os.ReadFile(path); !bytes.Equal(got, smallModule()) {
+		if got, _ := os.ReadFile(path); !bytes.Equal(got, want) {
 			t.Errorf("entry %q not replaced: %q", bad, got)
 		}
 	}

@@ -54,6 +54,51 @@
 // whose runtime lacks those names) is built as a plain command. The key
 // of such a build covers the added file and flags.
 //
+// # Reproducible modules and their record
+//
+// The same source, guest SDK and toolchain give the same module, byte for
+// byte, whatever folder the guest and the SDK are in and whoever builds
+// it (HOME, GOCACHE, the module cache and the cache directory do not
+// matter):
+//   - Go: -trimpath -buildvcs=false, and -ldflags=-buildid= (the Go build
+//     ID, derived from more than the source, is left out; a GOFLAGS with
+//     -ldflags keeps the person's flags and so the build ID); the added
+//     file of a main entry is given by -overlay, whose path does not reach
+//     the module;
+//   - Rust: rustc alone, run in the guest's folder on src/main.rs (a
+//     relative name), the SDK's folder remapped to "mandate"
+//     (--remap-path-prefix), -C strip=debuginfo; the crates' hashes
+//     depend on their names and sources, not on folders (no -C metadata);
+//   - C: clang on ./NAME.c in the guest's folder, no -g, the SDK's
+//     include folder remapped (-ffile-prefix-map), -Wl,--strip-debug.
+//
+// What is not covered: another toolchain (another go, rustc, clang or
+// wasi-libc version) builds other bytes, and the record says which.
+//
+// Every module Build returns ends with a custom section named
+// SectionName, "mandate.build", holding a Record as JSON: the language,
+// the toolchain's versions, the SDK's version and digest, the mode and
+// the flags (with $SDK and $OVERLAY for folders of this machine), the
+// digest of each source file, named relative to the guest's folder, and
+// the git commit of the checkout the folder is in (read from .git, no git
+// process). The section is covered by the module's digest; the same
+// files at another commit, or outside a checkout, differ in that field
+// alone (StripRecord gives the module without it). ReadRecord reads the
+// section of any module, Diff says how two records differ, file by file,
+// and Rebuild builds a folder again as a record says, with this
+// builder's own flags (never the record's).
+//
+// The source of a Go guest is the files its key hashes by content (see
+// keyStamped): the .go and embedded files of the build's packages that
+// are not from the module cache, the standard library or the SDK, and
+// their modules' go.mod and go.sum (a module root above the folder gives
+// "../go.mod"), and the workspace's go.work; of a Rust guest, Cargo.toml,
+// Cargo.lock and every file under src/; of a C guest, its .c and .h
+// files. Each language's key covers every field of the record but the
+// commit, which is read again whenever a cached module is used (the
+// cached file is rewritten when it changed): a cached build of an
+// unchanged Go guest still runs no go command.
+//
 // # Cache key
 //
 // The key is the SHA-256 over what the build reads, as the go tool itself
@@ -155,7 +200,7 @@ const ReactorMarker = "//mandate:reactor"
 var ErrUncacheable = errors.New("build not cacheable")
 
 // keyVersion changes whenever what the key covers changes.
-const keyVersion = "guestbuild v2"
+const keyVersion = "guestbuild v3" // v3: the module carries its record
 
 // Options configure Build. The zero value is usable.
 type Options struct {
@@ -224,6 +269,37 @@ func buildFlags(reactor bool) []string {
 	return f
 }
 
+// noBuildID is the linker flag that leaves the Go build ID out of the
+// module: it is derived from the inputs, but from more of them than the
+// source, the SDK and the toolchain (a reproducible module has none).
+const noBuildID = "-buildid="
+
+// goflagsLDFlags reports whether GOFLAGS sets -ldflags, which a build's own
+// -ldflags would replace: a command is then linked with the person's (and
+// the build ID they leave); a main entry is not added (canAddMainEntry).
+func goflagsLDFlags() bool {
+	for _, f := range strings.Fields(os.Getenv("GOFLAGS")) {
+		if strings.HasPrefix(strings.TrimLeft(f, "-"), "ldflags") {
+			return true
+		}
+	}
+	return false
+}
+
+// goFlags are the go build flags of a Go guest as its record names them:
+// the environment the build sets, buildFlags, and the -overlay (written
+// $OVERLAY: a file in the cache, MainEntryFile's) and -ldflags it adds.
+func goFlags(reactor, mainEntry bool) []string {
+	f := append([]string{"GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0"}, buildFlags(reactor || mainEntry)...)
+	switch {
+	case mainEntry:
+		f = append(f, "-overlay=$OVERLAY", "-ldflags="+mainEntryLDFlags+" "+noBuildID)
+	case !goflagsLDFlags():
+		f = append(f, "-ldflags="+noBuildID)
+	}
+	return f
+}
+
 // Build builds the guest in dir, or returns the cached result: a Go main
 // package for GOOS=wasip1 GOARCH=wasm, or a C or Rust guest (see Lang). It
 // returns the module's bytes and the path of the cached file; the path is
@@ -269,9 +345,7 @@ func buildGo(ctx context.Context, dir string, opt Options, cacheDir string) ([]b
 	memo := memoPath(cacheDir, dir, opt.Reactor, opt.MainEntry, goBin)
 	if k, ok := memoKey(memo); ok {
 		path := filepath.Join(cacheDir, filepath.Base(dir)+"-"+k[:32]+".wasm")
-		if b, err := os.ReadFile(path); err == nil && CheckModule(b) == nil {
-			t := time.Now()
-			os.Chtimes(path, t, t)
+		if b, ok := cacheHit(path, dir); ok {
 			return b, path, nil
 		}
 	}
@@ -294,7 +368,7 @@ func buildGo(ctx context.Context, dir string, opt Options, cacheDir string) ([]b
 		return nil, "", err
 	}
 	st := newStamper()
-	k, err := keyStamped(ctx, dir, reactor, mainEntry, goBin, bEnv, st)
+	k, src, err := keyStamped(ctx, dir, reactor, mainEntry, goBin, bEnv, st, cacheDir)
 	if err != nil && !errors.Is(err, ErrUncacheable) {
 		return nil, "", err
 	}
@@ -303,19 +377,47 @@ func buildGo(ctx context.Context, dir string, opt Options, cacheDir string) ([]b
 		// reads the same packages); its message is the one to return.
 		k = ""
 	}
-	rekey := func() (string, error) { return key(ctx, dir, reactor, mainEntry, goBin, bEnv) }
-	wasm, path, err := cached(cacheDir, filepath.Base(dir), k, rekey, func(out string) error {
+	rekey := func() (string, error) {
+		k, _, err := keyStamped(ctx, dir, reactor, mainEntry, goBin, bEnv, nil, cacheDir)
+		return k, err
+	}
+	flags := goFlags(reactor, mainEntry)
+	record := func() (Record, error) {
+		if src == nil {
+			// Not keyed (go list failed where the build did not): the
+			// source is the folder's files.
+			var err error
+			if src, err = dirSource(ctx, dir, goBin, bEnv); err != nil {
+				return Record{}, err
+			}
+		}
+		r := Record{Lang: LangGo, Toolchain: src.toolchain, SDK: src.sdk, Mode: ModeCommand, Flags: flags, Source: sourceRecord(src.files)}
+		switch {
+		case reactor:
+			r.Mode = ModeReactor
+		case mainEntry:
+			r.Mode = ModeMainEntry
+		}
+		if src.goflags != "" {
+			r.Flags = append(append([]string(nil), flags...), "GOFLAGS="+src.goflags)
+		}
+		return r, nil
+	}
+	wasm, path, err := cached(cacheDir, filepath.Base(dir), dir, k, rekey, func(out string) error {
 		args := append([]string{"build", "-o", out}, buildFlags(reactor || mainEntry)...)
-		if mainEntry {
+		switch {
+		case mainEntry:
 			ov, err := mainEntryOverlay(cacheDir, dir)
 			if err != nil {
 				return err
 			}
-			args = append(args, "-overlay="+ov, mainEntryLDFlags)
+			args = append(args, "-overlay="+ov, "-ldflags="+mainEntryLDFlags+" "+noBuildID)
+		case !goflagsLDFlags():
+			args = append(args, "-ldflags="+noBuildID)
 		}
 		args = append(args, ".")
 		return run(ctx, dir, bEnv, opt.Stderr, goBin, args...)
-	})
+	}, record)
 	if err != nil && mainEntry && ctx.Err() == nil {
 		// What the added file needs may be missing from this toolchain
 		// (a later Go's runtime), or the package may clash with it: the
@@ -330,23 +432,18 @@ func buildGo(ctx context.Context, dir string, opt Options, cacheDir string) ([]b
 }
 
 // cached returns the module cached under key in cacheDir, or builds it
-// with build (which writes the module to the file it is given) and caches
+// with build (which writes the module to the file it is given), adds the
+// section of the record that record returns (recordbuild.go), and caches
 // it under key when rekey, asked after the build, still gives key: if a
 // file changed while the build ran, the key no longer says which version
 // went in. An empty key means the build is not cacheable: it is built and
-// the path returned is empty.
-func cached(cacheDir, name, key string, rekey func() (string, error), build func(out string) error) ([]byte, string, error) {
+// the path returned is empty. dir is the guest's folder, whose VCS
+// revision the record gets.
+func cached(cacheDir, name, dir, key string, rekey func() (string, error), build func(out string) error, record func() (Record, error)) ([]byte, string, error) {
 	var path string
 	if key != "" {
 		path = filepath.Join(cacheDir, name+"-"+key[:32]+".wasm")
-		// An entry that is not a module (empty, cut short: written by an
-		// older build or damaged) is not used: it is built again and
-		// replaced.
-		if b, err := os.ReadFile(path); err == nil && CheckModule(b) == nil {
-			// Used now: a cache capped by size keeps what was used last
-			// (mandate cache prune --max-size).
-			now := time.Now()
-			os.Chtimes(path, now, now)
+		if b, ok := cacheHit(path, dir); ok {
 			return b, path, nil
 		}
 	}
@@ -372,16 +469,41 @@ func cached(cacheDir, name, key string, rekey func() (string, error), build func
 	if err := CheckModule(b); err != nil {
 		return nil, "", fmt.Errorf("guestbuild: the build of %s wrote no valid module: %w", name, err)
 	}
+	rec, err := record()
+	if err != nil {
+		return nil, "", err
+	}
+	if b, err = withRecord(b, rec, dir); err != nil {
+		return nil, "", err
+	}
 	if key == "" {
 		return b, "", nil
 	}
 	if after, err := rekey(); err != nil || after != key {
 		return b, "", nil
 	}
+	if err := os.WriteFile(tmpName, b, 0o644); err != nil {
+		return nil, "", fmt.Errorf("guestbuild: %w", err)
+	}
 	if err := os.Rename(tmpName, path); err != nil {
 		return nil, "", fmt.Errorf("guestbuild: %w", err)
 	}
 	return b, path, nil
+}
+
+// cacheHit returns the module cached at path, with dir's VCS revision in
+// its record. An entry that is not a module (empty, cut short: written by
+// an older build or damaged) is not used: it is built again and replaced.
+func cacheHit(path, dir string) ([]byte, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil || CheckModule(b) != nil {
+		return nil, false
+	}
+	// Used now: a cache capped by size keeps what was used last (mandate
+	// cache prune --max-size).
+	t := time.Now()
+	os.Chtimes(path, t, t)
+	return currentVCS(path, b, dir), true
 }
 
 // run runs a compiler in dir; its error carries the command line and the
@@ -512,16 +634,54 @@ func Key(ctx context.Context, dir string, reactor bool, goBin string) (string, e
 
 // key is Key with the build's environment.
 func key(ctx context.Context, dir string, reactor, mainEntry bool, goBin string, bEnv []string) (string, error) {
-	return keyStamped(ctx, dir, reactor, mainEntry, goBin, bEnv, nil)
+	k, _, err := keyStamped(ctx, dir, reactor, mainEntry, goBin, bEnv, nil, "")
+	return k, err
+}
+
+// goSource is what a Go guest's record says of its source, toolchain and
+// SDK, collected as its key is computed (the key covers all of it).
+type goSource struct {
+	files     []RecordFile
+	sdk       RecordSDK
+	toolchain map[string]string
+	goflags   string
 }
 
 // keyStamped is key that also stamps, into st when it is not nil, every
 // path whose change could change the key (keymemo.go), before it reads
-// any of them.
-func keyStamped(ctx context.Context, dir string, reactor, mainEntry bool, goBin string, bEnv []string, st *stamper) (string, error) {
+// any of them, and returns what the build's record says of the source.
+// cacheDir is the build's: a go.work in it (the embedded SDK's, sdk.go)
+// is not the guest's source.
+//
+// The record's source files are those the key hashes by content, other
+// than the guest SDK's: the files of each package of the build that is
+// not from the module cache or the standard library (its .go files,
+// embedded files and the other lists go list gives), its module's go.mod,
+// go.sum and vendor/modules.txt, a default.pgo or -pgo profile, and the
+// workspace's go.work and go.work.sum; each named relative to the guest's
+// folder (a module root above it gives "../go.mod"). The SDK, when a
+// package of the build is from it and not from the module cache, is
+// recorded and hashed as its whole tree (sdkRecord).
+func keyStamped(ctx context.Context, dir string, reactor, mainEntry bool, goBin string, bEnv []string, st *stamper, cacheDir string) (string, *goSource, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
-		return "", err
+		return "", nil, err
+	}
+	src := &goSource{}
+	// srcFile hashes a file the build reads into the key and, unless
+	// sdk, into the record's source.
+	var h io.Writer
+	srcFile := func(name, path string, sdk bool) error {
+		b, ok, err := hashFileB(h, name, path)
+		if err != nil || !ok || sdk {
+			return err
+		}
+		f, err := sourceFile(dir, path, b)
+		if err != nil {
+			return err
+		}
+		src.files = append(src.files, f)
+		return nil
 	}
 	// go env and go list run side by side; go list is the slow one.
 	var (
@@ -537,10 +697,10 @@ func keyStamped(ctx context.Context, dir string, reactor, mainEntry bool, goBin 
 	pkgs, listErr := goList(ctx, goBin, dir, reactor || mainEntry, bEnv)
 	wg.Wait()
 	if envErr != nil {
-		return "", envErr
+		return "", nil, envErr
 	}
 	if listErr != nil {
-		return "", listErr
+		return "", nil, listErr
 	}
 
 	if st != nil {
@@ -549,7 +709,8 @@ func keyStamped(ctx context.Context, dir string, reactor, mainEntry bool, goBin 
 		}
 	}
 
-	h := sha256.New()
+	hh := sha256.New()
+	h = hh
 	fmt.Fprintf(h, "%s\x00reactor=%t\x00", keyVersion, reactor)
 	if mainEntry {
 		// The added file is in no list go list gives (it runs without
@@ -559,37 +720,41 @@ func keyStamped(ctx context.Context, dir string, reactor, mainEntry bool, goBin 
 	for _, v := range envVars[:5] { // the toolchain; GOMODCACHE and GOWORK are used below
 		fmt.Fprintf(h, "%s=%s\x00", v, env[v])
 	}
+	// Uncacheable by GOFLAGS: the record's source is still collected.
+	var uncacheable error
 	for _, f := range strings.Fields(env["GOFLAGS"]) {
 		name, val, _ := strings.Cut(strings.TrimLeft(strings.Trim(f, `"'`), "-"), "=")
 		switch name {
 		case "overlay", "toolexec", "pkgdir":
-			return "", fmt.Errorf("guestbuild: %s: %w: GOFLAGS has -%s", dir, ErrUncacheable, name)
+			uncacheable = fmt.Errorf("guestbuild: %s: %w: GOFLAGS has -%s", dir, ErrUncacheable, name)
 		case "pgo":
 			if val != "auto" && val != "off" {
 				p := val
 				if !filepath.IsAbs(p) {
 					p = filepath.Join(dir, p)
 				}
-				if err := hashFile(h, "pgo", p); err != nil {
-					return "", err
+				if err := srcFile("pgo", p, false); err != nil {
+					return "", nil, err
 				}
 			}
 		}
 	}
 	if w := env["GOWORK"]; w != "" && w != "off" {
+		ours := cacheDir != "" && strings.HasPrefix(w, filepath.Clean(cacheDir)+string(filepath.Separator))
 		for _, f := range [][2]string{
 			{"go.work", w},
 			{"go.work.sum", w + ".sum"},
 			{"go.work/vendor/modules.txt", filepath.Join(filepath.Dir(w), "vendor", "modules.txt")},
 		} {
-			if err := hashFile(h, f[0], f[1]); err != nil {
-				return "", err
+			if err := srcFile(f[0], f[1], ours); err != nil {
+				return "", nil, err
 			}
 		}
 	}
 
 	modCache := env["GOMODCACHE"]
 	seen := map[string]bool{}
+	sdkRoot := ""
 	for _, p := range pkgs {
 		if p.Standard {
 			fmt.Fprintf(h, "std\x00%s\x00", p.ImportPath)
@@ -605,18 +770,22 @@ func keyStamped(ctx context.Context, dir string, reactor, mainEntry bool, goBin 
 			continue
 		}
 		fmt.Fprintf(h, "pkg\x00%s\x00local\x00", p.ImportPath)
+		isSDK := m != nil && m.Path == SDKModule
+		if isSDK && sdkRoot == "" {
+			sdkRoot = m.Dir
+		}
 		for _, list := range [][]string{p.GoFiles, p.CgoFiles, p.CFiles, p.CXXFiles, p.MFiles, p.HFiles,
 			p.FFiles, p.SFiles, p.SwigFiles, p.SwigCXXFiles, p.SysoFiles, p.EmbedFiles} {
 			for _, f := range list {
-				if err := hashFile(h, p.ImportPath+"/"+f, filepath.Join(p.Dir, f)); err != nil {
-					return "", err
+				if err := srcFile(p.ImportPath+"/"+f, filepath.Join(p.Dir, f), isSDK); err != nil {
+					return "", nil, err
 				}
 			}
 			h.Write([]byte{0})
 		}
 		if !p.DepOnly {
-			if err := hashFile(h, p.ImportPath+"/default.pgo", filepath.Join(p.Dir, "default.pgo")); err != nil {
-				return "", err
+			if err := srcFile(p.ImportPath+"/default.pgo", filepath.Join(p.Dir, "default.pgo"), isSDK); err != nil {
+				return "", nil, err
 			}
 		}
 		if m == nil {
@@ -629,20 +798,52 @@ func keyStamped(ctx context.Context, dir string, reactor, mainEntry bool, goBin 
 		seen[id] = true
 		fmt.Fprintf(h, "module\x00%s\x00", id)
 		if m.GoMod != "" {
-			if err := hashFile(h, m.Path+"/go.mod", m.GoMod); err != nil {
-				return "", err
+			if err := srcFile(m.Path+"/go.mod", m.GoMod, isSDK); err != nil {
+				return "", nil, err
 			}
-			if err := hashFile(h, m.Path+"/go.sum", strings.TrimSuffix(m.GoMod, ".mod")+".sum"); err != nil {
-				return "", err
+			if err := srcFile(m.Path+"/go.sum", strings.TrimSuffix(m.GoMod, ".mod")+".sum", isSDK); err != nil {
+				return "", nil, err
 			}
 		}
 		if m.Main && m.Dir != "" {
-			if err := hashFile(h, m.Path+"/vendor/modules.txt", filepath.Join(m.Dir, "vendor", "modules.txt")); err != nil {
-				return "", err
+			if err := srcFile(m.Path+"/vendor/modules.txt", filepath.Join(m.Dir, "vendor", "modules.txt"), isSDK); err != nil {
+				return "", nil, err
 			}
 		}
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	// The SDK: from the module cache, pinned by its module's sums above;
+	// else its whole tree, which the record names.
+	for _, p := range pkgs {
+		if m := p.Module; m != nil && m.Path == SDKModule && fromModCache(p, modCache) {
+			if src.sdk, err = sdkRecord(m.Dir, m.Version); err != nil {
+				return "", nil, err
+			}
+			break
+		}
+	}
+	if sdkRoot != "" {
+		if src.sdk, err = sdkRecord(sdkRoot, ""); err != nil {
+			return "", nil, err
+		}
+	}
+	fmt.Fprintf(h, "sdk\x00%s\x00%s\x00", src.sdk.Version, src.sdk.Digest)
+	src.toolchain = map[string]string{"go": env["GOVERSION"]}
+	for _, v := range []string{"GOEXPERIMENT", "GOWASM"} {
+		if env[v] != "" {
+			src.toolchain[v] = env[v]
+		}
+	}
+	src.goflags = env["GOFLAGS"]
+	// The record's names of the files (their content is hashed above).
+	sort.Slice(src.files, func(i, j int) bool { return src.files[i].Path < src.files[j].Path })
+	src.files = compactFiles(src.files)
+	for _, f := range src.files {
+		fmt.Fprintf(h, "source\x00%s\x00", f.Path)
+	}
+	if uncacheable != nil {
+		return "", src, uncacheable
+	}
+	return hex.EncodeToString(hh.Sum(nil)), src, nil
 }
 
 // fromModCache reports whether p's files come from the module cache: its
@@ -754,15 +955,22 @@ func goEnv(ctx context.Context, goBin, dir string, env []string) (map[string]str
 
 // hashFile writes name, length and content; a missing file hashes as absent.
 func hashFile(h io.Writer, name, path string) error {
+	_, _, err := hashFileB(h, name, path)
+	return err
+}
+
+// hashFileB is hashFile that returns the content, and false for a missing
+// file.
+func hashFileB(h io.Writer, name, path string) ([]byte, bool, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		fmt.Fprintf(h, "%s\x00absent\x00", name)
-		return nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("guestbuild: %w", err)
+		return nil, false, fmt.Errorf("guestbuild: %w", err)
 	}
 	fmt.Fprintf(h, "%s\x00%d\x00", name, len(b))
 	h.Write(b)
-	return nil
+	return b, true, nil
 }

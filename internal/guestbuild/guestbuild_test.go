@@ -124,7 +124,7 @@ func TestCachedHitIsUsed(t *testing.T) {
 		builds++
 		return os.WriteFile(out, []byte("\x00asm\x01\x00\x00\x00\x01\x04\x01\x60\x00\x00\x03\x02\x01\x00\x0a\x04\x01\x02\x00\x0b"), 0o644)
 	}
-	_, path, err := cached(dir, "g", key, func() (string, error) { return key, nil }, build)
+	_, path, err := cached(dir, "g", dir, key, func() (string, error) { return key, nil }, build, func() (Record, error) { return testRecord(), nil })
 	if err != nil || path == "" {
 		t.Fatalf("%q %v", path, err)
 	}
@@ -132,7 +132,7 @@ func TestCachedHitIsUsed(t *testing.T) {
 	if err := os.Chtimes(path, old, old); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := cached(dir, "g", key, func() (string, error) { return key, nil }, build); err != nil {
+	if _, _, err := cached(dir, "g", dir, key, func() (string, error) { return key, nil }, build, func() (Record, error) { return testRecord(), nil }); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(path)

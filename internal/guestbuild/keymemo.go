@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mandatevm/mandate/internal/sdkembed"
 )
 
 // A Go guest's key without go list (issue 31: a guest folder cost a run
@@ -207,6 +209,27 @@ func (s *stamper) addDirFiles(dir string) error {
 	return nil
 }
 
+// addTree stamps every directory and file under root that sdkRecord
+// reads (and the directories it skips, whose change it does not see).
+func (s *stamper) addTree(root string) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := s.add(p); err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		if d.IsDir() && !sdkembed.Include(filepath.ToSlash(rel), true) {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+}
+
 // addUp stamps each directory from dir up to top (when top is above dir;
 // else dir alone).
 func (s *stamper) addUp(dir, top string) error {
@@ -281,6 +304,7 @@ func stampKey(st *stamper, dir, goBin string, env map[string]string, pkgs []*lis
 		}
 	}
 	modCache := env["GOMODCACHE"]
+	sdkDone := false
 	for _, p := range pkgs {
 		if p.Standard || p.Dir == "" {
 			continue
@@ -288,6 +312,13 @@ func stampKey(st *stamper, dir, goBin string, env map[string]string, pkgs []*lis
 		m := p.Module
 		if m != nil && fromModCache(p, modCache) {
 			continue
+		}
+		if m != nil && m.Path == SDKModule && m.Dir != "" && !sdkDone {
+			// The record holds the digest of the SDK's whole tree.
+			sdkDone = true
+			if err := st.addTree(m.Dir); err != nil {
+				return err
+			}
 		}
 		if err := st.addDirFiles(p.Dir); err != nil {
 			return err

@@ -54,7 +54,7 @@ func _mandateMainEntry() { main() }
 `
 
 // mainEntryLDFlags are the linker flags a build with the added file needs.
-const mainEntryLDFlags = "-ldflags=-checklinkname=0"
+const mainEntryLDFlags = "-checklinkname=0"
 
 // canAddMainEntry reports whether a command in dir can be given the entry:
 // GOFLAGS has no -ldflags or -overlay, and no non-test .go file directly in dir is

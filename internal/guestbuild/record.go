@@ -17,18 +17,6 @@ import (
 	"unicode"
 )
 
-// # The build record
-//
-// Every module Build writes ends with a custom section named SectionName
-// that holds, as JSON, how it was built (a Record): the language, the
-// toolchain's versions, the guest SDK's version and digest, the build mode
-// and flags, and the source: the digest of each file the build read from
-// the guest's folder, and the folder's git revision when it is in a
-// checkout. The section is part of the module's bytes, so the module's
-// digest covers it. Its JSON is deterministic (keys and lists sorted, no
-// times, no absolute paths): the same source, SDK and toolchain give the
-// same module on any machine, in any folder.
-
 // SectionName is the custom section that holds a module's Record.
 const SectionName = "mandate.build"
 
@@ -76,7 +64,7 @@ type RecordSource struct {
 
 // RecordFile is one file of the source.
 type RecordFile struct {
-	Path   string `json:"path"`   // relative to the guest's folder, slash-separated
+	Path   string `json:"path"`   // relative to the guest's folder, slash-separated (a Go module's files above it start with "../")
 	Digest string `json:"digest"` // "sha256:<hex>" of its content
 }
 
@@ -243,7 +231,7 @@ func (r Record) validate() error {
 	if !printable(r.SDK.Version) {
 		return fmt.Errorf("sdk version %q: not printable", r.SDK.Version)
 	}
-	if !isDigest(r.SDK.Digest) {
+	if r.SDK != (RecordSDK{}) && !isDigest(r.SDK.Digest) { // none: a Go guest that imports no SDK package
 		return fmt.Errorf("sdk digest %q: not sha256:<64 hex digits>", r.SDK.Digest)
 	}
 	for _, f := range r.Flags {
@@ -285,9 +273,15 @@ func knownMode(lang, mode string) bool {
 	return false
 }
 
-// fsValidPath is fs.ValidPath without "." (a file, not the root).
+// fsValidPath reports whether p names a file relative to a folder: clean,
+// not absolute, and not "." or ".." alone (it may start with "../": a
+// go.mod above a Go guest's folder).
 func fsValidPath(p string) bool {
-	return p != "." && path.Clean(p) == p && !strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "../") && p != ".."
+	rest := p
+	for strings.HasPrefix(rest, "../") {
+		rest = rest[3:]
+	}
+	return path.Clean(p) == p && !strings.HasPrefix(p, "/") && rest != "" && rest != "." && rest != ".."
 }
 
 func printable(s string) bool {

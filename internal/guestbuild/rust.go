@@ -24,8 +24,9 @@ package guestbuild
 // The cache key is the SHA-256 over rustKeyVersion, the compiler's path,
 // its `--version --verbose` output and the names of the files of its
 // target's library directory, the flags (the target among them), the name
-// and content of the guest's Cargo.toml and of every file under its src/,
-// and of every file under SDKDir/rust.
+// and content of the guest's Cargo.toml, Cargo.lock and of every file
+// under its src/, and of every file under SDKDir/rust, and the digest of
+// the SDK's whole tree (the build's record names it).
 
 import (
 	"bufio"
@@ -45,7 +46,7 @@ import (
 )
 
 // rustKeyVersion changes whenever what the Rust key covers changes.
-const rustKeyVersion = "guestbuild rust v1"
+const rustKeyVersion = "guestbuild rust v2" // v2: the module carries its record
 
 // The names of WASI preview 1 in Rust.
 const (
@@ -300,38 +301,64 @@ func depTable(section string) (dep string, ok bool) {
 // rustCrateName is the crate name rustc gets for a package name.
 func rustCrateName(pkg string) string { return strings.ReplaceAll(pkg, "-", "_") }
 
-// rustKey is the cache key of a Rust guest (see the doc at the top).
-func rustKey(ctx context.Context, rustc, libdir, dir, sdk string, flags []string) (string, error) {
+// rustKey is the cache key of a Rust guest (see the doc at the top) and
+// the build's record, which it covers.
+func rustKey(ctx context.Context, rustc, libdir, dir, sdk string, flags []string) (string, Record, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00", rustKeyVersion, rustc)
 	ver, err := exec.CommandContext(ctx, rustc, "--version", "--verbose").Output()
 	if err != nil {
-		return "", fmt.Errorf("guestbuild: %s --version: %w", rustc, err)
+		return "", Record{}, fmt.Errorf("guestbuild: %s --version: %w", rustc, err)
 	}
 	fmt.Fprintf(h, "%d\x00%s", len(ver), ver)
 	libs, err := os.ReadDir(libdir)
 	if err != nil {
-		return "", fmt.Errorf("guestbuild: %w", err)
+		return "", Record{}, fmt.Errorf("guestbuild: %w", err)
 	}
 	for _, e := range libs {
 		fmt.Fprintf(h, "lib\x00%s\x00", e.Name())
 	}
 	fmt.Fprintf(h, "flags\x00%s\x00", strings.Join(flags, "\x00"))
-	if err := hashFile(h, "Cargo.toml", filepath.Join(dir, "Cargo.toml")); err != nil {
-		return "", err
+	rec := Record{
+		Lang:      LangRust,
+		Toolchain: map[string]string{"rustc": firstLineOf(ver)},
+		Mode:      ModeCommand,
+		Flags:     slices.DeleteFunc(slices.Clone(flags), func(f string) bool { return f == "\x01" }),
 	}
-	if err := hashTree(h, "guest", filepath.Join(dir, "src")); err != nil {
-		return "", err
+	var src []RecordFile
+	add := func(rel string, b []byte) { src = append(src, RecordFile{Path: rel, Digest: digestOf(b)}) }
+	for _, f := range []string{"Cargo.toml", "Cargo.lock"} {
+		b, ok, err := hashFileB(h, f, filepath.Join(dir, f))
+		if err != nil {
+			return "", Record{}, err
+		}
+		if ok {
+			add(f, b)
+		}
+	}
+	if err := hashTreeFunc(h, "guest", filepath.Join(dir, "src"), func(rel string, b []byte) { add("src/"+rel, b) }); err != nil {
+		return "", Record{}, err
 	}
 	if err := hashTree(h, "sdk", filepath.Join(sdk, "rust")); err != nil {
-		return "", err
+		return "", Record{}, err
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	if rec.SDK, err = sdkRecord(sdk, ""); err != nil {
+		return "", Record{}, err
+	}
+	fmt.Fprintf(h, "sdk\x00%s\x00%s\x00", rec.SDK.Version, rec.SDK.Digest)
+	rec.Source = sourceRecord(src)
+	return hex.EncodeToString(h.Sum(nil)), rec, nil
 }
 
 // hashTree hashes the name (relative to root, under prefix) and content
 // of every regular file under root, in lexical order.
 func hashTree(h io.Writer, prefix, root string) error {
+	return hashTreeFunc(h, prefix, root, nil)
+}
+
+// hashTreeFunc is hashTree that also gives each file's slash-separated
+// name relative to root and content to each, when it is not nil.
+func hashTreeFunc(h io.Writer, prefix, root string, each func(rel string, b []byte)) error {
 	var files []string
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -348,8 +375,12 @@ func hashTree(h io.Writer, prefix, root string) error {
 	sort.Strings(files)
 	for _, p := range files {
 		rel, _ := filepath.Rel(root, p)
-		if err := hashFile(h, prefix+"/"+filepath.ToSlash(rel), p); err != nil {
+		b, ok, err := hashFileB(h, prefix+"/"+filepath.ToSlash(rel), p)
+		if err != nil {
 			return err
+		}
+		if ok && each != nil {
+			each(filepath.ToSlash(rel), b)
 		}
 	}
 	return nil
@@ -403,7 +434,8 @@ func planRust(ctx context.Context, dir string, opt Options) (*rustBuild, error) 
 
 // key is the build's cache key.
 func (r *rustBuild) key(ctx context.Context) (string, error) {
-	return rustKey(ctx, r.rustc, r.libdir, r.dir, r.sdk, r.keyFlags)
+	k, _, err := rustKey(ctx, r.rustc, r.libdir, r.dir, r.sdk, r.keyFlags)
+	return k, err
 }
 
 // buildRust is Build for a Rust guest.
@@ -412,13 +444,13 @@ func buildRust(ctx context.Context, dir string, opt Options, cacheDir string) ([
 	if err != nil {
 		return nil, "", err
 	}
-	key, err := r.key(ctx)
+	key, rec, err := rustKey(ctx, r.rustc, r.libdir, r.dir, r.sdk, r.keyFlags)
 	if err != nil {
 		return nil, "", err
 	}
 	rekey := func() (string, error) { return r.key(ctx) }
 	env := rustEnv(r.rustc)
-	return cached(cacheDir, filepath.Base(dir), key, rekey, func(out string) error {
+	return cached(cacheDir, filepath.Base(dir), dir, key, rekey, func(out string) error {
 		tmp, err := os.MkdirTemp(cacheDir, ".rust-*")
 		if err != nil {
 			return fmt.Errorf("guestbuild: %w", err)
@@ -436,7 +468,7 @@ func buildRust(ctx context.Context, dir string, opt Options, cacheDir string) ([
 			return rustErr(err)
 		}
 		return os.Rename(wasm, out)
-	})
+	}, func() (Record, error) { return rec, nil })
 }
 
 // rustErr adds RustHint to a compiler error that says the target's std is
