@@ -109,9 +109,13 @@ func withRecord(wasm []byte, r Record, dir string) ([]byte, error) {
 	if err := r.validate(); err != nil {
 		return nil, fmt.Errorf("guestbuild: the build record of %s: %w", dir, err)
 	}
-	plain, err := StripRecord(wasm)
-	if err != nil {
+	plain := wasm
+	if _, found, err := recordSection(wasm); err != nil {
 		return nil, err
+	} else if found {
+		if plain, err = StripRecord(wasm); err != nil {
+			return nil, err
+		}
 	}
 	return appendRecord(plain, r)
 }

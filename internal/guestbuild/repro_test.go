@@ -571,3 +571,14 @@ func BenchmarkRecordCold(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBuildCold is a build that compiles (the go tool's own cache
+// warm): go env, go list, go build and the record, into an empty cache.
+func BenchmarkBuildCold(b *testing.B) {
+	dir := filepath.Join("..", "..", "testdata", "guests", "engine-hello")
+	for b.Loop() {
+		if _, _, err := Build(context.Background(), dir, Options{CacheDir: b.TempDir(), MainEntry: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
