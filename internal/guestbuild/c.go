@@ -23,7 +23,8 @@ import (
 // not part of it), compiled and linked in one clang run against wasi-libc
 // and the header-only SDK in <SDKDir>/c (mandate.h):
 //
-//	clang --target=wasm32-wasi -O2 -I<SDKDir>/c -Wl,--strip-debug -o OUT a.c b.c ...
+//	clang --target=wasm32-wasi -O2 -I<SDKDir>/c -ffile-prefix-map=<SDKDir>/c=mandate-sdk/c \
+//	    -Wl,--strip-debug -o OUT ./a.c ./b.c ...
 //
 // (the files sorted by name, run in the guest's directory). The result is a
 // WASI command: clang's crt1 exports _start, which runs main. A guest whose
@@ -32,7 +33,10 @@ import (
 // _initialize, then its exported run (mandate.h's MANDATE_ENTRY); linking
 // fails when it defines no run. -Wl,--strip-debug drops the DWARF that
 // wasi-libc's archive carries (two thirds of a small module); the name
-// section, which engines use in stack traces, stays.
+// section, which engines use in stack traces, stays. The module is the same
+// wherever the guest and the SDK are: the sources are named relative to
+// the guest's folder, the SDK's folder is remapped (a __FILE__ in
+// mandate.h would name mandate-sdk/c), and nothing is compiled with -g.
 //
 // The compiler is $MANDATE_CC, else CCompiler. Variables through which the
 // environment could add headers, libraries or flags to the build (CPATH,

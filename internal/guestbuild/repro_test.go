@@ -193,14 +193,28 @@ func TestReproducibleRust(t *testing.T) {
 	}
 }
 
+// cWhere is a C guest whose result is the __FILE__ of a header in the
+// SDK's folder (which differs from checkout to checkout).
+const cWhere = `#include "mandate.h"
+#include "where.h"
+int main(void) {
+	const char *w = where();
+	int n = 0;
+	while (w[n]) n++;
+	return mandate_set_result(w, n) == MANDATE_ESUCCESS ? 0 : 1;
+}
+`
+
 // TestReproducibleC: the same C guest in two checkouts built by two users
-// is the same module, and its record names its files.
+// is the same module, even when the SDK's header names its own file, and
+// its record names its files.
 func TestReproducibleC(t *testing.T) {
 	needC(t)
 	ctx := context.Background()
 	var mods [][]byte
 	for range 2 {
-		dir, _ := cTree(t, map[string]string{"main.c": cHello, "util.h": "#define X 1\n"})
+		dir, sdk := cTree(t, map[string]string{"main.c": cWhere, "util.h": "#define X 1\n"})
+		writeFiles(t, sdk, map[string]string{"c/where.h": "static const char *where(void) { return __FILE__; }\n"})
 		cache := asUser(t, t.TempDir(), false)
 		wasm, _, err := Build(ctx, dir, Options{CacheDir: cache})
 		if err != nil {
@@ -215,7 +229,10 @@ func TestReproducibleC(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("ReadRecord: %v, %v", ok, err)
 	}
-	want := []RecordFile{{"main.c", sha(cHello)}, {"util.h", sha("#define X 1\n")}}
+	if !bytes.Contains(mods[0], []byte("mandate-sdk/c/where.h")) {
+		t.Errorf("the SDK header's __FILE__ is not remapped to mandate-sdk/c")
+	}
+	want := []RecordFile{{"main.c", sha(cWhere)}, {"util.h", sha("#define X 1\n")}}
 	if r.Lang != LangC || r.Mode != ModeCommand || !slices.Equal(r.Source.Files, want) {
 		t.Errorf("record %+v, want c command with %+v", r, want)
 	}

@@ -21,6 +21,15 @@ package guestbuild
 // libraries (a rustup rustc, often first on PATH, has none until `rustup
 // target add wasm32-wasip1`).
 //
+// The module is the same wherever the guest and the SDK are and whoever
+// builds it (tested by building one guest in two checkouts): rustc runs
+// in the guest's folder on src/main.rs (a relative name, which is what
+// file!() and panic locations say), the SDK's crate folder is remapped to
+// "mandate", -C strip=debuginfo leaves no DWARF (and so no working
+// directory), and no -C metadata is given: the crates' symbol hashes
+// depend on their names and sources, not on folders. No cargo runs, so
+// CARGO_HOME and a target folder play no part.
+//
 // The cache key is the SHA-256 over rustKeyVersion, the compiler's path,
 // its `--version --verbose` output and the names of the files of its
 // target's library directory, the flags (the target among them), the name
