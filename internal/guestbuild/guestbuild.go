@@ -182,6 +182,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -770,7 +771,9 @@ func keyStamped(ctx context.Context, dir string, reactor, mainEntry bool, goBin 
 			continue
 		}
 		fmt.Fprintf(h, "pkg\x00%s\x00local\x00", p.ImportPath)
-		isSDK := m != nil && m.Path == SDKModule
+		// The SDK's packages are the SDK's, not the guest's, unless the
+		// guest's folder holds them (a guest inside the SDK's module).
+		isSDK := m != nil && m.Path == SDKModule && !within(p.Dir, dir)
 		if isSDK && sdkRoot == "" {
 			sdkRoot = m.Dir
 		}
@@ -833,7 +836,7 @@ func keyStamped(ctx context.Context, dir string, reactor, mainEntry bool, goBin 
 			src.toolchain[v] = env[v]
 		}
 	}
-	src.goflags = env["GOFLAGS"]
+	src.goflags = recordedGOFLAGS(env["GOFLAGS"])
 	// The record's names of the files (their content is hashed above).
 	sort.Slice(src.files, func(i, j int) bool { return src.files[i].Path < src.files[j].Path })
 	src.files = compactFiles(src.files)
@@ -844,6 +847,32 @@ func keyStamped(ctx context.Context, dir string, reactor, mainEntry bool, goBin 
 		return "", src, uncacheable
 	}
 	return hex.EncodeToString(hh.Sum(nil)), src, nil
+}
+
+// within reports whether path is dir or under it.
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// goflagsNoOutput are GOFLAGS that do not change what a build writes
+// (where the module cache is written, how many jobs run, what is
+// printed) or that the build sets itself: a record leaves them out, so
+// that one person's go env -w GOFLAGS=-modcacherw does not make their
+// module differ from another's.
+var goflagsNoOutput = []string{"modcacherw", "mod", "p", "x", "v", "n", "a", "work", "buildvcs", "trimpath", "json"}
+
+// recordedGOFLAGS is GOFLAGS as a record names it: without
+// goflagsNoOutput.
+func recordedGOFLAGS(goflags string) string {
+	var kept []string
+	for _, f := range strings.Fields(goflags) {
+		name, _, _ := strings.Cut(strings.TrimLeft(strings.Trim(f, `"'`), "-"), "=")
+		if !slices.Contains(goflagsNoOutput, name) {
+			kept = append(kept, f)
+		}
+	}
+	return strings.Join(kept, " ")
 }
 
 // fromModCache reports whether p's files come from the module cache: its

@@ -157,7 +157,7 @@ func dirSource(ctx context.Context, dir, goBin string, bEnv []string) (*goSource
 	if err != nil {
 		return nil, err
 	}
-	src := &goSource{toolchain: map[string]string{"go": env["GOVERSION"]}, goflags: env["GOFLAGS"]}
+	src := &goSource{toolchain: map[string]string{"go": env["GOVERSION"]}, goflags: recordedGOFLAGS(env["GOFLAGS"])}
 	for _, v := range []string{"GOEXPERIMENT", "GOWASM"} {
 		if env[v] != "" {
 			src.toolchain[v] = env[v]

@@ -21,10 +21,18 @@ import (
 )
 
 // asUser gives the test a fresh "user": HOME, XDG_CACHE_HOME and a module
-// cache of its own under root (and, with freshGoCache, an empty GOCACHE),
-// offline, and returns a cache directory of its own.
+// cache of its own under root (and, with freshGoCache, an empty GOCACHE;
+// else the go tool's present one), offline, and returns a cache directory
+// of its own.
 func asUser(t *testing.T, root string, freshGoCache bool) string {
 	t.Helper()
+	if !freshGoCache {
+		out, err := exec.Command(GoBin(), "env", "GOCACHE").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("GOCACHE", strings.TrimSpace(string(out)))
+	}
 	for _, d := range []string{"home", "xdg", "modcache"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			t.Fatal(err)
@@ -81,7 +89,7 @@ const toolGoMod = "module example.com/tool\n\ngo 1.26.0\n\nrequire " + SDKModule
 // TestReproducibleGo: the same Go tool (using the SDK, which the go tool
 // cannot fetch, so each build unpacks the embedded copy into its own cache)
 // built in two folders by two "users" (HOME, module cache, mandate cache
-// and, unless -short, GOCACHE of their own) is the same module, byte for
+// and, once unless -short, an empty GOCACHE) is the same module, byte for
 // byte, as a command and as a main entry; its record says how it was
 // built.
 func TestReproducibleGo(t *testing.T) {
@@ -93,7 +101,12 @@ func TestReproducibleGo(t *testing.T) {
 			var mods [][]byte
 			for i, sub := range []string{"tool", filepath.Join("some", "deeper", "other-name")} {
 				root := t.TempDir()
-				cache := asUser(t, root, i == 1 && !testing.Short())
+				// A second user with an empty GOCACHE compiles the
+				// standard library again (half a minute): once.
+				cache := asUser(t, root, i == 1 && !mainEntry && !testing.Short())
+				if i == 1 {
+					t.Setenv("GOFLAGS", "-modcacherw -p=1") // no change to the module
+				}
 				dir := filepath.Join(root, sub)
 				writeFiles(t, dir, files)
 				wasm, path, err := Build(ctx, dir, Options{CacheDir: cache, MainEntry: mainEntry})
@@ -596,6 +609,19 @@ func BenchmarkBuildCold(b *testing.B) {
 	for b.Loop() {
 		if _, _, err := Build(context.Background(), dir, Options{CacheDir: b.TempDir(), MainEntry: true}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func TestRecordedGOFLAGS(t *testing.T) {
+	for _, tc := range [][2]string{
+		{"", ""},
+		{"-modcacherw -mod=mod -p=4 -x", ""},
+		{"-modcacherw -tags=netgo -gcflags=-N", "-tags=netgo -gcflags=-N"},
+		{"--ldflags=-s", "--ldflags=-s"},
+	} {
+		if got := recordedGOFLAGS(tc[0]); got != tc[1] {
+			t.Errorf("recordedGOFLAGS(%q) = %q, want %q", tc[0], got, tc[1])
 		}
 	}
 }
