@@ -197,13 +197,13 @@ func EncodeEnvelopes(envs ...*dsse.Envelope) ([]byte, error) {
 // as a double) is refused rather than changed.
 func ReceiptStatement(r Receipt) (*intoto.Statement, error) {
 	r.Version = ReceiptVersion
-	subj, err := digestSubject("module", r.Module)
+	subj, err := Subject("module", r.Module)
 	if err != nil {
 		return nil, fmt.Errorf("receipt: module: %w", err)
 	}
 	subjects := []*intoto.ResourceDescriptor{subj}
 	if r.ManifestDigest != "" {
-		m, err := digestSubject(r.Manifest, r.ManifestDigest)
+		m, err := Subject(r.Manifest, r.ManifestDigest)
 		if err != nil {
 			return nil, fmt.Errorf("receipt: manifest: %w", err)
 		}
@@ -274,8 +274,9 @@ func SubjectHas(st *intoto.Statement, digest string) bool {
 	return false
 }
 
-// digestSubject is a subject named name with digest "ALG:HEX".
-func digestSubject(name, digest string) (*intoto.ResourceDescriptor, error) {
+// Subject is a resource descriptor (a statement's subject, a
+// provenance's dependency) named name with the digest "sha256:<hex>".
+func Subject(name, digest string) (*intoto.ResourceDescriptor, error) {
 	alg, hexd, ok := strings.Cut(digest, ":")
 	if !ok || alg != "sha256" || len(hexd) != 64 {
 		return nil, fmt.Errorf("digest %q is not sha256:<64 hex>", digest)

@@ -15,7 +15,7 @@ import (
 
 const testModule = "sha256:d86509f86375e22424214d134e7c07ab9558b7a585eeb3a997a489b15f79fdcf"
 
-func testReceipt(t *testing.T, l *Log) Receipt {
+func testReceipt(t testing.TB, l *Log) Receipt {
 	t.Helper()
 	cp, err := l.Checkpoint()
 	if err != nil {

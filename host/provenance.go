@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/mandatevm/mandate/audit"
 	"github.com/mandatevm/mandate/internal/guestbuild"
 )
 
@@ -35,7 +37,7 @@ const (
 // what makes it true is rebuilding the source ("mandate verify
 // --source"), not the key that signs it.
 func ProvenanceStatement(name, module string, rec guestbuild.Record) (*intoto.Statement, error) {
-	subject, err := sha256Descriptor(name, module)
+	subject, err := audit.Subject(name, module)
 	if err != nil {
 		return nil, fmt.Errorf("provenance: module: %w", err)
 	}
@@ -61,7 +63,7 @@ func ProvenanceStatement(name, module string, rec guestbuild.Record) (*intoto.St
 	}
 	var deps []*intoto.ResourceDescriptor
 	if rec.SDK.Digest != "" {
-		sdk, err := sha256Descriptor("guest-sdk", rec.SDK.Digest)
+		sdk, err := audit.Subject("guest-sdk", rec.SDK.Digest)
 		if err != nil {
 			return nil, fmt.Errorf("provenance: SDK: %w", err)
 		}
@@ -73,7 +75,7 @@ func ProvenanceStatement(name, module string, rec guestbuild.Record) (*intoto.St
 		deps = append(deps, sdk)
 	}
 	for _, f := range rec.Source.Files {
-		d, err := sha256Descriptor("source/"+f.Path, f.Digest)
+		d, err := audit.Subject("source/"+f.Path, f.Digest)
 		if err != nil {
 			return nil, fmt.Errorf("provenance: %s: %w", f.Path, err)
 		}
@@ -162,14 +164,6 @@ func builderVersion() string {
 	return bi.Main.Version
 }
 
-func sha256Descriptor(name, digest string) (*intoto.ResourceDescriptor, error) {
-	alg, h, ok := strings.Cut(digest, ":")
-	if !ok || alg != "sha256" || len(h) != 64 {
-		return nil, fmt.Errorf("digest %q is not sha256:<64 hex>", digest)
-	}
-	return &intoto.ResourceDescriptor{Name: name, Digest: map[string]string{"sha256": h}}, nil
-}
-
 // toStruct is v (JSON-shaped) as a protobuf Struct.
 func toStruct(v map[string]any) (*structpb.Struct, error) {
 	b, err := json.Marshal(v)
@@ -189,4 +183,83 @@ func messageStruct(m proto.Message) (*structpb.Struct, error) {
 	}
 	s := &structpb.Struct{}
 	return s, protojson.Unmarshal(b, s)
+}
+
+// ProvenanceRecord is the build record a provenance statement (as
+// ProvenanceStatement writes it) restates, and the module it is about
+// ("sha256:<hex>"). It is checked: ProvenanceStatement of the result must
+// be the statement, so that nothing in it goes unread.
+func ProvenanceRecord(st *intoto.Statement) (module string, rec guestbuild.Record, err error) {
+	p, err := provenanceOf(st)
+	if err != nil {
+		return "", guestbuild.Record{}, err
+	}
+	if bt := p.GetBuildDefinition().GetBuildType(); bt != GuestBuildType {
+		return "", guestbuild.Record{}, fmt.Errorf("provenance: build type %q, want %q", bt, GuestBuildType)
+	}
+	digests := subjectDigests(st)
+	if len(digests) != 1 {
+		return "", guestbuild.Record{}, fmt.Errorf("provenance: %d subjects, want the module alone", len(digests))
+	}
+	var ext struct {
+		Lang   string `json:"lang"`
+		Mode   string `json:"mode"`
+		Source struct {
+			Digest string                `json:"digest"`
+			VCS    *guestbuild.RecordVCS `json:"vcs"`
+		} `json:"source"`
+	}
+	var internal struct {
+		Toolchain map[string]string `json:"toolchain"`
+		Flags     []string          `json:"flags"`
+		Version   int               `json:"record_version"`
+	}
+	if err := fromStruct(p.GetBuildDefinition().GetExternalParameters(), &ext); err != nil {
+		return "", guestbuild.Record{}, fmt.Errorf("provenance: external parameters: %w", err)
+	}
+	if err := fromStruct(p.GetBuildDefinition().GetInternalParameters(), &internal); err != nil {
+		return "", guestbuild.Record{}, fmt.Errorf("provenance: internal parameters: %w", err)
+	}
+	rec = guestbuild.Record{Version: internal.Version, Lang: ext.Lang, Mode: ext.Mode, Toolchain: internal.Toolchain, Flags: internal.Flags}
+	if rec.Flags == nil {
+		rec.Flags = []string{}
+	}
+	rec.Source.Digest, rec.Source.VCS = ext.Source.Digest, ext.Source.VCS
+	for _, d := range p.GetBuildDefinition().GetResolvedDependencies() {
+		h := "sha256:" + d.GetDigest()["sha256"]
+		switch name := d.GetName(); {
+		case name == "guest-sdk":
+			rec.SDK.Digest = h
+			if a := d.GetAnnotations(); a != nil {
+				rec.SDK.Version = a.GetFields()["version"].GetStringValue()
+			}
+		case strings.HasPrefix(name, "source/"):
+			rec.Source.Files = append(rec.Source.Files, guestbuild.RecordFile{Path: strings.TrimPrefix(name, "source/"), Digest: h})
+		default:
+			return "", guestbuild.Record{}, fmt.Errorf("provenance: a resolved dependency %q this build type does not have", name)
+		}
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return "", guestbuild.Record{}, err
+	}
+	if rec, err = guestbuild.ParseRecord(b); err != nil {
+		return "", guestbuild.Record{}, fmt.Errorf("provenance: %w", err)
+	}
+	back, err := ProvenanceStatement("module", digests[0], rec)
+	if err != nil || !SameProvenance(back, st) {
+		return "", guestbuild.Record{}, fmt.Errorf("provenance: it says more or other than a build record does")
+	}
+	return digests[0], rec, nil
+}
+
+// fromStruct decodes a Struct's JSON into v, refusing unknown fields.
+func fromStruct(s *structpb.Struct, v any) error {
+	b, err := protojson.Marshal(s)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }

@@ -91,16 +91,25 @@ func runVerify(e *env, args []string) int {
 		vkey = log.VerifierKey()
 		log.Close()
 	}
-	r, form, err := openAnyReceipt(signed, vkey)
+	v, err := openAnyReceipt(signed, vkey)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "mandate verify: %s does NOT verify: %v\n", pos[0], err)
 		return exitTaskFailed
 	}
 	w := e.stdout
-	fmt.Fprintf(w, "receipt %s verifies (%s, key %s)\n", pos[0], form, strings.SplitN(vkey, "+", 2)[0])
 	// A receipt is a file anyone may hand over: every string in it is
 	// escaped before it reaches the terminal.
 	p := kindapi.Printable
+	if v.receipt == nil {
+		fmt.Fprintf(w, "provenance %s verifies (%s, key %s)\n", pos[0], v.form, strings.SplitN(vkey, "+", 2)[0])
+		fmt.Fprintf(w, "module %s was built by mandate build: %s\n", p(v.module), p(describeRecord(*v.build)))
+		if *source == "" {
+			return exitOK
+		}
+		return e.verifySource(v.module, v.build, *source, "the provenance")
+	}
+	r := *v.receipt
+	fmt.Fprintf(w, "receipt %s verifies (%s, key %s)\n", pos[0], v.form, strings.SplitN(vkey, "+", 2)[0])
 	fmt.Fprintf(w, "run %s: module %s acting for %s\n", p(r.Run), p(r.Module), p(r.Principal))
 	fmt.Fprintf(w, "manifest %s (%s)\n\n", p(r.Manifest), p(r.ManifestDigest))
 	kinds := map[string]bool{}
@@ -148,93 +157,120 @@ func runVerify(e *env, args []string) int {
 	for _, t := range r.Tasks {
 		fmt.Fprintf(w, "  %s %s label=%s clearance=%s\n", p(t.ID), p(string(t.State)), p(compact(t.Label)), p(compact(t.Clearance)))
 	}
-	var rec *guestbuild.Record
-	if len(r.Build) > 0 {
-		got, err := guestbuild.ParseRecord(r.Build)
-		if err != nil {
-			fmt.Fprintf(e.stderr, "mandate verify: %s: the module's build record: %v\n", pos[0], err)
-			return exitTaskFailed
-		}
-		rec = &got
-		fmt.Fprintf(w, "\nThe module was built by mandate build: %s\n", p(describeRecord(got)))
+	if v.build != nil {
+		fmt.Fprintf(w, "\nThe module was built by mandate build: %s\n", p(describeRecord(*v.build)))
 	} else {
 		fmt.Fprintln(w, "\nThe module carries no build record (it was not built by mandate build, or the receipt is older than version 2).")
 	}
 	if *source == "" {
 		return exitOK
 	}
-	return e.verifySource(r.Module, rec, *source)
+	return e.verifySource(r.Module, v.build, *source, "the receipt")
 }
 
-// openAnyReceipt opens a receipt in either form: a signed note (the
-// receipt's JSON, then a signature line), or an in-toto bundle of DSSE
-// envelopes (JSON objects with a payloadType).
-func openAnyReceipt(b []byte, vkey string) (audit.Receipt, string, error) {
+// verified is what a verified file says: a run's receipt, the build
+// record of its module, or both.
+type verified struct {
+	form    string
+	receipt *audit.Receipt     // nil for a provenance alone
+	module  string             // the module's digest
+	build   *guestbuild.Record // nil when the module carries none
+}
+
+// openAnyReceipt opens what mandate writes for a person to check: a
+// receipt as a signed note (its JSON, then a signature line), or an
+// in-toto bundle of DSSE envelopes (JSON objects with a payloadType): a
+// run's statement, its module's provenance, or both (mandate build
+// --provenance writes the provenance alone).
+func openAnyReceipt(b []byte, vkey string) (verified, error) {
 	var first map[string]json.RawMessage
 	if json.NewDecoder(bytes.NewReader(b)).Decode(&first) != nil || first["payloadType"] == nil {
 		r, err := audit.OpenReceipt(b, vkey)
-		return r, "signed note, version " + fmt.Sprint(r.Version), err
+		if err != nil {
+			return verified{}, err
+		}
+		v := verified{form: "signed note, version " + fmt.Sprint(r.Version), receipt: &r, module: r.Module}
+		if len(r.Build) > 0 {
+			rec, err := guestbuild.ParseRecord(r.Build)
+			if err != nil {
+				return verified{}, fmt.Errorf("the module's build record: %w", err)
+			}
+			v.build = &rec
+		}
+		return v, nil
 	}
 	envs, err := audit.ReadEnvelopes(b)
 	if err != nil {
-		return audit.Receipt{}, "", err
+		return verified{}, err
 	}
 	var (
-		r     audit.Receipt
-		found bool
+		v     verified
 		provs []*intoto.Statement
 	)
 	for i, env := range envs {
 		st, err := audit.OpenEnvelope(env, vkey)
 		if err != nil {
-			return audit.Receipt{}, "", fmt.Errorf("envelope %d: %w", i+1, err)
+			return verified{}, fmt.Errorf("envelope %d: %w", i+1, err)
 		}
 		switch st.GetPredicateType() {
 		case audit.RunPredicateType:
-			if found {
-				return audit.Receipt{}, "", fmt.Errorf("envelope %d: a second run statement", i+1)
+			if v.receipt != nil {
+				return verified{}, fmt.Errorf("envelope %d: a second run statement", i+1)
 			}
-			if r, err = audit.ReceiptFromStatement(st, vkey); err != nil {
-				return audit.Receipt{}, "", fmt.Errorf("envelope %d: %w", i+1, err)
+			r, err := audit.ReceiptFromStatement(st, vkey)
+			if err != nil {
+				return verified{}, fmt.Errorf("envelope %d: %w", i+1, err)
 			}
-			found = true
+			v.receipt = &r
 		case host.ProvenancePredicateType:
 			provs = append(provs, st)
 		default:
 			// Signed by the key, but not a statement this mandate
 			// writes: refused rather than passed over in silence.
-			return audit.Receipt{}, "", fmt.Errorf("envelope %d: predicate type %q is not one mandate writes", i+1, kindapi.Printable(st.GetPredicateType()))
+			return verified{}, fmt.Errorf("envelope %d: predicate type %q is not one mandate writes", i+1, kindapi.Printable(st.GetPredicateType()))
 		}
-	}
-	if !found {
-		return audit.Receipt{}, "", errors.New("no run statement (predicate type " + audit.RunPredicateType + ")")
 	}
 	if len(provs) > 1 {
-		return audit.Receipt{}, "", errors.New("more than one provenance statement")
+		return verified{}, errors.New("more than one provenance statement")
 	}
-	form := fmt.Sprintf("in-toto statement in a DSSE envelope, receipt version %d", r.Version)
-	if len(provs) == 1 {
-		// The provenance restates the module's build record: it must name
-		// the receipt's module and say what the record says.
-		if len(r.Build) == 0 {
-			return audit.Receipt{}, "", errors.New("a provenance statement, but the receipt has no build record")
+	if v.receipt == nil {
+		if len(provs) == 0 {
+			return verified{}, errors.New("no statement")
 		}
+		module, rec, err := host.ProvenanceRecord(provs[0])
+		if err != nil {
+			return verified{}, err
+		}
+		return verified{form: "SLSA provenance in a DSSE envelope", module: module, build: &rec}, nil
+	}
+	r := *v.receipt
+	v.module = r.Module
+	v.form = fmt.Sprintf("in-toto statement in a DSSE envelope, receipt version %d", r.Version)
+	if len(r.Build) > 0 {
 		rec, err := guestbuild.ParseRecord(r.Build)
 		if err != nil {
-			return audit.Receipt{}, "", fmt.Errorf("the module's build record: %w", err)
+			return verified{}, fmt.Errorf("the module's build record: %w", err)
 		}
-		want, err := host.ProvenanceStatement("module", r.Module, rec)
+		v.build = &rec
+	}
+	switch {
+	case len(provs) == 1 && v.build == nil:
+		return verified{}, errors.New("a provenance statement, but the receipt has no build record")
+	case len(provs) == 1:
+		// The provenance restates the module's build record: it must
+		// name the receipt's module and say what the record says.
+		want, err := host.ProvenanceStatement("module", r.Module, *v.build)
 		if err != nil {
-			return audit.Receipt{}, "", err
+			return verified{}, err
 		}
 		if !host.SameProvenance(provs[0], want) {
-			return audit.Receipt{}, "", errors.New("the SLSA provenance does not say what the receipt's build record says, or names another module")
+			return verified{}, errors.New("the SLSA provenance does not say what the receipt's build record says, or names another module")
 		}
-		form += ", with its module's SLSA provenance"
-	} else if len(r.Build) > 0 {
-		return audit.Receipt{}, "", errors.New("the receipt has a build record but the bundle no provenance statement")
+		v.form += ", with its module's SLSA provenance"
+	case v.build != nil:
+		return verified{}, errors.New("the receipt has a build record but the bundle no provenance statement")
 	}
-	return r, form, nil
+	return v, nil
 }
 
 // describeRecord says in a line how a module was built.
@@ -252,9 +288,9 @@ func describeRecord(r guestbuild.Record) string {
 	return d
 }
 
-// verifySource rebuilds the module a receipt names from dir, as its
-// build record says, and says whether it is that module.
-func (e *env) verifySource(module string, rec *guestbuild.Record, dir string) int {
+// verifySource rebuilds the module a receipt or provenance (what) names
+// from dir, as its build record says, and says whether it is that module.
+func (e *env) verifySource(module string, rec *guestbuild.Record, dir, what string) int {
 	w := e.stdout
 	p := kindapi.Printable
 	if rec == nil {
@@ -270,7 +306,7 @@ func (e *env) verifySource(module string, rec *guestbuild.Record, dir string) in
 	digest := sandbox.Digest(wasm)
 	diff := rec.Diff(got)
 	if digest == module {
-		fmt.Fprintf(w, "%s builds the module the receipt names, byte for byte: %s.\n", p(dir), digest)
+		fmt.Fprintf(w, "%s builds the module %s names, byte for byte: %s.\n", p(dir), what, digest)
 		return exitOK
 	}
 	// The same code under the module's record: the records differ only
@@ -288,7 +324,7 @@ func (e *env) verifySource(module string, rec *guestbuild.Record, dir string) in
 		}
 		fmt.Fprintf(w, "%s builds the module's code byte for byte, but its source is NOT the one the module's record names:\n", p(dir))
 	} else {
-		fmt.Fprintf(w, "%s does NOT build the module the receipt names: the receipt names %s, %s builds %s.\n", p(dir), module, p(dir), digest)
+		fmt.Fprintf(w, "%s does NOT build the module %s names: it names %s, %s builds %s.\n", p(dir), what, module, p(dir), digest)
 	}
 	if len(diff) == 0 {
 		fmt.Fprintln(w, "The build records agree: this toolchain did not reproduce the module's bytes (a build that is not reproducible).")
