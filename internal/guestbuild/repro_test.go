@@ -489,7 +489,8 @@ func uvarint(n int) []byte {
 
 // FuzzReadRecord: ReadRecord never panics; a record it accepts is
 // written again to the same section, and StripRecord of a module with one
-// leaves none.
+// leaves none. Run it with -fuzzminimizetime 50x: minimizing an input
+// otherwise stalls the run for its whole minute.
 func FuzzReadRecord(f *testing.F) {
 	good, _ := appendRecord(minimalModule, testRecord())
 	f.Add(good)
@@ -623,5 +624,43 @@ func TestRecordedGOFLAGS(t *testing.T) {
 		if got := recordedGOFLAGS(tc[0]); got != tc[1] {
 			t.Errorf("recordedGOFLAGS(%q) = %q, want %q", tc[0], got, tc[1])
 		}
+	}
+}
+
+// TestRecordSDKTree: a Go guest's record holds the digest of the SDK's
+// whole tree, so a change to a file the Go build does not read (the C
+// header) is a new record, not a cached module with the old one; once
+// cached, the new record needs no go command.
+func TestRecordSDKTree(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("key records are kept on Linux")
+	}
+	offline(t)
+	now = func() time.Time { return time.Now().Add(time.Hour) }
+	t.Cleanup(func() { now = time.Now })
+	goBin, runs := countingGo(t)
+	sdk, guest := replacedSDKGuest(t, nil)
+	opt := Options{CacheDir: t.TempDir(), GoBin: goBin}
+	digest := func() string {
+		t.Helper()
+		wasm, _, err := Build(context.Background(), guest, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, ok, err := ReadRecord(wasm)
+		if err != nil || !ok {
+			t.Fatalf("ReadRecord: %v %v", ok, err)
+		}
+		return r.SDK.Digest
+	}
+	d1 := digest()
+	writeFiles(t, sdk, map[string]string{"c/mandate.h": "/* a header */\n"})
+	d2 := digest()
+	if d1 == d2 || d2 == "" {
+		t.Fatalf("the SDK's digest %s did not change with its tree", d1)
+	}
+	before := runs()
+	if d3 := digest(); d3 != d2 || runs() != before {
+		t.Errorf("again: digest %s (want %s), %d go commands (want 0)", d3, d2, runs()-before)
 	}
 }
