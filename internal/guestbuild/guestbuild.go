@@ -200,8 +200,9 @@ const ReactorMarker = "//mandate:reactor"
 // (see the package doc); Build then builds without the cache.
 var ErrUncacheable = errors.New("build not cacheable")
 
-// keyVersion changes whenever what the key covers changes.
-const keyVersion = "guestbuild v3" // v3: the module carries its record
+// keyVersion changes whenever what the key covers, or what a build writes
+// into the record it covers, changes.
+const keyVersion = "guestbuild v4" // v3: the module carries its record; v4: GOFLAGS filtered
 
 // Options configure Build. The zero value is usable.
 type Options struct {
