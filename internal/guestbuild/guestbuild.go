@@ -254,10 +254,13 @@ func GoBin() string {
 	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
 
+// goTarget is the environment that makes the go tool build for WASI.
+var goTarget = []string{"GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0"}
+
 // buildEnv is the environment of the build and of the go list and go env
 // runs that key it.
 func buildEnv(extra ...string) []string {
-	return append(append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0"), extra...)
+	return append(append(os.Environ(), goTarget...), extra...)
 }
 
 // buildFlags are the build flags Build passes to go build, and Key to go
@@ -292,7 +295,7 @@ func goflagsLDFlags() bool {
 // the environment the build sets, buildFlags, and the -overlay (written
 // $OVERLAY: a file in the cache, MainEntryFile's) and -ldflags it adds.
 func goFlags(reactor, mainEntry bool) []string {
-	f := append([]string{"GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0"}, buildFlags(reactor || mainEntry)...)
+	f := append(slices.Clone(goTarget), buildFlags(reactor || mainEntry)...)
 	switch {
 	case mainEntry:
 		f = append(f, "-overlay=$OVERLAY", "-ldflags="+mainEntryLDFlags+" "+noBuildID)
@@ -300,6 +303,20 @@ func goFlags(reactor, mainEntry bool) []string {
 		f = append(f, "-ldflags="+noBuildID)
 	}
 	return f
+}
+
+// goBuildArgs are the go build flags of a record's flags (goFlags): the
+// environment left out (buildEnv sets it), $OVERLAY replaced by the
+// overlay file. The record names what the build runs.
+func goBuildArgs(flags []string, overlay string) []string {
+	var args []string
+	for _, f := range flags {
+		if !strings.HasPrefix(f, "-") {
+			continue // GOOS=wasip1 and the like
+		}
+		args = append(args, strings.ReplaceAll(f, "$OVERLAY", overlay))
+	}
+	return args
 }
 
 // Build builds the guest in dir, or returns the cached result: a Go main
@@ -406,18 +423,14 @@ func buildGo(ctx context.Context, dir string, opt Options, cacheDir string) ([]b
 		return r, nil
 	}
 	wasm, path, err := cached(cacheDir, filepath.Base(dir), dir, k, rekey, func(out string) error {
-		args := append([]string{"build", "-o", out}, buildFlags(reactor || mainEntry)...)
-		switch {
-		case mainEntry:
-			ov, err := mainEntryOverlay(cacheDir, dir)
-			if err != nil {
+		ov := ""
+		if mainEntry {
+			var err error
+			if ov, err = mainEntryOverlay(cacheDir, dir); err != nil {
 				return err
 			}
-			args = append(args, "-overlay="+ov, "-ldflags="+mainEntryLDFlags+" "+noBuildID)
-		case !goflagsLDFlags():
-			args = append(args, "-ldflags="+noBuildID)
 		}
-		args = append(args, ".")
+		args := append(append([]string{"build", "-o", out}, goBuildArgs(flags, ov)...), ".")
 		return run(ctx, dir, bEnv, opt.Stderr, goBin, args...)
 	}, record)
 	if err != nil && mainEntry && ctx.Err() == nil {

@@ -664,3 +664,29 @@ func TestRecordSDKTree(t *testing.T) {
 		t.Errorf("again: digest %s (want %s), %d go commands (want 0)", d3, d2, runs()-before)
 	}
 }
+
+// TestGoBuildArgs: what go build runs with is what the record's flags
+// say, the overlay's path for $OVERLAY and the environment apart.
+func TestGoBuildArgs(t *testing.T) {
+	t.Setenv("GOFLAGS", "")
+	for _, tc := range []struct {
+		reactor, mainEntry bool
+		want               []string
+	}{
+		{false, false, []string{"-trimpath", "-buildvcs=false", "-ldflags=-buildid="}},
+		{true, false, []string{"-trimpath", "-buildvcs=false", "-buildmode=c-shared", "-ldflags=-buildid="}},
+		{false, true, []string{"-trimpath", "-buildvcs=false", "-buildmode=c-shared", "-overlay=/c/o.json", "-ldflags=-checklinkname=0 -buildid="}},
+	} {
+		flags := goFlags(tc.reactor, tc.mainEntry)
+		if got := goBuildArgs(flags, "/c/o.json"); !slices.Equal(got, tc.want) {
+			t.Errorf("reactor=%t mainEntry=%t: go build %q, want %q", tc.reactor, tc.mainEntry, got, tc.want)
+		}
+		if !slices.Equal(flags[:3], goTarget) {
+			t.Errorf("flags %q do not start with the target's environment %q", flags, goTarget)
+		}
+	}
+	t.Setenv("GOFLAGS", "-ldflags=-s")
+	if got := goBuildArgs(goFlags(false, false), ""); slices.ContainsFunc(got, func(f string) bool { return strings.HasPrefix(f, "-ldflags") }) {
+		t.Errorf("with GOFLAGS=-ldflags=-s, go build %q replaces the person's -ldflags", got)
+	}
+}
