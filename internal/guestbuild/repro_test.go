@@ -164,8 +164,12 @@ func TestReproducibleRust(t *testing.T) {
 	ctx := context.Background()
 	var mods [][]byte
 	var paths []string
-	for range 2 {
+	for i := range 2 {
 		guest, _ := rustGuest(t, rustMain)
+		if i == 1 {
+			// An editor's swap file is not source.
+			writeFiles(t, guest, map[string]string{"src/.main.rs.swp": "x"})
+		}
 		cache := asUser(t, t.TempDir(), false)
 		wasm, path, err := Build(ctx, guest, Options{CacheDir: cache})
 		if err != nil {

@@ -34,8 +34,9 @@ package guestbuild
 // its `--version --verbose` output and the names of the files of its
 // target's library directory, the flags (the target among them), the name
 // and content of the guest's Cargo.toml, Cargo.lock and of every file
-// under its src/, and of every file under SDKDir/rust, and the digest of
-// the SDK's whole tree (the build's record names it).
+// under its src/ and under SDKDir/rust (hidden ones aside), and the
+// digest of the SDK's whole tree. The build's record names the guest's
+// files and that digest.
 
 import (
 	"bufio"
@@ -55,7 +56,7 @@ import (
 )
 
 // rustKeyVersion changes whenever what the Rust key covers changes.
-const rustKeyVersion = "guestbuild rust v2" // v2: the module carries its record
+const rustKeyVersion = "guestbuild rust v3" // v2: the module carries its record; v3: hidden files are not source
 
 // The names of WASI preview 1 in Rust.
 const (
@@ -360,7 +361,8 @@ func rustKey(ctx context.Context, rustc, libdir, dir, sdk string, flags []string
 }
 
 // hashTree hashes the name (relative to root, under prefix) and content
-// of every regular file under root, in lexical order.
+// of every regular file under root but hidden ones (a name starting with
+// "." and what is under such a folder), in lexical order.
 func hashTree(h io.Writer, prefix, root string) error {
 	return hashTreeFunc(h, prefix, root, nil)
 }
@@ -372,6 +374,14 @@ func hashTreeFunc(h io.Writer, prefix, root string, each func(rel string, b []by
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
+		}
+		if p != root && strings.HasPrefix(d.Name(), ".") {
+			// An editor's swap file or a hidden folder: not Rust
+			// source (a mod is never named so).
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
 		}
 		if d.Type().IsRegular() {
 			files = append(files, p)
