@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"sort"
@@ -104,15 +103,7 @@ func ReadRecord(wasm []byte) (r Record, ok bool, err error) {
 	if len(body) > maxRecord {
 		return Record{}, false, fmt.Errorf("guestbuild: the %s section is %d bytes (at most %d)", SectionName, len(body), maxRecord)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		return Record{}, false, fmt.Errorf("guestbuild: the %s section: %w", SectionName, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Record{}, false, fmt.Errorf("guestbuild: the %s section: data after the record", SectionName)
-	}
-	if err := r.validate(); err != nil {
+	if r, err = parseRecord(body); err != nil {
 		return Record{}, false, fmt.Errorf("guestbuild: the %s section: %w", SectionName, err)
 	}
 	return r, true, nil

@@ -3,6 +3,7 @@ package guestbuild
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -14,17 +15,26 @@ func ParseRecord(body []byte) (Record, error) {
 	if len(body) > maxRecord {
 		return Record{}, fmt.Errorf("guestbuild: a build record of %d bytes (at most %d)", len(body), maxRecord)
 	}
+	r, err := parseRecord(body)
+	if err != nil {
+		return Record{}, fmt.Errorf("guestbuild: build record: %w", err)
+	}
+	return r, nil
+}
+
+// parseRecord is ParseRecord and ReadRecord's parse of a record's JSON.
+func parseRecord(body []byte) (Record, error) {
 	var r Record
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return Record{}, fmt.Errorf("guestbuild: build record: %w", err)
+		return Record{}, err
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return Record{}, fmt.Errorf("guestbuild: build record: data after the record")
+		return Record{}, errors.New("data after the record")
 	}
 	if err := r.validate(); err != nil {
-		return Record{}, fmt.Errorf("guestbuild: build record: %w", err)
+		return Record{}, err
 	}
 	return r, nil
 }
