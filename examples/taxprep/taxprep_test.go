@@ -343,3 +343,26 @@ func TestTaxPrepSpliced(t *testing.T) {
 		t.Fatalf("a provenance alone, another source: exit %d\n%s\n%s", code, out, errs)
 	}
 }
+
+// TestTaxPrepPublished: Bob publishes the module and its provenance
+// (mandate build --provenance); anyone checks the provenance with his
+// key and rebuilds the module from the source he published.
+func TestTaxPrepPublished(t *testing.T) {
+	dir := copyExample(t)
+	state, out := t.TempDir(), t.TempDir()
+	wasm, prov := filepath.Join(out, "tool.wasm"), filepath.Join(out, "tool.intoto.jsonl")
+	code, stdout, errs := mandate(t, "build", filepath.Join(dir, "tool"), "-o", wasm, "--provenance", prov, "--state-dir", state)
+	if code != 0 || !strings.Contains(errs, "provenance "+prov) {
+		t.Fatalf("build --provenance: exit %d\n%s\n%s", code, stdout, errs)
+	}
+	digest := strings.Fields(stdout)[0]
+	code, vkey, errs := mandate(t, "audit", "key", "--state-dir", state)
+	vkey = strings.TrimSpace(vkey)
+	if code != 0 || vkey == "" {
+		t.Fatalf("audit key: exit %d\n%s", code, errs)
+	}
+	code, stdout, errs = mandate(t, "verify", prov, "--key", vkey, "--source", filepath.Join(dir, "tool"))
+	if code != 0 || !strings.Contains(stdout, "module "+digest+" was built by mandate build") || !strings.Contains(stdout, "builds the module the provenance names, byte for byte: "+digest) {
+		t.Fatalf("verify the provenance: exit %d\n%s\n%s", code, stdout, errs)
+	}
+}

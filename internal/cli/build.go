@@ -2,15 +2,20 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/mandatevm/mandate/audit"
 	"github.com/mandatevm/mandate/host"
+	"github.com/mandatevm/mandate/internal/guestbuild"
 	"github.com/mandatevm/mandate/sandbox"
 )
 
 const buildHelp = `Usage: mandate build DIR [-o OUT.wasm] [--reactor] [--cache-dir DIR]
+                     [--provenance FILE [--state-dir DIR]]
 
 Builds the Go guest in DIR (a main package importing
 github.com/mandatevm/mandate/guest-sdk) to WebAssembly with GOOS=wasip1
@@ -58,11 +63,18 @@ Flags:
 	--reactor          build a reactor even without the //mandate:reactor marker
 	--cache-dir DIR    cache root (default $MANDATE_CACHE_DIR, else the user
 	                   cache directory + /mandate); guests go under DIR/guests
+	--provenance FILE  also write the module's SLSA provenance (v1, from its
+	                   record) as an in-toto statement in a DSSE envelope,
+	                   signed with STATE_DIR/audit.key: what a tool's
+	                   publisher hands out with the module; "mandate verify
+	                   FILE --source DIR" checks it and rebuilds
+	--state-dir DIR    whose key signs the provenance (default as mandate run)
 
 Examples:
 
 	mandate build ./guest -o guest.wasm
 	mandate build ./planner --reactor -o planner.wasm
+	mandate build ./tool -o tool.wasm --provenance tool.intoto.jsonl
 `
 
 func runBuild(e *env, args []string) int {
@@ -71,6 +83,8 @@ func runBuild(e *env, args []string) int {
 	out := fs.String("o", "", "")
 	reactor := fs.Bool("reactor", false, "")
 	cacheFlag := fs.String("cache-dir", "", "")
+	provenance := fs.String("provenance", "", "")
+	stateFlag := stateDirFlag(fs)
 	pos, code, ok := e.parse(c, fs, args)
 	if !ok {
 		return code
@@ -115,7 +129,51 @@ func runBuild(e *env, args []string) int {
 		return exitUsage
 	}
 	fmt.Fprintf(e.stdout, "%s  %s\n", sandbox.Digest(wasm), *out)
+	if *provenance != "" {
+		if err := e.writeProvenance(*provenance, *stateFlag, filepath.Base(*out), wasm); err != nil {
+			fmt.Fprintf(e.stderr, "mandate build: provenance: %v\n", err)
+			return exitUsage
+		}
+	}
 	return exitOK
+}
+
+// writeProvenance writes the SLSA provenance of wasm (named name), from
+// its build record, signed with the state directory's key, to path.
+func (e *env) writeProvenance(path, stateFlag, name string, wasm []byte) error {
+	rec, ok, err := guestbuild.ReadRecord(wasm)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("the module carries no build record")
+	}
+	st, err := host.ProvenanceStatement(name, sandbox.Digest(wasm), rec)
+	if err != nil {
+		return err
+	}
+	dir, err := e.stateDir(stateFlag)
+	if err != nil {
+		return err
+	}
+	log, err := audit.Open(auditPath(dir))
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	env, err := log.SignStatement(st)
+	if err != nil {
+		return err
+	}
+	b, err := audit.EncodeEnvelopes(env)
+	if err != nil {
+		return err
+	}
+	if err := host.WriteFileAtomic(path, b, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "mandate build: provenance %s, signed with %s (mandate audit key)\n", path, strings.SplitN(log.VerifierKey(), "+", 2)[0])
+	return nil
 }
 
 // cacheDir returns the cache root: flag, else $MANDATE_CACHE_DIR, else
