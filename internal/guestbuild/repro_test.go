@@ -163,9 +163,10 @@ func TestReproducibleRust(t *testing.T) {
 	needRust(t)
 	ctx := context.Background()
 	var mods [][]byte
-	var paths []string
+	var paths, guests []string
 	for i := range 2 {
 		guest, _ := rustGuest(t, rustMain)
+		guests = append(guests, guest)
 		if i == 1 {
 			// An editor's swap file is not source.
 			writeFiles(t, guest, map[string]string{"src/.main.rs.swp": "x"})
@@ -208,6 +209,15 @@ func TestReproducibleRust(t *testing.T) {
 	if !strings.HasPrefix(r.SDK.Digest, "sha256:") { // rustGuest's SDK has no abi package: no version
 		t.Errorf("sdk = %+v", r.SDK)
 	}
+	// What verify --source does: rebuilt as the record says, in a fresh
+	// cache, the same bytes.
+	again, got, err := Rebuild(ctx, guests[1], r, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := r.Diff(got); len(d) != 0 || !bytes.Equal(again, mods[0]) {
+		t.Fatalf("Rebuild: diff %q, same bytes %t", d, bytes.Equal(again, mods[0]))
+	}
 }
 
 // cWhere is a C guest whose result is the __FILE__ of a header in the
@@ -229,8 +239,10 @@ func TestReproducibleC(t *testing.T) {
 	needC(t)
 	ctx := context.Background()
 	var mods [][]byte
+	var dirs []string
 	for range 2 {
 		dir, sdk := cTree(t, map[string]string{"main.c": cWhere, "util.h": "#define X 1\n"})
+		dirs = append(dirs, dir)
 		writeFiles(t, sdk, map[string]string{"c/where.h": "static const char *where(void) { return __FILE__; }\n"})
 		cache := asUser(t, t.TempDir(), false)
 		wasm, _, err := Build(ctx, dir, Options{CacheDir: cache})
@@ -255,6 +267,15 @@ func TestReproducibleC(t *testing.T) {
 	}
 	if !strings.Contains(r.Toolchain["clang"], "clang version") || !strings.HasPrefix(r.Toolchain["wasi-libc"], "sha256:") {
 		t.Errorf("toolchain %q", r.Toolchain)
+	}
+	// What verify --source does: rebuilt as the record says, in a fresh
+	// cache, the same bytes.
+	again, got, err := Rebuild(ctx, dirs[0], r, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := r.Diff(got); len(d) != 0 || !bytes.Equal(again, mods[0]) {
+		t.Fatalf("Rebuild: diff %q, same bytes %t", d, bytes.Equal(again, mods[0]))
 	}
 }
 
