@@ -209,15 +209,7 @@ func TestReproducibleRust(t *testing.T) {
 	if !strings.HasPrefix(r.SDK.Digest, "sha256:") { // rustGuest's SDK has no abi package: no version
 		t.Errorf("sdk = %+v", r.SDK)
 	}
-	// What verify --source does: rebuilt as the record says, in a fresh
-	// cache, the same bytes.
-	again, got, err := Rebuild(ctx, guests[1], r, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := r.Diff(got); len(d) != 0 || !bytes.Equal(again, mods[0]) {
-		t.Fatalf("Rebuild: diff %q, same bytes %t", d, bytes.Equal(again, mods[0]))
-	}
+	checkRebuild(t, guests[1], r, mods[0])
 }
 
 // cWhere is a C guest whose result is the __FILE__ of a header in the
@@ -268,14 +260,19 @@ func TestReproducibleC(t *testing.T) {
 	if !strings.Contains(r.Toolchain["clang"], "clang version") || !strings.HasPrefix(r.Toolchain["wasi-libc"], "sha256:") {
 		t.Errorf("toolchain %q", r.Toolchain)
 	}
-	// What verify --source does: rebuilt as the record says, in a fresh
-	// cache, the same bytes.
-	again, got, err := Rebuild(ctx, dirs[0], r, Options{})
+	checkRebuild(t, dirs[0], r, mods[0])
+}
+
+// checkRebuild does what verify --source does: dir rebuilt as r says, in
+// a fresh cache, is want, byte for byte, and its record agrees.
+func checkRebuild(t *testing.T, dir string, r Record, want []byte) {
+	t.Helper()
+	again, got, err := Rebuild(context.Background(), dir, r, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := r.Diff(got); len(d) != 0 || !bytes.Equal(again, mods[0]) {
-		t.Fatalf("Rebuild: diff %q, same bytes %t", d, bytes.Equal(again, mods[0]))
+	if d := r.Diff(got); len(d) != 0 || !bytes.Equal(again, want) {
+		t.Fatalf("Rebuild: diff %q, same bytes %t", d, bytes.Equal(again, want))
 	}
 }
 
