@@ -3,6 +3,7 @@ package guestbuild
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,5 +114,24 @@ func TestBuildRelativeCacheDir(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(path); !bytes.Equal(got, wasm) {
 		t.Errorf("the cache entry is not the module (%d bytes, want %d)", len(got), len(wasm))
+	}
+}
+
+// TestCachedSourceChanged: a source that changed while the compiler ran
+// (the key computed again differs) gives an error, no module and no
+// cache entry: the record, read after the build, could name other bytes
+// than the compiler read.
+func TestCachedSourceChanged(t *testing.T) {
+	cache := t.TempDir()
+	key := strings.Repeat("ab", 32)
+	rec := func() (Record, error) { return testRecord(), nil }
+	b, p, err := cached(cache, "g", cache, key, func() (string, error) { return strings.Repeat("cd", 32), nil }, func(out string) error {
+		return os.WriteFile(out, smallModule(), 0o644)
+	}, rec)
+	if !errors.Is(err, ErrSourceChanged) || b != nil || p != "" {
+		t.Fatalf("cached with a changed key = %d bytes, %q, %v; want ErrSourceChanged", len(b), p, err)
+	}
+	if ents, _ := os.ReadDir(cache); len(ents) != 0 {
+		t.Errorf("cached after the source changed: %v", ents)
 	}
 }

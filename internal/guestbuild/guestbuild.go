@@ -137,9 +137,12 @@
 // returns an empty path, or the build's error) when go env or go list
 // fails, go list reports an error for any package or module (Error,
 // DepsErrors, Incomplete), or GOFLAGS has -overlay, -toolexec or -pkgdir,
-// which make the build read what the key cannot see. After a build, Build computes the key again and caches the
-// module only when it is unchanged, so a file edited during the build
-// cannot leave a module under a key it was not built from.
+// which make the build read what the key cannot see. After a build, Build
+// computes the key again: when it changed, a file was edited during the
+// build, and Build returns ErrSourceChanged with no module (which would
+// carry a record of other files than its compiler read) and caches
+// nothing, so a file edited during the build cannot leave a module under
+// a key it was not built from.
 //
 // The cache directory is Options.CacheDir, or $MANDATE_CACHE_DIR/guests when
 // that variable is set, or os.UserCacheDir()/mandate/guests; a relative one
@@ -199,6 +202,11 @@ const ReactorMarker = "//mandate:reactor"
 // ErrUncacheable is wrapped by Key's error when the build cannot be keyed
 // (see the package doc); Build then builds without the cache.
 var ErrUncacheable = errors.New("build not cacheable")
+
+// ErrSourceChanged is returned when a guest's source changed while it was
+// being built: the module and its record could name different bytes, so
+// neither is returned; building again gives a consistent pair.
+var ErrSourceChanged = errors.New("the source changed during the build; build again")
 
 // keyVersion changes whenever what the key covers, or what a build writes
 // into the record it covers, changes.
@@ -433,7 +441,7 @@ func buildGo(ctx context.Context, dir string, opt Options, cacheDir string) ([]b
 		args := append(append([]string{"build", "-o", out}, goBuildArgs(flags, ov)...), ".")
 		return run(ctx, dir, bEnv, opt.Stderr, goBin, args...)
 	}, record)
-	if err != nil && mainEntry && ctx.Err() == nil {
+	if err != nil && mainEntry && ctx.Err() == nil && !errors.Is(err, ErrSourceChanged) {
 		// What the added file needs may be missing from this toolchain
 		// (a later Go's runtime), or the package may clash with it: the
 		// command is built as it is, and a failure is its own.
@@ -494,8 +502,15 @@ func cached(cacheDir, name, dir, key string, rekey func() (string, error), build
 	if key == "" {
 		return b, "", nil
 	}
-	if after, err := rekey(); err != nil || after != key {
+	after, err := rekey()
+	if err != nil {
 		return b, "", nil
+	}
+	if after != key {
+		// A file changed while the compiler ran: the record, read
+		// after, may name other bytes than the compiler read. Neither
+		// is kept or returned.
+		return nil, "", fmt.Errorf("guestbuild: %s: %w", name, ErrSourceChanged)
 	}
 	if err := os.WriteFile(tmpName, b, 0o644); err != nil {
 		return nil, "", fmt.Errorf("guestbuild: %w", err)
