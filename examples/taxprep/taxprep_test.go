@@ -337,6 +337,17 @@ func TestTaxPrepSpliced(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "provenance") || !strings.Contains(out, "builds the module the provenance names, byte for byte") {
 		t.Fatalf("a provenance alone, --source: exit %d\n%s\n%s", code, out, errs)
 	}
+	// A file past the bound is not read whole.
+	huge := filepath.Join(t.TempDir(), "huge.jsonl")
+	if err := os.WriteFile(huge, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(huge, 65<<20); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := mandate(t, "verify", huge, "--state-dir", state); code != 2 || !strings.Contains(errs, "not a receipt") {
+		t.Errorf("a 65 MiB file: exit %d\n%s\n%s", code, out, errs)
+	}
 	// The first build's, against the changed source: main.go named.
 	code, out, errs = verify([][]byte{a[1]}, "--source", filepath.Join(dir, "tool"))
 	if code != 1 || !strings.Contains(out, "main.go: changed") {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -71,7 +72,7 @@ func runVerify(e *env, args []string) int {
 	if len(pos) != 1 {
 		return e.usageError(c, "want one receipt file")
 	}
-	signed, err := os.ReadFile(pos[0])
+	signed, err := readBounded(pos[0], maxReceipt)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "mandate verify: %v\n", err)
 		return exitUsage
@@ -166,6 +167,27 @@ func runVerify(e *env, args []string) int {
 		return exitOK
 	}
 	return e.verifySource(r.Module, v.build, *source, "the receipt")
+}
+
+// maxReceipt bounds a file mandate verify reads: a receipt anyone may
+// hand over is read whole, so not past this.
+const maxReceipt = 64 << 20
+
+// readBounded reads the file at path, refusing one of more than max bytes.
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s: more than %d MiB: not a receipt", path, max>>20)
+	}
+	return b, nil
 }
 
 // verified is what a verified file says: a run's receipt, the build
