@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -65,7 +66,7 @@ func TestReceiptDSSE(t *testing.T) {
 		t.Fatal(err)
 	}
 	want.Version = ReceiptVersion
-	if !sameJSON(mustJSON(t, got), mustJSON(t, want)) {
+	if !sameJSON(t, mustJSON(t, got), mustJSON(t, want)) {
 		t.Fatalf("receipt from DSSE = %s, want %s", mustJSON(t, got), mustJSON(t, want))
 	}
 
@@ -135,6 +136,20 @@ func decodeB64(s string) ([]byte, error) {
 // openAnother is a log of its own (open, which the test shadows).
 func openAnother(t *testing.T) (*Log, string) { return open(t) }
 
+// sameJSON reports whether a and b are the same JSON value (key order and
+// number spelling aside: a predicate's JSON is protojson's).
+func sameJSON(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatal(err)
+	}
+	return reflect.DeepEqual(x, y)
+}
+
 func mustJSON(t *testing.T, v any) []byte {
 	t.Helper()
 	b, err := json.Marshal(v)
@@ -153,7 +168,12 @@ func TestReceiptStatementExact(t *testing.T) {
 	if _, err := ReceiptStatement(r); err == nil || !strings.Contains(err.Error(), "exactly") {
 		t.Fatalf("ReceiptStatement with 2^53+1 = %v, want a refusal", err)
 	}
-	r.Grants[0].Scope = json.RawMessage(`{"max_amount":9007199254740992,"rate":0.5}`)
+	// A megabyte number: judged on its digits (big.Rat would take seconds).
+	r.Grants[0].Scope = json.RawMessage(`{"max_amount":1` + strings.Repeat("0", 1<<20) + `1}`)
+	if _, err := ReceiptStatement(r); err == nil || !strings.Contains(err.Error(), "exactly") {
+		t.Fatalf("ReceiptStatement with a megabyte number = %v, want a refusal", err)
+	}
+	r.Grants[0].Scope = json.RawMessage(`{"max_amount":9007199254740992,"rate":0.5,"big":18446744073709551616}`)
 	if _, err := ReceiptStatement(r); err != nil {
 		t.Fatalf("ReceiptStatement with 2^53: %v", err)
 	}

@@ -138,6 +138,15 @@ func isIdent(s string) bool {
 	return s != ""
 }
 
+// ExactDouble reports whether the JSON number s is exactly a float64, the
+// one number type a constraint, a protobuf Struct (an in-toto predicate)
+// or JavaScript holds, judged as DecodeJSONValue judges numbers: in linear
+// time, with no big.Rat.
+func ExactDouble(s string) bool {
+	_, err := exactNumber(s)
+	return err == nil
+}
+
 // exactNumber converts the JSON number s to the int64 or float64 a
 // constraint sees, or says (wrapping abi.ErrMalformed) why that would not
 // be s.
