@@ -20,6 +20,7 @@ func BenchmarkWarmSpawn(b *testing.B) {
 		limit uint64
 	}{
 		{"snapshot", options{}, 64 << 20},
+		{"snapshot-table", options{noDevirt: true}, 64 << 20},
 		{"snapshot-copy", options{image: imageCopy}, 64 << 20},
 		{"snapshot-segments", options{image: imageSegments}, 64 << 20},
 		{"snapshot-nolimit", options{}, 0},

@@ -93,8 +93,8 @@ func (e *Engine) preparedPath(digest string) string {
 	if e.cacheDir == "" || e.opt.noPrepared || !sandbox.IsDigest(digest) {
 		return ""
 	}
-	settings := fmt.Sprintf("%q preempt=%d budget=%d coalesce=%t snapshot=%t image=%d tables=%d snapshot-v%d",
-		preparedMagic, e.opt.preempt, e.opt.budget(), !e.opt.noCoalesce, !e.opt.noSnapshot, e.opt.image, wasmbin.MaxTableElements, snapshotVersion)
+	settings := fmt.Sprintf("%q preempt=%d budget=%d coalesce=%t devirt=%t snapshot=%t image=%d tables=%d snapshot-v%d",
+		preparedMagic, e.opt.preempt, e.opt.budget(), !e.opt.noCoalesce, !e.opt.noDevirt, !e.opt.noSnapshot, e.opt.image, wasmbin.MaxTableElements, snapshotVersion)
 	sum := sha256.Sum256([]byte(settings))
 	return filepath.Join(e.cacheDir, preparedDir, hex.EncodeToString(sum[:6])+"-"+strings.TrimPrefix(digest, "sha256:"))
 }

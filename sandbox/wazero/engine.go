@@ -200,6 +200,9 @@ type options struct {
 	preemptBudget uint32
 	// noCoalesce compiles the original bytes without merging data segments.
 	noCoalesce bool
+	// noDevirt keeps a module's function table rather than turning its
+	// indirect calls into direct ones (wasmbin.Devirtualize; benchmarks).
+	noDevirt bool
 	// noSnapshot starts every task with _initialize (Config.NoSnapshots).
 	noSnapshot bool
 	// image is how a snapshot's memory reaches its tasks (image.go).

@@ -92,12 +92,20 @@ func armStop(ctx context.Context, inst api.Module) func() {
 }
 
 // preempt returns src rewritten by wasmbin.Preempt when the engine stops
-// guests that way, or src itself.
+// guests that way, and then by wasmbin.Devirtualize unless
+// options.noDevirt is set: what the engine compiles.
 func (e *Engine) preempt(src []byte) ([]byte, error) {
-	if e.opt.preempt != preemptRewrite {
-		return src, nil
+	if e.opt.preempt == preemptRewrite {
+		var err error
+		if src, err = wasmbin.Preempt(src, e.opt.budget()); err != nil {
+			return nil, err
+		}
 	}
-	return wasmbin.Preempt(src, e.opt.budget())
+	if !e.opt.noDevirt {
+		// A module it does not apply to keeps its table.
+		src, _ = wasmbin.Devirtualize(src)
+	}
+	return src, nil
 }
 
 // budget is the preemption budget: wasmbin.PreemptBudget unless a test or

@@ -396,7 +396,8 @@ func appendEntry(p []byte, n uint32, entry []byte) []byte {
 // imports is what TrackGrowth needs of the import section.
 type imports struct {
 	funcs, globals uint32
-	memFlags       []byte // the limits flags of each imported memory
+	memFlags       []byte   // the limits flags of each imported memory
+	funcTypes      []uint32 // the type of each imported function
 }
 
 func scanImports(p []byte) (imports, error) {
@@ -423,7 +424,9 @@ func scanImports(p []byte) (imports, error) {
 		switch kind {
 		case ExternFunc:
 			imp.funcs++
-			_, err = r.u32()
+			var t uint32
+			t, err = r.u32()
+			imp.funcTypes = append(imp.funcTypes, t)
 		case ExternTable:
 			if _, err = r.byte(); err == nil {
 				_, err = r.limits()
@@ -660,6 +663,14 @@ type codeScanner struct {
 	// drops an element segment (table.set, table.grow, table.fill,
 	// table.copy, table.init, elem.drop), empty for none.
 	tableWrite string
+
+	// devirt makes the scanner also record, for Devirtualize, every
+	// call_indirect (indirect) and the first instruction that reaches a
+	// table or a function reference otherwise (tableUse: table.get,
+	// table.size, return_call_indirect, ref.func; tableWrite has the rest).
+	devirt   bool
+	indirect []indirectSite
+	tableUse string
 
 	// depth is the number of open blocks, loops and ifs (-1 after the
 	// function's end), maxDepth the most so far in the body, and
@@ -996,6 +1007,9 @@ func (s *codeScanner) instr() error {
 		if op == 0x26 && s.tableWrite == "" {
 			s.tableWrite = "table.set"
 		}
+		if op == 0x25 && s.devirt && s.tableUse == "" {
+			s.tableUse = "table.get"
+		}
 		_, err := s.u32()
 		return err
 	case 0x0e: // br_table
@@ -1014,6 +1028,9 @@ func (s *codeScanner) instr() error {
 		}
 		return nil
 	case 0x10, 0x12, 0xd2: // call, return_call, ref.func
+		if op == 0xd2 && s.devirt && s.tableUse == "" {
+			s.tableUse = "ref.func"
+		}
 		return s.funcIndex()
 	case 0x11, 0x13: // call_indirect, return_call_indirect: type, table
 		t, err := s.u32()
@@ -1023,8 +1040,14 @@ func (s *codeScanner) instr() error {
 		if uint64(t) >= s.types {
 			return fmt.Errorf("%w: call_indirect of type %d of %d", ErrMalformed, t, s.types)
 		}
-		_, err = s.u32()
-		return err
+		if _, err = s.u32(); err != nil || !s.devirt {
+			return err
+		}
+		if op == 0x13 && s.tableUse == "" {
+			s.tableUse = "return_call_indirect"
+		}
+		s.indirect = append(s.indirect, indirectSite{start: start, end: s.off, typ: t})
+		return nil
 	case 0x1c: // select t
 		n, err := s.u32()
 		if err != nil {
@@ -1092,6 +1115,9 @@ func (s *codeScanner) prefixFC(start int) error {
 	}
 	if s.tableWrite == "" {
 		s.tableWrite = tableWrites[sub]
+	}
+	if sub == 0x10 && s.devirt && s.tableUse == "" {
+		s.tableUse = "table.size"
 	}
 	var imm int // u32 immediates
 	switch {
