@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tetratelabs/wazero/experimental"
 
@@ -64,6 +65,16 @@ type memImage struct {
 	// exclusively to close it, so a task never maps a closed or reused fd.
 	mu sync.RWMutex
 	fd int // the sealed memfd; -1 when none (protected by mu once shared)
+
+	// pool holds memories of finished tasks, reset to the image, for the
+	// next tasks (image_linux.go, recycle); src is the image mapped read
+	// only and shared, what a reset copies from. Both are guarded by
+	// poolMu; closed is set when the image is released.
+	poolMu sync.Mutex
+	pool   []*mappedMemory
+	src    []byte
+	closed bool
+	reuses atomic.Uint64 // memories taken from the pool (tests)
 }
 
 // newMemImage keeps b as a snapshot form's memory image, mapped unless
@@ -88,6 +99,7 @@ func (im *memImage) mapped() bool {
 // close releases the memfd: mappings made of it stay valid (the kernel
 // keeps the file while it is mapped).
 func (im *memImage) close() {
+	im.drainPool()
 	im.mu.Lock()
 	defer im.mu.Unlock()
 	if im.fd >= 0 {
@@ -121,9 +133,13 @@ func (im *memImage) memory(l *memoryLimiter, limit uint64) experimental.LinearMe
 	if im.fd < 0 {
 		return nil
 	}
+	if m := im.pooled(l, limit); m != nil {
+		return m
+	}
 	m, err := mapImage(im.fd, im.size, limit, l)
 	if err != nil {
 		return nil
 	}
+	m.im = im
 	return m
 }

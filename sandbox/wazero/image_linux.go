@@ -3,7 +3,11 @@
 package wazero
 
 import (
+	"encoding/binary"
 	"fmt"
+	"os"
+	"runtime"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -66,7 +70,8 @@ func readFd(fd int, b []byte) error {
 // the Go heap.
 type mappedMemory struct {
 	l       *memoryLimiter
-	region  []byte // the whole reservation
+	im      *memImage // the image it maps, nil for none
+	region  []byte    // the whole reservation
 	limit   uint64
 	size    uint64 // accessible bytes
 	imgSize uint64
@@ -112,10 +117,179 @@ func (m *mappedMemory) Reallocate(size uint64) []byte {
 	return m.region[:size:size]
 }
 
-// Free implements experimental.LinearMemory.
+// Free implements experimental.LinearMemory: a memory of an image goes
+// back to the image's pool, reset, when there is room; any other is
+// unmapped.
 func (m *mappedMemory) Free() {
+	if m.region != nil && m.im != nil && m.im.recycle(m) {
+		return
+	}
+	m.unmap()
+}
+
+func (m *mappedMemory) unmap() {
 	if m.region != nil {
 		unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(m.region)), uintptr(len(m.region)))
 		m.region = nil
 	}
+}
+
+// A finished task's memory, reset, for the next task of the same image.
+//
+// Unmapping a task's memory and mapping the next one costs a whole
+// reservation's page tables, and every page the next task touches faults
+// again: on this project's VMs a page fault is a trip through the
+// hypervisor, and faults were a third of a Go task's CPU (BENCHMARKS.md,
+// issue 31). So a memory goes back to its image's pool instead, reset to
+// exactly what a fresh mapping would show:
+//
+//   - past the image (what the task grew), the pages are dropped
+//     (MADV_DONTNEED: anonymous, so they read as zeros again) and made
+//     inaccessible again;
+//   - within the image, every page the task wrote is a private copy, and
+//     every other page is still the image's own (the memfd is sealed
+//     against writes). /proc/self/pagemap says which is which: a page
+//     present and not file-backed, or swapped out, is a private copy, and
+//     it is overwritten with the image's bytes; it stays private, so the
+//     next task writing it does not fault. When pagemap cannot be read
+//     every page of the image is dropped instead (back to the file).
+//
+// The next task then sees the image and nothing of the last task
+// (TestImageReuseReset). At most poolSize memories are kept per image;
+// the pool is emptied when the image is released.
+
+// poolSize is the most memories an image keeps for reuse.
+var poolSize = min(max(2*runtime.GOMAXPROCS(0), 2), 16)
+
+// pooled returns a memory from the pool for a task of limiter l and limit,
+// or nil for none.
+func (im *memImage) pooled(l *memoryLimiter, limit uint64) *mappedMemory {
+	resv := max(limit, 1<<16)
+	im.poolMu.Lock()
+	defer im.poolMu.Unlock()
+	for i := len(im.pool) - 1; i >= 0; i-- {
+		m := im.pool[i]
+		if uint64(len(m.region)) == resv {
+			im.pool = append(im.pool[:i], im.pool[i+1:]...)
+			m.l, m.limit = l, limit
+			im.reuses.Add(1)
+			return m
+		}
+	}
+	return nil
+}
+
+// recycle resets m and keeps it in the pool; false when it cannot (the
+// caller unmaps it).
+func (im *memImage) recycle(m *mappedMemory) bool {
+	im.poolMu.Lock()
+	defer im.poolMu.Unlock()
+	if im.closed || len(im.pool) >= poolSize {
+		return false
+	}
+	if im.src == nil {
+		im.mu.RLock()
+		fd := im.fd
+		var err error
+		if fd >= 0 {
+			im.src, err = unix.Mmap(fd, 0, int(im.size), unix.PROT_READ, unix.MAP_SHARED)
+		}
+		im.mu.RUnlock()
+		if fd < 0 || err != nil {
+			im.src = nil
+			return false
+		}
+	}
+	if err := m.reset(im.src); err != nil {
+		return false
+	}
+	m.l = nil
+	im.pool = append(im.pool, m)
+	return true
+}
+
+// drainPool unmaps every pooled memory and the image's read-only view;
+// nothing is pooled after it.
+func (im *memImage) drainPool() {
+	im.poolMu.Lock()
+	defer im.poolMu.Unlock()
+	im.closed = true
+	for _, m := range im.pool {
+		m.unmap()
+	}
+	im.pool = nil
+	if im.src != nil {
+		unix.Munmap(im.src)
+		im.src = nil
+	}
+}
+
+// reset makes m what mapImage returned: the image's bytes, and nothing
+// accessible past them (see above).
+func (m *mappedMemory) reset(image []byte) error {
+	if m.size > m.imgSize {
+		grown := m.region[m.imgSize:m.size]
+		if err := unix.Madvise(grown, unix.MADV_DONTNEED); err != nil {
+			return err
+		}
+		if err := unix.Mprotect(grown, unix.PROT_NONE); err != nil {
+			return err
+		}
+		m.size = m.imgSize
+	}
+	img := m.region[:m.imgSize]
+	if len(img) == 0 {
+		return nil
+	}
+	dirty, err := privatePages(img)
+	if err != nil {
+		// Every page back to the image's own.
+		return unix.Madvise(img, unix.MADV_DONTNEED)
+	}
+	for _, p := range dirty {
+		off := p * pageSize
+		copy(img[off:off+pageSize], image[off:off+pageSize])
+	}
+	return nil
+}
+
+const pageSize = 4096
+
+var pagemap struct {
+	once sync.Once
+	f    *os.File
+	err  error
+}
+
+// Bits of a /proc/self/pagemap entry (Documentation/admin-guide/mm/pagemap.rst).
+const (
+	pmPresent = 1 << 63
+	pmSwapped = 1 << 62
+	pmFile    = 1 << 61 // file-page or shared-anon
+)
+
+// privatePages returns the pages of b (page aligned, a whole number of
+// pages) that are private copies: present and not the file's, or swapped.
+func privatePages(b []byte) ([]int, error) {
+	if os.Getpagesize() != pageSize || len(b)%pageSize != 0 {
+		return nil, fmt.Errorf("page size %d", os.Getpagesize())
+	}
+	pagemap.once.Do(func() { pagemap.f, pagemap.err = os.Open("/proc/self/pagemap") })
+	if pagemap.err != nil {
+		return nil, pagemap.err
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	n := len(b) / pageSize
+	entries := make([]byte, 8*n)
+	if _, err := pagemap.f.ReadAt(entries, int64(base/pageSize)*8); err != nil {
+		return nil, err
+	}
+	var dirty []int
+	for i := range n {
+		e := binary.LittleEndian.Uint64(entries[8*i:])
+		if e&pmSwapped != 0 || e&pmPresent != 0 && e&pmFile == 0 {
+			dirty = append(dirty, i)
+		}
+	}
+	return dirty, nil
 }

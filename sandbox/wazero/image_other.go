@@ -12,7 +12,10 @@ func closeFd(int) {}
 
 func readFd(int, []byte) error { return errNoMapping }
 
-type mappedMemory struct{}
+type mappedMemory struct{ im *memImage }
+
+func (*memImage) pooled(*memoryLimiter, uint64) *mappedMemory { return nil }
+func (*memImage) drainPool()                                  {}
 
 func mapImage(int, uint64, uint64, *memoryLimiter) (*mappedMemory, error) {
 	return nil, errNoMapping

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/mandatevm/mandate/internal/wasmasm"
 	"github.com/mandatevm/mandate/sandbox"
@@ -63,7 +64,9 @@ func imageModule() []byte {
 // TestSnapshotImage: tasks that start from a snapshot's image (mapped copy
 // on write, or copied) see exactly the memory init left, never another
 // task's writes, one after another or at once; memory past the image is
-// zero; a growth past the task's limit is refused as before.
+// zero; a growth past the task's limit is refused as before. A mapped
+// memory is reused by the next task (reset to the image): every task
+// writes over the image and past it, and checks what it starts with.
 func TestSnapshotImage(t *testing.T) {
 	ctx := context.Background()
 	for _, mode := range []struct {
@@ -105,6 +108,16 @@ func TestSnapshotImage(t *testing.T) {
 					t.Fatalf("task %d: %v", i, err)
 				}
 			}
+			// Each task after the first mapped one ran in the memory the
+			// one before it left, reset (image_linux.go, recycle): the
+			// checks above are what shows the reset complete.
+			var reused uint64
+			if f.image != nil {
+				reused = f.image.reuses.Load()
+			}
+			if got := reused; mode.mapped && got < 2 || !mode.mapped && got != 0 {
+				t.Fatalf("%d memories reused, mapped %v", got, mode.mapped)
+			}
 			if err := run(0); err != nil { // no limit: the whole address space
 				t.Fatalf("a task without a limit: %v", err)
 			}
@@ -137,5 +150,132 @@ func TestSnapshotImage(t *testing.T) {
 				t.Fatalf("after the refusals: %v", err)
 			}
 		})
+	}
+}
+
+// secretModule is a reactor of two pages, whose data segment holds a
+// phrase and whose _initialize grows it to three. "write" grows it by four
+// pages and fills all of it, the image and the data segment included,
+// with the secret "SECRET42"; "scan" grows it by four pages too and
+// returns 1 if the secret is anywhere in it, 2 if the data segment is not
+// as the module declares it, 3 if the memory did not start at three pages,
+// and 0 otherwise. Both first call test.base, which records where the
+// memory is. "selftest" is write then scan in one task: it must find the
+// secret.
+func secretModule() []byte {
+	const secret = 0x3234544552434553 // "SECRET42"
+	const phrase = 0x3a657461646e616d // "mandate:"
+	i32 := func(v int64) []byte { return wasmasm.Cat([]byte{0x41}, wasmasm.Sleb(v)) }
+	i64 := func(v int64) []byte { return wasmasm.Cat([]byte{0x42}, wasmasm.Sleb(v)) }
+	ret := func(code int64) []byte { return wasmasm.Cat([]byte{0x04, 0x40}, i32(code), []byte{0x0f, 0x0b}) } // if: return code
+	// Locals 0 $i and 1 $end (and 2 $old): every byte of memory, 8 at a time.
+	each := func(body []byte) []byte {
+		return wasmasm.Cat([]byte{0x3f, 0x00}, i32(16), []byte{0x74, 0x21, 0x01}, // $end = memory.size << 16
+			[]byte{0x02, 0x40, 0x03, 0x40},                   // block; loop
+			[]byte{0x20, 0x00, 0x20, 0x01, 0x4f, 0x0d, 0x01}, // br_if 1 ($i >= $end)
+			body,
+			[]byte{0x20, 0x00}, i32(8), []byte{0x6a, 0x21, 0x00}, // $i += 8
+			[]byte{0x0c, 0x00, 0x0b, 0x0b}) // br 0; end; end
+	}
+	base := wasmasm.Cat(i32(0), []byte{0x10, 0x00, 0x1a}) // drop (call $base 0)
+	write := wasmasm.Cat(base, i32(4), []byte{0x40, 0x00, 0x1a},
+		each(wasmasm.Cat([]byte{0x20, 0x00}, i64(secret), []byte{0x37, 0x03, 0x00})), // i64.store $i secret
+		i32(0))
+	scan := wasmasm.Cat(base, i32(4), []byte{0x40, 0x00, 0x21, 0x02}, // $old = memory.grow 4
+		each(wasmasm.Cat([]byte{0x20, 0x00, 0x29, 0x03, 0x00}, i64(secret), []byte{0x51}, ret(1))),
+		i32(1024), []byte{0x29, 0x03, 0x00}, i64(phrase), []byte{0x52}, ret(2),
+		[]byte{0x20, 0x02}, i32(3), []byte{0x47}, ret(3),
+		i32(0))
+	body := func(locals, code []byte) []byte {
+		b := wasmasm.Cat(locals, code, []byte{0x0b})
+		return wasmasm.Cat(wasmasm.Uleb(uint64(len(b))), b)
+	}
+	three := []byte{0x01, 0x03, 0x7f}
+	return wasmasm.Module(
+		wasmasm.Section(1, wasmasm.Vec([]byte{0x60, 0x01, 0x7f, 0x01, 0x7f}, []byte{0x60, 0x00, 0x00}, []byte{0x60, 0x00, 0x01, 0x7f})),
+		wasmasm.Section(2, wasmasm.Vec(wasmasm.Cat(wasmasm.Name("test"), wasmasm.Name("base"), []byte{0x00, 0x00}))),
+		wasmasm.Section(3, wasmasm.Vec([]byte{0x01}, []byte{0x02}, []byte{0x02}, []byte{0x02})),
+		wasmasm.Section(5, []byte{0x01, 0x00, 0x02}), // 2 pages
+		wasmasm.Section(7, wasmasm.Vec(
+			wasmasm.Cat(wasmasm.Name("memory"), []byte{0x02, 0x00}),
+			wasmasm.Cat(wasmasm.Name("_initialize"), []byte{0x00, 0x01}),
+			wasmasm.Cat(wasmasm.Name("write"), []byte{0x00, 0x02}),
+			wasmasm.Cat(wasmasm.Name("scan"), []byte{0x00, 0x03}),
+			wasmasm.Cat(wasmasm.Name("selftest"), []byte{0x00, 0x04}),
+		)),
+		wasmasm.Section(10, wasmasm.Vec(
+			body([]byte{0x00}, wasmasm.Cat(i32(1), []byte{0x40, 0x00, 0x1a})), // _initialize: grow 1
+			body(three, write),
+			body(three, scan),
+			body([]byte{0x00}, []byte{0x10, 0x02, 0x1a, 0x10, 0x03}), // selftest: drop (write); scan
+		)),
+		wasmasm.Section(11, wasmasm.Vec(wasmasm.Cat([]byte{0x00}, i32(1024), []byte{0x0b}, wasmasm.Name("mandate: the module's own data")))),
+	)
+}
+
+// TestImageReuseReset: a task that runs in the memory the previous task of
+// the same snapshot left (the same address, so the same mapping, reused)
+// finds nothing of that task's secret, written over every byte of the
+// image and of pages it grew, and finds the image as it was.
+func TestImageReuseReset(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("memories are mapped on Linux only")
+	}
+	ctx := context.Background()
+	e, err := newEngine(ctx, sandbox.Config{CacheDir: t.TempDir()}, options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	var (
+		mu   sync.Mutex
+		base uintptr
+	)
+	if err := e.Host("test", []sandbox.HostFunc{{Name: "base", Params: sandbox.Values(1), Fn: func(_ context.Context, mem sandbox.Memory, stack []uint64) {
+		b, ok := mem.Read(0, 1)
+		mu.Lock()
+		if ok {
+			base = uintptr(unsafe.Pointer(&b[0]))
+		}
+		mu.Unlock()
+		stack[0] = 0
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := e.Compile(ctx, secretModule())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(ctx)
+	run := func(entry string) (uintptr, error) {
+		err := m.Run(ctx, sandbox.RunConfig{Entry: entry, MemoryLimit: 64 << 20})
+		mu.Lock()
+		defer mu.Unlock()
+		return base, err
+	}
+	var exit *sandbox.ExitError
+	if _, err := run("selftest"); !errors.As(err, &exit) || exit.Code != 1 {
+		t.Fatalf("selftest = %v, want exit code 1 (the scan finds a secret that is there)", err)
+	}
+	sandboxtest.Settled(t, m)
+	if used, why := m.(*Module).Snapshot(); !used {
+		t.Fatalf("no snapshot: %s", why)
+	}
+	reused := 0
+	for round := range 4 {
+		wrote, err := run("write")
+		if err != nil {
+			t.Fatalf("round %d: write: %v", round, err)
+		}
+		scanned, err := run("scan")
+		if err != nil {
+			t.Fatalf("round %d: scan: %v (1: the previous task's secret is in the memory, 2: the data segment changed, 3: the memory's size)", round, err)
+		}
+		if wrote == scanned {
+			reused++
+		}
+	}
+	if reused == 0 {
+		t.Fatal("no task ran in the memory of the task before it: the test shows nothing")
 	}
 }
