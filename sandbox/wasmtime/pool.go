@@ -106,31 +106,43 @@ var ErrPoolFull = errors.New("sandbox/wasmtime: every instance slot of the pooli
 // the run's own. The pool reserves PoolInstances such slots (about 1 TiB
 // of address space) when the engine is made.
 //
-// No byte of a memory slot is kept resident between instances
-// (poolMemoryKeep 0): wasmtime then resets a slot with madvise, which
-// drops every page the last instance touched and maps the module's image
-// again, copy-on-write, so the next instance faults its pages in as on a
-// fresh mapping. Kept resident, the bytes are reset with memset instead,
-// every page of them whether touched or not (wasmtime v39's C API does not
-// offer its pagemap scan, which resets only the dirty ones): that costs a
-// Go reactor, whose snapshot memory is megabytes it mostly does not touch,
-// 2-3x its task (BenchmarkLifecycle's go-reactor: 150-270 us of CPU with
-// nothing kept, 430-660 us with 16 MiB, 550-590 us with 4 MiB; a Go
-// command gains about 15% with 16 MiB). A table slot is smaller
-// and a Go guest's table is written whole at every instantiation, so its
-// first poolTableKeep bytes (a Go guest's ~10,200 elements) stay resident.
+// Where the kernel has the PAGEMAP_SCAN ioctl (Linux 6.7 and later,
+// pagemapScan), the first poolMemoryKeep bytes of a memory slot stay
+// resident between instances: wasmtime asks the kernel which of those pages
+// the last instance wrote and resets only those, copying the module's
+// image back over them (zeros past it), and drops the rest of the slot
+// with madvise. The next instance then finds the pages a task of the same
+// module writes already faulted in, which on this project's VMs halves a
+// Go reactor's task (BenchmarkLifecycle's go-reactor: 287-313 µs of CPU
+// with nothing kept, 143-146 µs with 16 MiB, alternated). Without the
+// ioctl nothing is kept (poolMemoryKeep is not used): wasmtime would reset
+// the kept bytes with memset, every page of them whether touched or not,
+// which cost a Go reactor 2-3x its task on a VM without it (150-270 µs of
+// CPU with nothing kept, 430-660 µs with 16 MiB, 550-590 µs with 4 MiB).
+// Either way the next instance starts from exactly the image
+// (TestPoolSlotReset). A table slot is smaller and a Go guest's table is
+// written whole at every instantiation, so its first poolTableKeep bytes
+// (a Go guest's ~10,200 elements) stay resident.
 //
 // A table slot holds the largest table a module may declare
 // (MaxTableInitial elements, above MaxTableElements), a module may define
 // as many tables as CapTables lets it, and the pool has that many per
 // instance, so only the instance count ever runs out.
 const (
-	poolMemoryKeep   = 0
+	poolMemoryKeep   = 16 << 20 // where PAGEMAP_SCAN is (above)
 	poolTableKeep    = 128 << 10
 	poolInstanceSize = 64 << 20                    // bound on an instance's own state (wasmtime's default 1 MiB is below a large Go guest's)
 	poolSlotSpan     = defaultMemoryLimit + 32<<20 // address space of a memory slot
 	poolTableSlot    = wasmbin.MaxTableInitial * 8 // address space of a table slot
 )
+
+// memoryKeep is the bytes of a memory slot kept resident (see above).
+func memoryKeep() uint64 {
+	if pagemapScan() {
+		return poolMemoryKeep
+	}
+	return 0
+}
 
 // poolLinked reports whether the C API functions of this file were linked.
 var poolLinked = C.mandate_pool_linked() != 0
@@ -153,7 +165,7 @@ func allocatorFromEnv() (onDemand bool, err error) {
 // wasmtime.Config (layoutOK).
 func setPooling(cfg *wt.Config, instances uint32) {
 	C.mandate_pooling(*(*unsafe.Pointer)(unsafe.Pointer(cfg)), C.mandate_pool_t{
-		memory_keep:       poolMemoryKeep,
+		memory_keep:       C.size_t(memoryKeep()),
 		table_keep:        poolTableKeep,
 		table_elements:    wasmbin.MaxTableInitial,
 		max_memory:        defaultMemoryLimit,
