@@ -156,12 +156,14 @@ func Devirtualize(wasm []byte) ([]byte, bool) {
 		}))
 	}
 
-	replaced := map[byte][]byte{
-		secType:     typePayload,
-		secFunction: funcPayload,
-		SecTable:    {0x00},
-		secElement:  {0x00},
-		secCode:     devirtCode(code, sites, dispatch, bodies),
+	replaced := map[byte][]byte{SecTable: {0x00}} // no table
+	if payload(secElement) != nil {
+		replaced[secElement] = []byte{0x00} // no segment
+	}
+	if len(named) > 0 {
+		replaced[secType] = typePayload
+		replaced[secFunction] = funcPayload
+		replaced[secCode] = devirtCode(code, sites, dispatch, bodies)
 	}
 	for _, p := range replaced {
 		if uint64(len(p)) > 1<<32-1 {

@@ -328,3 +328,27 @@ func BenchmarkIndirectCall(b *testing.B) {
 		})
 	}
 }
+
+// TestDevirtualizeOnlyImports: a table of imported functions in a module
+// that defines none, and no segment at all: still a valid module without
+// its table.
+func TestDevirtualizeOnlyImports(t *testing.T) {
+	for name, wasm := range map[string][]byte{
+		"imports": wasmasm.Module(
+			wasmasm.Section(1, wasmasm.Vec(sigVoidI32)),
+			wasmasm.Section(2, wasmasm.Vec(wasmasm.Cat(wasmasm.Name("env"), wasmasm.Name("f"), []byte{ExternFunc, 0}))),
+			wasmasm.Section(4, wasmasm.Vec([]byte{0x70, 0x00, 0x02})),
+			wasmasm.Section(9, wasmasm.Vec([]byte{0x00, 0x41, 0x01, 0x0b, 0x01, 0x00}))),
+		"no segments": wasmasm.Module(wasmasm.Section(4, wasmasm.Vec([]byte{0x70, 0x00, 0x02}))),
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, ok := Devirtualize(wasm)
+			if !ok {
+				t.Fatal("Devirtualize refused the module")
+			}
+			if _, err := preemptRuntime(t, &yields{}).CompileModule(context.Background(), out); err != nil {
+				t.Fatalf("wazero refuses the rewrite: %v", err)
+			}
+		})
+	}
+}
