@@ -2,8 +2,9 @@
 // format shared by the sandbox engines: just enough to list a module's
 // imports, memory and tables before an engine sees it, to merge its data
 // segments (coalesce.go), to cap its tables (CapTables), to make a
-// refused memory.grow observable (TrackGrowth, growth.go) and to make a
-// running guest stoppable and preemptible (Preempt, preempt.go). The engine
+// refused memory.grow observable (TrackGrowth, growth.go), to make a
+// running guest stoppable and preemptible (Preempt, preempt.go) and to run
+// a module without its function table (Devirtualize, devirt.go). The engine
 // validates the module fully afterwards; anything this reader does not
 // understand is an error, and callers treat an error as "do not touch the
 // module" (or refuse it).
@@ -21,6 +22,7 @@
 //	wasm, err = wasmbin.CapTables(wasm, wasmbin.MaxTableElements)
 //	wasm, _, err = wasmbin.TrackGrowth(wasm) // then read GrowthExport after a run
 //	wasm, err = wasmbin.Preempt(wasm, wasmbin.PreemptBudget) // wazero: then set StopExport to stop it
+//	wasm, _ = wasmbin.Devirtualize(wasm)                     // wazero: no table built per instance
 package wasmbin
 
 import (
