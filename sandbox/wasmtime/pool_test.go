@@ -7,7 +7,6 @@ import (
 	"errors"
 	"sync"
 	"testing"
-	"unsafe"
 
 	wt "github.com/bytecodealliance/wasmtime-go/v39"
 
@@ -85,19 +84,8 @@ func TestPoolSlotReset(t *testing.T) {
 				}
 				t.Fatalf("Pooling() = %t, want %t", e.Pooling(), pooling)
 			}
-			var (
-				mu   sync.Mutex
-				base uintptr
-			)
-			if err := e.Host("test", []sandbox.HostFunc{{Name: "base", Params: sandbox.Values(1), Fn: func(_ context.Context, mem sandbox.Memory, stack []uint64) {
-				b, ok := mem.Read(0, 1)
-				mu.Lock()
-				if ok {
-					base = uintptr(unsafe.Pointer(&b[0]))
-				}
-				mu.Unlock()
-				stack[0] = 0
-			}}}); err != nil {
+			var base sandboxtest.MemoryBase
+			if err := e.Host("test", []sandbox.HostFunc{base.Func("base")}); err != nil {
 				t.Fatal(err)
 			}
 			m, err := e.Compile(ctx, wasm)
@@ -107,9 +95,7 @@ func TestPoolSlotReset(t *testing.T) {
 			defer m.Close(ctx)
 			run := func(entry string) (uintptr, error) {
 				err := m.Run(ctx, sandbox.RunConfig{Entry: entry})
-				mu.Lock()
-				defer mu.Unlock()
-				return base, err
+				return base.Last(), err
 			}
 			var exit *sandbox.ExitError
 			if _, err := run("selftest"); !errors.As(err, &exit) || exit.Code != 1 {
