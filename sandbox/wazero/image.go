@@ -68,8 +68,10 @@ type memImage struct {
 
 	// pool holds memories of finished tasks, reset to the image, for the
 	// next tasks (image_linux.go, recycle); src is the image mapped read
-	// only and shared, what a reset copies from. Both are guarded by
-	// poolMu; closed is set when the image is released.
+	// only and shared when the memfd is made, what a reset copies from
+	// (nil: no memory is pooled). Both are guarded by poolMu, which is
+	// never held while mu is taken; closed is set when the image is
+	// released.
 	poolMu sync.Mutex
 	pool   []*mappedMemory
 	src    []byte
@@ -84,6 +86,7 @@ func newMemImage(b []byte, copy bool) *memImage {
 	if !copy {
 		if fd, err := sealedMemfd(b); err == nil {
 			im.fd, im.data = fd, nil
+			im.src = mapReadOnly(fd, im.size)
 		}
 	}
 	return im

@@ -48,6 +48,16 @@ func sealedMemfd(b []byte) (int, error) {
 
 func closeFd(fd int) { unix.Close(fd) }
 
+// mapReadOnly maps size bytes of fd shared and read only (nil when it
+// cannot): what a reset copies the image from.
+func mapReadOnly(fd int, size uint64) []byte {
+	b, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
 // readFd fills b from the start of fd.
 func readFd(fd int, b []byte) error {
 	for off := 0; off < len(b); {
@@ -184,21 +194,8 @@ func (im *memImage) pooled(l *memoryLimiter, limit uint64) *mappedMemory {
 func (im *memImage) recycle(m *mappedMemory) bool {
 	im.poolMu.Lock()
 	defer im.poolMu.Unlock()
-	if im.closed || len(im.pool) >= poolSize {
+	if im.closed || im.src == nil || len(im.pool) >= poolSize {
 		return false
-	}
-	if im.src == nil {
-		im.mu.RLock()
-		fd := im.fd
-		var err error
-		if fd >= 0 {
-			im.src, err = unix.Mmap(fd, 0, int(im.size), unix.PROT_READ, unix.MAP_SHARED)
-		}
-		im.mu.RUnlock()
-		if fd < 0 || err != nil {
-			im.src = nil
-			return false
-		}
 	}
 	if err := m.reset(im.src); err != nil {
 		return false

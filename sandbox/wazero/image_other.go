@@ -10,6 +10,8 @@ func sealedMemfd([]byte) (int, error) { return -1, errNoMapping }
 
 func closeFd(int) {}
 
+func mapReadOnly(int, uint64) []byte { return nil }
+
 func readFd(int, []byte) error { return errNoMapping }
 
 type mappedMemory struct{ im *memImage }
