@@ -45,7 +45,10 @@ import (
 // table.get, table.set, table.size, table.grow, table.fill, table.copy,
 // table.init, elem.drop, return_call_indirect, and ref.func (in code or a
 // global's initializer; its function would no longer be declared). For
-// any other module it returns the module unchanged.
+// any other module it returns the module unchanged, and so for one whose
+// table part is invalid (a call_indirect of a table it does not have, a
+// maximum below the minimum): the engine must still refuse that module,
+// and the rewrite would drop what makes it invalid.
 //
 // The engine applies it after Preempt, so the dispatch functions carry no
 // check of their own: each runs at most four instructions before the call
@@ -239,8 +242,10 @@ func functionTypes(p []byte, types uint32) ([]uint32, error) {
 	return out, nil
 }
 
-// funcrefTable decodes a table section of one table of funcrefs and
-// returns its initial size.
+// funcrefTable decodes a table section of one valid table of funcrefs
+// (its maximum, when it has one, at least its minimum: a rewrite that
+// drops an invalid table would make the module valid) and returns its
+// initial size.
 func funcrefTable(p []byte) (uint64, bool) {
 	r := &reader{b: p}
 	if n, err := r.u32(); err != nil || n != 1 {
@@ -249,15 +254,20 @@ func funcrefTable(p []byte) (uint64, bool) {
 	if ref, err := r.byte(); err != nil || ref != 0x70 {
 		return 0, false
 	}
-	if flags, err := r.byte(); err != nil || flags > 1 {
+	flags, err := r.byte()
+	if err != nil || flags > 1 {
 		return 0, false
 	}
-	r.off-- // limits reads its flags
-	size, err := r.limits()
-	if err != nil || r.off != len(p) || size > MaxTableInitial {
+	size, err := r.u32()
+	if err != nil || size > MaxTableInitial {
 		return 0, false
 	}
-	return size, true
+	if flags == 1 {
+		if tmax, err := r.u32(); err != nil || tmax < size {
+			return 0, false
+		}
+	}
+	return uint64(size), r.off == len(p)
 }
 
 // elementSlots decodes the element section payload p (nil: absent) when

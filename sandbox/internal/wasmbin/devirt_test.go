@@ -213,6 +213,37 @@ func replaceBody(id byte, p []byte, code []byte) []byte {
 	return append(append(out, wasmasm.Uleb(uint64(len(code)))...), code...)
 }
 
+// TestDevirtualizeKeepsInvalid: a module wazero refuses stays refused.
+// The rewrite drops the table and every call_indirect, so an invalid
+// table or a call_indirect of a table the module does not have would
+// otherwise vanish with them, and the module would run.
+func TestDevirtualizeKeepsInvalid(t *testing.T) {
+	ctx := context.Background()
+	r := wazeroRuntime(t)
+	for name, change := range map[string]func(id byte, p []byte) []byte{
+		"call_indirect of table 1": func(id byte, p []byte) []byte {
+			return replaceBody(id, p, []byte{0x00, 0x20, 0x00, 0x11, 0x02, 0x01, 0x0b})
+		},
+		"table max below its min": func(id byte, p []byte) []byte {
+			if id == 4 {
+				return wasmasm.Vec([]byte{0x70, 0x01, 0x08, 0x02})
+			}
+			return p
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			wasm := devirtModule(change)
+			if _, err := r.CompileModule(ctx, wasm); err == nil {
+				t.Fatal("the test's module is valid: it tests nothing")
+			}
+			out, ok := Devirtualize(wasm)
+			if _, err := r.CompileModule(ctx, out); ok && err == nil {
+				t.Error("Devirtualize made a module wazero refuses into one it accepts")
+			}
+		})
+	}
+}
+
 // TestDevirtualizeNoIndirectCalls: a table nothing calls through is
 // dropped, and its functions still run; a module without a table is not
 // one Devirtualize applies to.
@@ -274,6 +305,9 @@ func FuzzDevirtualize(f *testing.F) {
 		}
 		cm, err = r.CompileModule(ctx, pre)
 		if err != nil {
+			if outErr == nil {
+				t.Fatalf("wazero refuses the module (%v) but accepts its rewrite", err)
+			}
 			return
 		}
 		cm.Close(ctx)

@@ -1040,11 +1040,18 @@ func (s *codeScanner) instr() error {
 		if uint64(t) >= s.types {
 			return fmt.Errorf("%w: call_indirect of type %d of %d", ErrMalformed, t, s.types)
 		}
-		if _, err = s.u32(); err != nil || !s.devirt {
+		table, err := s.u32()
+		if err != nil || !s.devirt {
 			return err
 		}
-		if op == 0x13 && s.tableUse == "" {
+		switch {
+		case s.tableUse != "":
+		case op == 0x13:
 			s.tableUse = "return_call_indirect"
+		case table != 0:
+			// Invalid in a module of one table: kept for the engine to
+			// refuse, not rewritten into a valid call.
+			s.tableUse = fmt.Sprintf("call_indirect of table %d", table)
 		}
 		s.indirect = append(s.indirect, indirectSite{start: start, end: s.off, typ: t})
 		return nil
