@@ -2,6 +2,7 @@ package wasmbin
 
 import (
 	"encoding/binary"
+	"fmt"
 	"slices"
 
 	"github.com/mandatevm/mandate/internal/wasmasm"
@@ -202,42 +203,80 @@ func (t funcType) withIndex() []byte {
 	return append(out, t.result...)
 }
 
-// funcTypes decodes the type section payload p (nil: absent).
+// funcTypes decodes the type section payload p (nil: absent): function
+// types of the enabled value types only.
 func funcTypes(p []byte) ([]funcType, error) {
 	if p == nil {
 		return nil, nil
 	}
-	_, _, _, err := scanTypes(p, nil) // validates every entry
+	r := &reader{b: p}
+	n, err := r.u32()
 	if err != nil {
 		return nil, err
 	}
-	r := &reader{b: p}
-	n, _ := r.u32()
+	if uint64(n) > uint64(len(p)) {
+		return nil, fmt.Errorf("%w: %d types in %d bytes", ErrMalformed, n, len(p))
+	}
 	types := make([]funcType, n)
 	for i := range types {
 		start := r.off
-		r.byte() // 0x60
-		var vecs [2][]byte
+		form, err := r.byte()
+		if err != nil {
+			return nil, err
+		}
+		if form != 0x60 { // a GC type (rec, sub, struct, array)
+			return nil, fmt.Errorf("%w: type form %#x", ErrUnsupported, form)
+		}
+		var vecs [2][]byte // params, results
 		for k := range vecs {
-			c, _ := r.u32()
-			vecs[k], _ = r.bytes(c)
+			c, err := r.u32()
+			if err != nil {
+				return nil, err
+			}
+			if vecs[k], err = r.bytes(c); err != nil {
+				return nil, err
+			}
+			for _, t := range vecs[k] {
+				if !isValType(t) {
+					return nil, fmt.Errorf("%w: value type %#x", ErrUnsupported, t)
+				}
+			}
 		}
 		types[i] = funcType{enc: p[start:r.off], params: vecs[0], result: vecs[1]}
+	}
+	if r.off != len(p) {
+		return nil, fmt.Errorf("%w: trailing bytes", ErrMalformed)
 	}
 	return types, nil
 }
 
 // functionTypes decodes the function section payload p (nil: absent):
-// the type of each defined function.
+// the type of each defined function, each one of the types.
 func functionTypes(p []byte, types uint32) ([]uint32, error) {
-	if _, err := checkFunctions(p, types); err != nil || p == nil {
-		return nil, err
+	if p == nil {
+		return nil, nil
 	}
 	r := &reader{b: p}
-	n, _ := r.u32()
+	n, err := r.u32()
+	if err != nil {
+		return nil, err
+	}
+	if uint64(n) > uint64(len(p)) {
+		return nil, fmt.Errorf("%w: %d functions in %d bytes", ErrMalformed, n, len(p))
+	}
 	out := make([]uint32, n)
 	for i := range out {
-		out[i], _ = r.u32()
+		t, err := r.u32()
+		if err != nil {
+			return nil, err
+		}
+		if t >= types {
+			return nil, fmt.Errorf("%w: function %d has type %d of %d", ErrMalformed, i, t, types)
+		}
+		out[i] = t
+	}
+	if r.off != len(p) {
+		return nil, fmt.Errorf("%w: trailing bytes", ErrMalformed)
 	}
 	return out, nil
 }

@@ -504,80 +504,29 @@ var growSig = []byte{0x60, 0x01, 0x7f, 0x01, 0x7f}
 // the number of types, the index of the first type encoded as sig (or -1)
 // and each type's number of parameters.
 func scanTypes(p []byte, sig []byte) (uint32, int, []uint32, error) {
-	if p == nil {
-		return 0, -1, nil, nil
-	}
-	r := &reader{b: p}
-	n, err := r.u32()
+	types, err := funcTypes(p)
 	if err != nil {
 		return 0, -1, nil, err
 	}
-	if uint64(n) > uint64(len(p)) {
-		return 0, -1, nil, fmt.Errorf("%w: %d types in %d bytes", ErrMalformed, n, len(p))
-	}
 	found := -1
-	params := make([]uint32, n)
-	for i := uint32(0); i < n; i++ {
-		start := r.off
-		form, err := r.byte()
-		if err != nil {
-			return 0, -1, nil, err
-		}
-		if form != 0x60 { // a GC type (rec, sub, struct, array)
-			return 0, -1, nil, fmt.Errorf("%w: type form %#x", ErrUnsupported, form)
-		}
-		for res := range 2 { // params, results
-			k, err := r.u32()
-			if err != nil {
-				return 0, -1, nil, err
-			}
-			if res == 0 {
-				params[i] = k
-			}
-			for j := uint32(0); j < k; j++ {
-				t, err := r.byte()
-				if err != nil {
-					return 0, -1, nil, err
-				}
-				if !isValType(t) {
-					return 0, -1, nil, fmt.Errorf("%w: value type %#x", ErrUnsupported, t)
-				}
-			}
-		}
-		if found < 0 && string(p[start:r.off]) == string(sig) {
-			found = int(i)
+	var params []uint32
+	if types != nil {
+		params = make([]uint32, len(types))
+	}
+	for i, t := range types {
+		params[i] = uint32(len(t.params))
+		if found < 0 && string(t.enc) == string(sig) {
+			found = i
 		}
 	}
-	if r.off != len(p) {
-		return 0, -1, nil, fmt.Errorf("%w: trailing bytes", ErrMalformed)
-	}
-	return n, found, params, nil
+	return uint32(len(types)), found, params, nil
 }
 
 // checkFunctions decodes the function section payload p (nil: absent) and
 // returns its number of functions; each must name one of the types.
 func checkFunctions(p []byte, types uint32) (uint32, error) {
-	if p == nil {
-		return 0, nil
-	}
-	r := &reader{b: p}
-	n, err := r.u32()
-	if err != nil {
-		return 0, err
-	}
-	for i := uint32(0); i < n; i++ {
-		t, err := r.u32()
-		if err != nil {
-			return 0, err
-		}
-		if t >= types {
-			return 0, fmt.Errorf("%w: function %d has type %d of %d", ErrMalformed, i, t, types)
-		}
-	}
-	if r.off != len(p) {
-		return 0, fmt.Errorf("%w: trailing bytes", ErrMalformed)
-	}
-	return n, nil
+	fns, err := functionTypes(p, types)
+	return uint32(len(fns)), err
 }
 
 // rewriteCode is the code section payload p of n bodies with each site
