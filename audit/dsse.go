@@ -18,11 +18,11 @@ import (
 	intoto "github.com/in-toto/attestation/go/v1"
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 	"github.com/secure-systems-lab/go-securesystemslib/signerverifier"
-
-	"github.com/mandatevm/mandate/kernel/kindapi"
 	"golang.org/x/mod/sumdb/note"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/mandatevm/mandate/kernel/kindapi"
 )
 
 // Receipts and build provenance as in-toto attestations: an in-toto

@@ -481,7 +481,7 @@ func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte, cfg sand
 	// Before anything compiles the module: wazero allocates what the
 	// module's counts say before reading, and the rewrite decodes every
 	// one of them (preempt.go). What is compiled is what runs.
-	rewritten, err := e.preempt(src)
+	rewritten, err := e.rewrite(src)
 	if err != nil {
 		return fmt.Errorf("sandbox/wazero: %w", err)
 	}

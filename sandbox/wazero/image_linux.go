@@ -85,6 +85,7 @@ type mappedMemory struct {
 	limit   uint64
 	size    uint64 // accessible bytes
 	imgSize uint64
+	pm      []byte // the image's pagemap entries, read by reset (kept for the next)
 }
 
 // mapImage maps a task's memory starting from the image in fd.
@@ -238,14 +239,17 @@ func (m *mappedMemory) reset(image []byte) error {
 	if len(img) == 0 {
 		return nil
 	}
-	dirty, err := privatePages(img)
+	entries, err := readPagemap(img, m.pm)
 	if err != nil {
 		// Every page back to the image's own.
 		return unix.Madvise(img, unix.MADV_DONTNEED)
 	}
-	for _, p := range dirty {
-		off := p * pageSize
-		copy(img[off:off+pageSize], image[off:off+pageSize])
+	m.pm = entries
+	for i := range len(img) / pageSize {
+		if private(binary.LittleEndian.Uint64(entries[8*i:])) {
+			off := i * pageSize
+			copy(img[off:off+pageSize], image[off:off+pageSize])
+		}
 	}
 	return nil
 }
@@ -265,9 +269,13 @@ const (
 	pmFile    = 1 << 61 // file-page or shared-anon
 )
 
-// privatePages returns the pages of b (page aligned, a whole number of
-// pages) that are private copies: present and not the file's, or swapped.
-func privatePages(b []byte) ([]int, error) {
+// private reports whether a pagemap entry is a private copy of a page of
+// a file mapping: present and not the file's, or swapped.
+func private(e uint64) bool { return e&pmSwapped != 0 || e&pmPresent != 0 && e&pmFile == 0 }
+
+// readPagemap returns the pagemap entries of b's pages (b page aligned, a
+// whole number of pages), 8 bytes each, in buf when it is large enough.
+func readPagemap(b, buf []byte) ([]byte, error) {
 	if os.Getpagesize() != pageSize || len(b)%pageSize != 0 {
 		return nil, fmt.Errorf("page size %d", os.Getpagesize())
 	}
@@ -275,18 +283,14 @@ func privatePages(b []byte) ([]int, error) {
 	if pagemap.err != nil {
 		return nil, pagemap.err
 	}
+	n := 8 * (len(b) / pageSize)
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	n := len(b) / pageSize
-	entries := make([]byte, 8*n)
-	if _, err := pagemap.f.ReadAt(entries, int64(base/pageSize)*8); err != nil {
+	if _, err := pagemap.f.ReadAt(buf, int64(base/pageSize)*8); err != nil {
 		return nil, err
 	}
-	var dirty []int
-	for i := range n {
-		e := binary.LittleEndian.Uint64(entries[8*i:])
-		if e&pmSwapped != 0 || e&pmPresent != 0 && e&pmFile == 0 {
-			dirty = append(dirty, i)
-		}
-	}
-	return dirty, nil
+	return buf, nil
 }

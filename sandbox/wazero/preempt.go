@@ -91,10 +91,10 @@ func armStop(ctx context.Context, inst api.Module) func() {
 	return func() { stop() }
 }
 
-// preempt returns src rewritten by wasmbin.Preempt when the engine stops
-// guests that way, and then by wasmbin.Devirtualize unless
-// options.noDevirt is set: what the engine compiles.
-func (e *Engine) preempt(src []byte) ([]byte, error) {
+// rewrite returns what the engine compiles of src: src rewritten by
+// wasmbin.Preempt when the engine stops guests that way, and then by
+// wasmbin.Devirtualize unless options.noDevirt is set.
+func (e *Engine) rewrite(src []byte) ([]byte, error) {
 	if e.opt.preempt == preemptRewrite {
 		var err error
 		if src, err = wasmbin.Preempt(src, e.opt.budget()); err != nil {

@@ -252,7 +252,7 @@ func (t *snapshotTaker) install(ctx context.Context, image []byte, vals []uint64
 			mapped.close()
 		}
 	}()
-	rewritten, err := e.preempt(compiled)
+	rewritten, err := e.rewrite(compiled)
 	if err != nil {
 		t.refuse(fmt.Errorf("%w: %v", wasmbin.ErrNoSnapshot, err))
 		return
