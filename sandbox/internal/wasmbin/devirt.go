@@ -210,12 +210,9 @@ func funcTypes(p []byte) ([]funcType, error) {
 		return nil, nil
 	}
 	r := &reader{b: p}
-	n, err := r.u32()
+	n, err := r.vecLen("types")
 	if err != nil {
 		return nil, err
-	}
-	if uint64(n) > uint64(len(p)) {
-		return nil, fmt.Errorf("%w: %d types in %d bytes", ErrMalformed, n, len(p))
 	}
 	types := make([]funcType, n)
 	for i := range types {
@@ -250,6 +247,20 @@ func funcTypes(p []byte) ([]funcType, error) {
 	return types, nil
 }
 
+// vecLen reads the length of a vector of items that take a byte or more
+// each, refusing one longer than the bytes left (what would otherwise be
+// allocated for it is the caller's to bound).
+func (r *reader) vecLen(items string) (uint32, error) {
+	n, err := r.u32()
+	if err != nil {
+		return 0, err
+	}
+	if uint64(n) > uint64(len(r.b)-r.off) {
+		return 0, fmt.Errorf("%w: %d %s in %d bytes", ErrMalformed, n, items, len(r.b)-r.off)
+	}
+	return n, nil
+}
+
 // functionTypes decodes the function section payload p (nil: absent):
 // the type of each defined function, each one of the types.
 func functionTypes(p []byte, types uint32) ([]uint32, error) {
@@ -257,12 +268,9 @@ func functionTypes(p []byte, types uint32) ([]uint32, error) {
 		return nil, nil
 	}
 	r := &reader{b: p}
-	n, err := r.u32()
+	n, err := r.vecLen("functions")
 	if err != nil {
 		return nil, err
-	}
-	if uint64(n) > uint64(len(p)) {
-		return nil, fmt.Errorf("%w: %d functions in %d bytes", ErrMalformed, n, len(p))
 	}
 	out := make([]uint32, n)
 	for i := range out {
