@@ -85,7 +85,7 @@ type mappedMemory struct {
 	limit   uint64
 	size    uint64 // accessible bytes
 	imgSize uint64
-	pm      []byte // the image's pagemap entries, read by reset (kept for the next)
+	pm      []byte // pagemap entries, read by reset and clearGrown (kept for the next)
 }
 
 // mapImage maps a task's memory starting from the image in fd.
@@ -154,9 +154,10 @@ func (m *mappedMemory) unmap() {
 // issue 31). So a memory goes back to its image's pool instead, reset to
 // exactly what a fresh mapping would show:
 //
-//   - past the image (what the task grew), the pages are dropped
-//     (MADV_DONTNEED: anonymous, so they read as zeros again) and made
-//     inaccessible again;
+//   - past the image (what the task grew), the pages are cleared (the
+//     first keepGrown bytes' present pages, in place) or dropped (the
+//     rest: MADV_DONTNEED, anonymous, so they read as zeros again), and
+//     made inaccessible again (clearGrown);
 //   - within the image, every page the task wrote is a private copy, and
 //     every other page is still the image's own (the memfd is sealed
 //     against writes). /proc/self/pagemap says which is which: a page
@@ -227,7 +228,7 @@ func (im *memImage) drainPool() {
 func (m *mappedMemory) reset(image []byte) error {
 	if m.size > m.imgSize {
 		grown := m.region[m.imgSize:m.size]
-		if err := unix.Madvise(grown, unix.MADV_DONTNEED); err != nil {
+		if err := m.clearGrown(grown); err != nil {
 			return err
 		}
 		if err := unix.Mprotect(grown, unix.PROT_NONE); err != nil {
@@ -253,6 +254,45 @@ func (m *mappedMemory) reset(image []byte) error {
 	}
 	return nil
 }
+
+// clearGrown makes the pages a task grew read as zeros again. Up to
+// keepGrown bytes of them stay resident: each page pagemap says is there
+// is cleared in place, so the next task growing as far writes it without
+// a fault (a Go command from a snapshot grows by the same pages on every
+// task: 65 faults a task, a third of an MCP tool call, BENCHMARKS.md). A
+// swapped-out page, every page past keepGrown, and all of them when
+// pagemap cannot be read, are dropped instead (MADV_DONTNEED: anonymous,
+// so they read as zeros).
+func (m *mappedMemory) clearGrown(grown []byte) error {
+	keep := grown[:min(uint64(len(grown)), keepGrown)]
+	if rest := grown[len(keep):]; len(rest) > 0 {
+		if err := unix.Madvise(rest, unix.MADV_DONTNEED); err != nil {
+			return err
+		}
+	}
+	entries, err := readPagemap(keep, m.pm)
+	if err != nil {
+		return unix.Madvise(keep, unix.MADV_DONTNEED)
+	}
+	m.pm = entries
+	for i := range len(keep) / pageSize {
+		page := keep[i*pageSize : (i+1)*pageSize]
+		switch e := binary.LittleEndian.Uint64(entries[8*i:]); {
+		case e&pmSwapped != 0:
+			if err := unix.Madvise(page, unix.MADV_DONTNEED); err != nil {
+				return err
+			}
+		case e&pmPresent != 0:
+			clear(page)
+		}
+	}
+	return nil
+}
+
+// keepGrown is how many bytes past its image a pooled memory keeps
+// resident (cleared) for the next task: with poolSize memories an image
+// holds at most 16 x 2 MiB this way.
+var keepGrown uint64 = 2 << 20
 
 const pageSize = 4096
 

@@ -215,11 +215,23 @@ func secretModule() []byte {
 // TestImageReuseReset: a task that runs in the memory the previous task of
 // the same snapshot left (the same address, so the same mapping, reused)
 // finds nothing of that task's secret, written over every byte of the
-// image and of pages it grew, and finds the image as it was.
+// image and of pages it grew, and finds the image as it was: with the
+// grown pages kept resident and cleared, and with all but the first of
+// them dropped (keepGrown of one wasm page).
 func TestImageReuseReset(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("memories are mapped on Linux only")
 	}
+	for _, keep := range []uint64{keepGrown, 1 << 16} {
+		t.Run(fmt.Sprintf("keep=%d", keep), func(t *testing.T) {
+			defer func(k uint64) { keepGrown = k }(keepGrown)
+			keepGrown = keep
+			testImageReuseReset(t)
+		})
+	}
+}
+
+func testImageReuseReset(t *testing.T) {
 	ctx := context.Background()
 	e, err := newEngine(ctx, sandbox.Config{CacheDir: t.TempDir()}, options{})
 	if err != nil {
