@@ -14,7 +14,8 @@
 // the entry is committed (fsync'd, synchronous=FULL) before it returns,
 // and an error from it denies the call. Concurrent Record calls are
 // group-committed: callers that arrive while a commit is in flight share
-// the next transaction.
+// the next transaction. RecordAll (kernel.BatchAuditor) commits several
+// entries of one act together, next to each other: the kernel's spawn.
 //
 // Verify re-reads every entry, recomputes the leaf hashes and the tree,
 // and compares them with the stored hashes and with every signed
@@ -179,8 +180,19 @@ type Log struct {
 }
 
 type pending struct {
-	e    Entry
+	es   []Entry // one caller's entries, committed together
 	done chan error
+}
+
+// entriesOf is every entry of batch, in order.
+func entriesOf(batch []*pending) []*Entry {
+	var out []*Entry
+	for _, p := range batch {
+		for i := range p.es {
+			out = append(out, &p.es[i])
+		}
+	}
+	return out
 }
 
 var _ kernel.Auditor = (*Log)(nil)
@@ -249,6 +261,13 @@ func (l *Log) Record(ctx context.Context, ev kernel.AuditEvent) error {
 	return l.record(ctx, "", ev)
 }
 
+// RecordAll appends evs, with an empty run, in one transaction: they are
+// committed together, in order and next to each other, or none is
+// (kernel.BatchAuditor).
+func (l *Log) RecordAll(ctx context.Context, evs []kernel.AuditEvent) error {
+	return l.record(ctx, "", evs...)
+}
+
 // ForRun returns a kernel.Auditor that appends to l with Run set to run.
 func (l *Log) ForRun(run string) kernel.Auditor { return runAuditor{l, run} }
 
@@ -261,37 +280,49 @@ func (a runAuditor) Record(ctx context.Context, ev kernel.AuditEvent) error {
 	return a.l.record(ctx, a.run, ev)
 }
 
+// RecordAll implements kernel.BatchAuditor.
+func (a runAuditor) RecordAll(ctx context.Context, evs []kernel.AuditEvent) error {
+	return a.l.record(ctx, a.run, evs...)
+}
+
 func clean(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
-// record appends one entry and returns once it is committed. Callers that
+// record appends evs and returns once they are committed, in one
+// transaction and in order, with no other entry between them. Callers that
 // arrive while a commit is in flight are queued, and the first of them
 // commits the whole queue in one transaction (group commit).
-func (l *Log) record(ctx context.Context, run string, ev kernel.AuditEvent) error {
+func (l *Log) record(ctx context.Context, run string, evs ...kernel.AuditEvent) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
-	t := ev.Time
-	if t.IsZero() {
-		t = time.Now()
+	if len(evs) == 0 {
+		return nil
 	}
-	p := &pending{done: make(chan error, 1), e: Entry{
-		Time:      t.UTC().Format(time.RFC3339Nano),
-		Run:       clean(run),
-		Task:      clean(ev.Task),
-		Principal: clean(ev.Principal),
-		Module:    clean(ev.Module),
-		Cap:       clean(ev.Cap),
-		Ancestry:  clean(strings.Join(ev.Ancestry, ",")),
-		Args:      ev.ArgsDigest,
-		Label:     clean(ev.Label.String()),
-		Kind:      clean(ev.Kind),
-		Op:        clean(ev.Op),
-		Decision:  clean(string(ev.Decision)),
-		Errno:     ev.Errno.String(),
-		Reason:    clean(ev.Reason),
-	}}
-	if ev.Effect != nil {
-		p.e.Effect, p.e.EffectOutcome = clean(ev.Effect.Summary), clean(ev.Effect.Outcome)
+	p := &pending{done: make(chan error, 1), es: make([]Entry, len(evs))}
+	for i, ev := range evs {
+		t := ev.Time
+		if t.IsZero() {
+			t = time.Now()
+		}
+		p.es[i] = Entry{
+			Time:      t.UTC().Format(time.RFC3339Nano),
+			Run:       clean(run),
+			Task:      clean(ev.Task),
+			Principal: clean(ev.Principal),
+			Module:    clean(ev.Module),
+			Cap:       clean(ev.Cap),
+			Ancestry:  clean(strings.Join(ev.Ancestry, ",")),
+			Args:      ev.ArgsDigest,
+			Label:     clean(ev.Label.String()),
+			Kind:      clean(ev.Kind),
+			Op:        clean(ev.Op),
+			Decision:  clean(string(ev.Decision)),
+			Errno:     ev.Errno.String(),
+			Reason:    clean(ev.Reason),
+		}
+		if ev.Effect != nil {
+			p.es[i].Effect, p.es[i].EffectOutcome = clean(ev.Effect.Summary), clean(ev.Effect.Outcome)
+		}
 	}
 	l.mu.Lock()
 	l.queue = append(l.queue, p)
@@ -358,9 +389,8 @@ func (l *Log) append(batch []*pending) (err error) {
 		}
 		return out, nil
 	})
-	for _, p := range batch {
-		p.e.Seq = n
-		e := &p.e
+	for _, e := range entriesOf(batch) {
+		e.Seq = n
 		if _, err := insE.ExecContext(ctx, e.Seq, e.Time, e.Run, e.Task, e.Principal, e.Module, e.Cap, e.Ancestry, e.Kind, e.Op, e.Args, e.Decision, e.Errno, e.Reason, e.Label, e.Effect, e.EffectOutcome); err != nil {
 			return err
 		}

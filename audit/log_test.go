@@ -130,6 +130,68 @@ func TestConcurrentRecordVerify(t *testing.T) {
 	}
 }
 
+// TestRecordAllTogether: batches recorded with RecordAll among concurrent
+// single Records are committed whole, in order and next to each other, and
+// the log verifies.
+func TestRecordAllTogether(t *testing.T) {
+	l, _ := open(t)
+	const G, N, B = 4, 20, 3
+	var wg sync.WaitGroup
+	for g := range G {
+		wg.Go(func() {
+			a := l.ForRun(fmt.Sprintf("run%d", g))
+			for i := range N {
+				var err error
+				if g%2 == 0 {
+					evs := make([]kernel.AuditEvent, B)
+					for j := range evs {
+						evs[j] = event(j)
+						evs[j].Task = fmt.Sprintf("g%d-%d", g, i)
+					}
+					err = a.(kernel.BatchAuditor).RecordAll(context.Background(), evs)
+				} else {
+					ev := event(i)
+					ev.Task = fmt.Sprintf("g%d-%d", g, i)
+					err = a.Record(context.Background(), ev)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rep, err := l.Verify(context.Background())
+	if err != nil || !rep.OK() || rep.Entries != G/2*N*(B+1) {
+		t.Fatalf("Verify: %+v, %v", rep, err)
+	}
+	all, err := l.Entries(context.Background(), Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches := 0
+	for i := 0; i < len(all); i++ {
+		if g := all[i].Run; g != "run0" && g != "run2" {
+			continue
+		}
+		// The first of a batch: the next B-1 are the rest of it, in order.
+		batches++
+		first := event(0)
+		for j := range B {
+			e := all[i+j]
+			want := event(j)
+			if e.Task != all[i].Task || e.Op != want.Op || e.Reason != want.Reason {
+				t.Fatalf("entry %d: %+v, want entry %d of batch %s (first %+v)", i+j, e, j, all[i].Task, first)
+			}
+		}
+		i += B - 1
+	}
+	if batches != G/2*N {
+		t.Fatalf("%d batches, want %d", batches, G/2*N)
+	}
+}
+
 func TestEntriesFilter(t *testing.T) {
 	l, _ := fill(t, 12)
 	if err := l.Record(context.Background(), event(100)); err != nil { // run ""
@@ -237,7 +299,7 @@ func TestTamperRehash(t *testing.T) {
 	// scratch log, then copy it over.
 	scratch, spath := open(t)
 	for _, e := range rows {
-		if err := scratch.append([]*pending{{e: e}}); err != nil {
+		if err := scratch.append([]*pending{{es: []Entry{e}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -43,11 +43,36 @@ func (a *Auditor) Record(ctx context.Context, ev kernel.AuditEvent) error {
 	if err := a.log.Record(ctx, ev); err != nil {
 		return err
 	}
+	a.recorded(ev)
+	return nil
+}
+
+// RecordAll implements kernel.BatchAuditor: one commit when the log can
+// (audit.Log's), else one Record after another.
+func (a *Auditor) RecordAll(ctx context.Context, evs []kernel.AuditEvent) error {
+	if ba, ok := a.log.(kernel.BatchAuditor); ok {
+		if err := ba.RecordAll(ctx, evs); err != nil {
+			return err
+		}
+	} else {
+		for _, ev := range evs {
+			if err := a.log.Record(ctx, ev); err != nil {
+				return err
+			}
+		}
+	}
+	for _, ev := range evs {
+		a.recorded(ev)
+	}
+	return nil
+}
+
+// recorded logs an allowed event and keeps what the run store keeps of it.
+func (a *Auditor) recorded(ev kernel.AuditEvent) {
 	if ev.Decision == kernel.Allow {
 		a.logger.Info("audit: allow", "task", ev.Task, "cap", ev.Cap, "kind", ev.Kind, "op", ev.Op)
 	}
 	a.keep(ev)
-	return nil
 }
 
 // Kept returns the denials and flows kept so far, and how many more there

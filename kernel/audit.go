@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -100,6 +101,91 @@ type Auditor interface {
 	Record(ctx context.Context, ev AuditEvent) error
 }
 
+// BatchAuditor is an Auditor that can commit several events as one: all of
+// them, in order and next to each other, or none (an error). The kernel
+// uses it for an act whose parts nothing outside the kernel sees until
+// the act is done: a spawn's allow, the capabilities it passes and its
+// outcome are one commit, made before the child runs (spawnChild). An
+// Auditor without it gets the events one Record at a time.
+type BatchAuditor interface {
+	Auditor
+	RecordAll(ctx context.Context, evs []AuditEvent) error
+}
+
+// auditBatch holds the events recorded under a context of withAuditBatch
+// until flushAudit commits them. Law 8 holds because the act's effect
+// waits for the flush: a child starts running only after spawnChild
+// returns, and spawnChild flushes on every way out. A batch flushed for
+// the last time is closed: an event recorded under its context after that
+// (a context kept past the act) goes to the auditor at once.
+type auditBatch struct {
+	mu     sync.Mutex
+	evs    []AuditEvent
+	closed bool
+	lost   bool // a flush failed: what it held is not in the log
+}
+
+// failed reports whether a flush of b failed.
+func (b *auditBatch) failed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lost
+}
+
+type auditBatchKey struct{}
+
+// withAuditBatch returns ctx with a new batch for the events recorded
+// under it.
+func withAuditBatch(ctx context.Context) (context.Context, *auditBatch) {
+	b := &auditBatch{}
+	return context.WithValue(ctx, auditBatchKey{}, b), b
+}
+
+// add keeps ev in b; false when b is closed (or nil).
+func (b *auditBatch) add(ev AuditEvent) bool {
+	if b == nil {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.evs = append(b.evs, ev)
+	return true
+}
+
+// flushAudit commits the events b holds, as one when the auditor is a
+// BatchAuditor, and closes b when last is set. A failure is an internal
+// error, as for one event: the act is refused.
+func (k *Kernel) flushAudit(ctx context.Context, t *Task, b *auditBatch, last bool) error {
+	b.mu.Lock()
+	evs := b.evs
+	b.evs = nil
+	b.closed = b.closed || last
+	b.mu.Unlock()
+	var err error
+	switch ba, ok := k.auditor.(BatchAuditor); {
+	case len(evs) == 0:
+	case ok:
+		err = ba.RecordAll(ctx, evs)
+	default:
+		for _, ev := range evs {
+			if err = k.auditor.Record(ctx, ev); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		b.mu.Lock()
+		b.lost = true
+		b.mu.Unlock()
+		t.logger.Error("audit log failed; denying", "error", err)
+		return &kindapi.Error{Errno: abi.EINTERNAL, Msg: "audit log failed", Err: err}
+	}
+	return nil
+}
+
 // logAuditor mirrors events into a logger. It is the default until a run
 // is given a tamper-evident log.
 type logAuditor struct{ logger hclog.Logger }
@@ -191,6 +277,9 @@ func (k *Kernel) record(ctx context.Context, t *Task, c *Cap, op string, d Decis
 	ev.ArgsDigest = argsDigest
 	ev.Approval = a
 	ev.Effect = eff
+	if b, _ := ctx.Value(auditBatchKey{}).(*auditBatch); b.add(ev) {
+		return nil // committed by flushAudit, before the act's effect
+	}
 	if aerr := k.auditor.Record(ctx, ev); aerr != nil {
 		t.logger.Error("audit log failed; denying", "error", aerr)
 		return &kindapi.Error{Errno: abi.EINTERNAL, Msg: "audit log failed", Err: aerr}

@@ -181,6 +181,9 @@ type decision struct {
 	r       reservation
 	digest  string // of the arguments, for the audit entries
 	outcome string // the effect's Result.Outcome
+	// batch, when set, holds the act's entries so far (spawnChild):
+	// conclude commits them with the outcome, before the effect counts.
+	batch *auditBatch
 }
 
 // effectRecord is what the audit log records of an effect with an
@@ -246,6 +249,13 @@ func (t *Task) conclude(ctx context.Context, c *Cap, op opName, prep *kindapi.Op
 	} else if audited(c) {
 		if aerr := t.k.auditCall(ctx, t, c, op.String(), Outcome, err, d.digest); aerr != nil && err == nil {
 			err = aerr
+		}
+	}
+	if d.batch != nil {
+		// The act's entries, allow included: the effect counts only once
+		// they are in the log, and is undone when they cannot be.
+		if aerr := t.k.flushAudit(ctx, t, d.batch, false); aerr != nil && err == nil {
+			err = kindapi.NotPerformed(aerr)
 		}
 	}
 	r := &d.r

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/mandatevm/mandate/guest-sdk/abi"
@@ -162,14 +163,39 @@ func (t *Task) StartChild(ctx context.Context, spec ChildSpec) (*Task, error) {
 // ready to run. sc is the spawn capability, nil for a host's start (which
 // is always audited). Returns the child and its handle in t's table (0
 // when prep.NoResult).
+//
+// The spawn's audit entries (its allow, each capability passed, its
+// outcome, or a refusal) are one commit (auditBatch): nothing outside the
+// kernel sees the child before it starts, after this returns, so the
+// allow is still durable before its effect (law 8), in one fsync instead
+// of two or more.
 func (t *Task) spawnChild(ctx context.Context, sc *Cap, call *kindapi.Call, prep *kindapi.Op, cr *childRequest) (*pendingChild, abi.Handle, error) {
+	bctx, b := withAuditBatch(ctx)
+	child, th, err := t.spawnBatched(bctx, b, sc, call, prep, cr)
+	if aerr := t.k.flushAudit(ctx, t, b, true); aerr != nil {
+		if err == nil {
+			// Not reached: conclude committed the entries, and nothing
+			// after it records; a child is never started unrecorded.
+			if th != 0 {
+				t.table.Remove(th)
+			}
+			child.abort()
+			child, th = nil, 0
+		}
+		err = t.fail("spawn", aerr)
+	}
+	return child, th, err
+}
+
+// spawnBatched is spawnChild under the batch b of ctx.
+func (t *Task) spawnBatched(ctx context.Context, b *auditBatch, sc *Cap, call *kindapi.Call, prep *kindapi.Op, cr *childRequest) (*pendingChild, abi.Handle, error) {
 	const op = "spawn"
 	plan, err := t.planChild(cr)
 	if err != nil {
 		return nil, 0, t.refuse(ctx, sc, op, err)
 	}
 	prep.Reserve = plan.reserve
-	var d decision
+	d := decision{batch: b}
 	if err := t.decide(ctx, sc, opName{name: op}, call, prep, modeSpawn, &d); err != nil {
 		return nil, 0, err
 	}
@@ -182,7 +208,10 @@ func (t *Task) spawnChild(ctx context.Context, sc *Cap, call *kindapi.Call, prep
 	}
 	th, err := t.conclude(ctx, sc, opName{name: op}, prep, &d, e, err)
 	if err != nil {
-		if child != nil {
+		switch {
+		case child != nil && b.failed():
+			child.unmake()
+		case child != nil:
 			child.abort()
 		}
 		return nil, 0, err
@@ -362,6 +391,23 @@ func (p *pendingChild) start(ctx context.Context) {
 func (p *pendingChild) abort() {
 	for _, c := range p.passed {
 		p.task.k.Revoke(c)
+	}
+}
+
+// unmake undoes a child whose spawn the audit log could not record: none
+// of it is in the log, so none of it stays in the graph either. What was
+// passed is revoked and unlinked (the child never ran: nothing was
+// derived from it).
+func (p *pendingChild) unmake() {
+	p.abort()
+	k := p.task.k
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, c := range p.passed {
+		k.caps = slices.DeleteFunc(k.caps, func(x *Cap) bool { return x == c })
+		if parent := c.parent; parent != nil {
+			parent.children = slices.DeleteFunc(parent.children, func(x *Cap) bool { return x == c })
+		}
 	}
 }
 

@@ -3,6 +3,8 @@ package kernel_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -130,6 +132,7 @@ func TestHostChildren(t *testing.T) {
 type failingAuditor struct {
 	mu      sync.Mutex
 	entries []kernel.AuditEvent
+	batches [][]kernel.AuditEvent // what RecordAll committed, each batch whole
 	fail    func(kernel.AuditEvent) bool
 }
 
@@ -140,6 +143,23 @@ func (a *failingAuditor) Record(_ context.Context, ev kernel.AuditEvent) error {
 		return errors.New("disk full")
 	}
 	a.entries = append(a.entries, ev)
+	return nil
+}
+
+// batchingAuditor is a failingAuditor that commits a batch whole or not
+// at all (kernel.BatchAuditor), and keeps each batch it committed.
+type batchingAuditor struct{ *failingAuditor }
+
+func (a *batchingAuditor) RecordAll(_ context.Context, evs []kernel.AuditEvent) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, ev := range evs {
+		if a.fail != nil && a.fail(ev) {
+			return errors.New("disk full")
+		}
+	}
+	a.entries = append(a.entries, evs...)
+	a.batches = append(a.batches, evs)
 	return nil
 }
 
@@ -210,49 +230,113 @@ func TestStartChildRefused(t *testing.T) {
 			e.audit.mu.Unlock()
 			return e.spec()
 		}, abi.EINTERNAL},
+		{"audit-pass", func(e *hostChildEnv) kernel.ChildSpec {
+			e.audit.mu.Lock()
+			e.audit.fail = func(ev kernel.AuditEvent) bool { return ev.Op == "pass" }
+			e.audit.mu.Unlock()
+			return e.spec()
+		}, abi.EINTERNAL},
+		{"audit-outcome", func(e *hostChildEnv) kernel.ChildSpec {
+			e.audit.mu.Lock()
+			e.audit.fail = func(ev kernel.AuditEvent) bool { return ev.Op == "spawn" && ev.Decision == kernel.Outcome }
+			e.audit.mu.Unlock()
+			return e.spec()
+		}, abi.EINTERNAL},
 	}
-	for _, r := range rows {
-		t.Run(r.step, func(t *testing.T) {
-			e := newHostChildEnv(t)
-			spec := r.setup(e)
-			tasks, caps := len(e.k.Graph().Tasks), len(e.k.Graph().Caps)
-			allows := e.audit.count("spawn", kernel.Allow)
-			use, _ := e.session.CapByName("tool.sink")
-			before, _ := use.Usage()
+	// Each row with an auditor that records one event at a time, and with
+	// one that commits a spawn's events together (kernel.BatchAuditor).
+	for _, batch := range []bool{false, true} {
+		for _, r := range rows {
+			t.Run(fmt.Sprintf("%s/batch=%v", r.step, batch), func(t *testing.T) {
+				// Recorded one at a time, an entry that fails after the
+				// allow leaves the allow in the log (and the child
+				// unmade); committed together, nothing of the act is.
+				allowKept := !batch && strings.HasPrefix(r.step, "audit-")
+				testStartChildRefused(t, newHostChildEnv(t, batch), r.setup, r.want, allowKept)
+			})
+		}
+	}
+}
 
-			_, err := e.session.StartChild(context.Background(), spec)
-			if got := kindapi.ErrnoOf(err); got != r.want {
-				t.Fatalf("start: %v (%s), want %s", err, got, r.want)
-			}
-			g := e.k.Graph()
-			if len(g.Tasks) != tasks {
-				t.Errorf("%d tasks after the refusal, want %d: a child was made", len(g.Tasks), tasks)
-			}
-			if len(g.Caps) != caps {
-				t.Errorf("%d capabilities after the refusal, want %d: one was minted", len(g.Caps), caps)
-			}
-			if n := e.audit.count("spawn", kernel.Allow); n != allows {
-				t.Errorf("%d allow entries for spawn after the refusal, want %d", n, allows)
-			}
-			// A denial is audited; a malformed request (EINVAL) and a
-			// failed audit write are the task's last error.
-			if n := e.audit.count("spawn", kernel.Deny); n == 0 && r.want != abi.EINVAL && r.want != abi.EINTERNAL {
-				t.Error("the refusal was not audited")
-			}
-			if after, _ := use.Usage(); after != before {
-				t.Errorf("the passed capability's usage went from %+v to %+v", before, after)
-			}
-			// Every reservation was given back: once the step's obstacle
-			// is gone, the same start needs the same places and gets them.
-			e.clear(t)
+// testStartChildRefused is one row of TestStartChildRefused in env e.
+func testStartChildRefused(t *testing.T, e *hostChildEnv, setup func(e *hostChildEnv) kernel.ChildSpec, want abi.Errno, allowKept bool) {
+	spec := setup(e)
+	tasks, caps := len(e.k.Graph().Tasks), len(e.k.Graph().Caps)
+	allows := e.audit.count("spawn", kernel.Allow)
+	use, _ := e.session.CapByName("tool.sink")
+	before, _ := use.Usage()
+
+	_, err := e.session.StartChild(context.Background(), spec)
+	if got := kindapi.ErrnoOf(err); got != want {
+		t.Fatalf("start: %v (%s), want %s", err, got, want)
+	}
+	g := e.k.Graph()
+	if len(g.Tasks) != tasks {
+		t.Errorf("%d tasks after the refusal, want %d: a child was made", len(g.Tasks), tasks)
+	}
+	if len(g.Caps) != caps {
+		t.Errorf("%d capabilities after the refusal, want %d: one was minted", len(g.Caps), caps)
+	}
+	if allowKept {
+		allows++
+	}
+	if n := e.audit.count("spawn", kernel.Allow); n != allows {
+		t.Errorf("%d allow entries for spawn after the refusal, want %d", n, allows)
+	}
+	// A denial is audited; a malformed request (EINVAL) and a
+	// failed audit write are the task's last error.
+	if n := e.audit.count("spawn", kernel.Deny); n == 0 && want != abi.EINVAL && want != abi.EINTERNAL {
+		t.Error("the refusal was not audited")
+	}
+	if after, _ := use.Usage(); after != before {
+		t.Errorf("the passed capability's usage went from %+v to %+v", before, after)
+	}
+	// Every reservation was given back: once the step's obstacle
+	// is gone, the same start needs the same places and gets them.
+	e.clear(t)
+	c, err := e.session.StartChild(context.Background(), e.spec())
+	if err != nil {
+		t.Fatalf("the start after the refusal: %v", err)
+	}
+	if n := e.audit.count("spawn", kernel.Allow); n != allows+1 {
+		t.Errorf("%d allow entries for spawn after a start, want %d", n, allows+1)
+	}
+	c.Kill()
+}
+
+// TestStartChildOneCommit: with a kernel.BatchAuditor, a start's entries
+// (the spawn's allow, the capability passed, the spawn's outcome) are one
+// commit, in that order, and no Record of their own; without one, the
+// same entries, one Record each.
+func TestStartChildOneCommit(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+			e := newHostChildEnv(t, batch)
+			e.audit.mu.Lock()
+			n0, b0 := len(e.audit.entries), len(e.audit.batches)
+			e.audit.mu.Unlock()
 			c, err := e.session.StartChild(context.Background(), e.spec())
 			if err != nil {
-				t.Fatalf("the start after the refusal: %v", err)
+				t.Fatal(err)
 			}
-			if n := e.audit.count("spawn", kernel.Allow); n != allows+1 {
-				t.Errorf("%d allow entries for spawn after a start, want %d", n, allows+1)
+			defer c.Kill()
+			e.audit.mu.Lock()
+			defer e.audit.mu.Unlock()
+			var got []string
+			for _, ev := range e.audit.entries[n0:] {
+				got = append(got, ev.Op+" "+string(ev.Decision))
 			}
-			c.Kill()
+			want := []string{"spawn allow", "pass allow", "spawn outcome"}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("entries %q, want %q", got, want)
+			}
+			batches := e.audit.batches[b0:]
+			switch {
+			case batch && (len(batches) != 1 || len(batches[0]) != 3):
+				t.Errorf("%d commits (%v), want the 3 entries in one", len(batches), batches)
+			case !batch && len(batches) != 0:
+				t.Errorf("%d batches from an auditor without RecordAll", len(batches))
+			}
 		})
 	}
 }
@@ -267,11 +351,17 @@ type hostChildEnv struct {
 	spec    func() kernel.ChildSpec
 }
 
-func newHostChildEnv(t *testing.T) *hostChildEnv {
+// newHostChildEnv makes the env; with batch, its auditor is a
+// kernel.BatchAuditor.
+func newHostChildEnv(t *testing.T, batch bool) *hostChildEnv {
 	t.Helper()
 	e := &hostChildEnv{audit: &failingAuditor{}}
+	var auditor kernel.Auditor = e.audit
+	if batch {
+		auditor = &batchingAuditor{e.audit}
+	}
 	var err error
-	e.k, err = kernel.New(kernel.Config{Engine: kerneltest.WaitEngine{}, Kinds: []kindapi.Kind{kerneltest.New()}, Auditor: e.audit, MaxTasks: 2})
+	e.k, err = kernel.New(kernel.Config{Engine: kerneltest.WaitEngine{}, Kinds: []kindapi.Kind{kerneltest.New()}, Auditor: auditor, MaxTasks: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
