@@ -85,7 +85,7 @@ type mappedMemory struct {
 	limit   uint64
 	size    uint64 // accessible bytes
 	imgSize uint64
-	pm      []byte // pagemap entries, read by reset and clearGrown (kept for the next)
+	pm      []byte // pagemap entries, read by reset (kept for the next)
 }
 
 // mapImage maps a task's memory starting from the image in fd.
@@ -157,7 +157,7 @@ func (m *mappedMemory) unmap() {
 //   - past the image (what the task grew), the pages are cleared (the
 //     first keepGrown bytes' present pages, in place) or dropped (the
 //     rest: MADV_DONTNEED, anonymous, so they read as zeros again), and
-//     made inaccessible again (clearGrown);
+//     made inaccessible again;
 //   - within the image, every page the task wrote is a private copy, and
 //     every other page is still the image's own (the memfd is sealed
 //     against writes). /proc/self/pagemap says which is which: a page
@@ -224,60 +224,53 @@ func (im *memImage) drainPool() {
 }
 
 // reset makes m what mapImage returned: the image's bytes, and nothing
-// accessible past them (see above).
+// accessible past them (see above). One read of pagemap covers the image
+// and the first keepGrown bytes the task grew: within the image a private
+// page is overwritten with the image's bytes; past it a present page is
+// cleared in place and stays resident, so the next task growing as far
+// writes it without a fault (a Go command from a snapshot grows by the
+// same pages on every task: 65 faults a task, a third of an MCP tool
+// call, BENCHMARKS.md). A swapped-out grown page, every page past
+// keepGrown, and every page at all when pagemap cannot be read, are
+// dropped instead (MADV_DONTNEED: the image's pages go back to the file,
+// grown ones read as zeros).
 func (m *mappedMemory) reset(image []byte) error {
-	if m.size > m.imgSize {
-		grown := m.region[m.imgSize:m.size]
-		if err := m.clearGrown(grown); err != nil {
+	kept := min(m.size, m.imgSize+keepGrown)
+	if m.size > kept {
+		if err := unix.Madvise(m.region[kept:m.size], unix.MADV_DONTNEED); err != nil {
 			return err
 		}
-		if err := unix.Mprotect(grown, unix.PROT_NONE); err != nil {
+	}
+	if kept > 0 {
+		if err := m.restore(m.region[:kept], image); err != nil {
+			return err
+		}
+	}
+	if m.size > m.imgSize {
+		if err := unix.Mprotect(m.region[m.imgSize:m.size], unix.PROT_NONE); err != nil {
 			return err
 		}
 		m.size = m.imgSize
 	}
-	img := m.region[:m.imgSize]
-	if len(img) == 0 {
-		return nil
-	}
-	entries, err := readPagemap(img, m.pm)
-	if err != nil {
-		// Every page back to the image's own.
-		return unix.Madvise(img, unix.MADV_DONTNEED)
-	}
-	m.pm = entries
-	for i := range len(img) / pageSize {
-		if private(binary.LittleEndian.Uint64(entries[8*i:])) {
-			off := i * pageSize
-			copy(img[off:off+pageSize], image[off:off+pageSize])
-		}
-	}
 	return nil
 }
 
-// clearGrown makes the pages a task grew read as zeros again. Up to
-// keepGrown bytes of them stay resident: each page pagemap says is there
-// is cleared in place, so the next task growing as far writes it without
-// a fault (a Go command from a snapshot grows by the same pages on every
-// task: 65 faults a task, a third of an MCP tool call, BENCHMARKS.md). A
-// swapped-out page, every page past keepGrown, and all of them when
-// pagemap cannot be read, are dropped instead (MADV_DONTNEED: anonymous,
-// so they read as zeros).
-func (m *mappedMemory) clearGrown(grown []byte) error {
-	keep := grown[:min(uint64(len(grown)), keepGrown)]
-	if rest := grown[len(keep):]; len(rest) > 0 {
-		if err := unix.Madvise(rest, unix.MADV_DONTNEED); err != nil {
-			return err
-		}
-	}
-	entries, err := readPagemap(keep, m.pm)
+// restore is reset's part of b, the start of m's region: the image's
+// pages as the image has them, the grown ones zero.
+func (m *mappedMemory) restore(b, image []byte) error {
+	entries, err := readPagemap(b, m.pm)
 	if err != nil {
-		return unix.Madvise(keep, unix.MADV_DONTNEED)
+		return unix.Madvise(b, unix.MADV_DONTNEED)
 	}
 	m.pm = entries
-	for i := range len(keep) / pageSize {
-		page := keep[i*pageSize : (i+1)*pageSize]
+	for i := range len(b) / pageSize {
+		off := i * pageSize
+		page := b[off : off+pageSize]
 		switch e := binary.LittleEndian.Uint64(entries[8*i:]); {
+		case uint64(off) < m.imgSize:
+			if private(e) {
+				copy(page, image[off:off+pageSize])
+			}
 		case e&pmSwapped != 0:
 			if err := unix.Madvise(page, unix.MADV_DONTNEED); err != nil {
 				return err
