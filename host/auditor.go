@@ -50,16 +50,8 @@ func (a *Auditor) Record(ctx context.Context, ev kernel.AuditEvent) error {
 // RecordAll implements kernel.BatchAuditor: one commit when the log can
 // (audit.Log's), else one Record after another.
 func (a *Auditor) RecordAll(ctx context.Context, evs []kernel.AuditEvent) error {
-	if ba, ok := a.log.(kernel.BatchAuditor); ok {
-		if err := ba.RecordAll(ctx, evs); err != nil {
-			return err
-		}
-	} else {
-		for _, ev := range evs {
-			if err := a.log.Record(ctx, ev); err != nil {
-				return err
-			}
-		}
+	if err := kernel.RecordAll(ctx, a.log, evs); err != nil {
+		return err
 	}
 	for _, ev := range evs {
 		a.recorded(ev)

@@ -112,6 +112,20 @@ type BatchAuditor interface {
 	RecordAll(ctx context.Context, evs []AuditEvent) error
 }
 
+// RecordAll records evs with a: in one commit when a is a BatchAuditor,
+// else one Record after another, stopping at the first failure.
+func RecordAll(ctx context.Context, a Auditor, evs []AuditEvent) error {
+	if ba, ok := a.(BatchAuditor); ok {
+		return ba.RecordAll(ctx, evs)
+	}
+	for _, ev := range evs {
+		if err := a.Record(ctx, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // auditBatch holds the events recorded under a context of withAuditBatch
 // until flushAudit commits them. Law 8 holds because the act's effect
 // waits for the flush: a child starts running only after spawnChild
@@ -164,26 +178,23 @@ func (k *Kernel) flushAudit(ctx context.Context, t *Task, b *auditBatch, last bo
 	b.evs = nil
 	b.closed = b.closed || last
 	b.mu.Unlock()
-	var err error
-	switch ba, ok := k.auditor.(BatchAuditor); {
-	case len(evs) == 0:
-	case ok:
-		err = ba.RecordAll(ctx, evs)
-	default:
-		for _, ev := range evs {
-			if err = k.auditor.Record(ctx, ev); err != nil {
-				break
-			}
-		}
+	if len(evs) == 0 {
+		return nil
 	}
-	if err != nil {
+	if err := RecordAll(ctx, k.auditor, evs); err != nil {
 		b.mu.Lock()
 		b.lost = true
 		b.mu.Unlock()
-		t.logger.Error("audit log failed; denying", "error", err)
-		return &kindapi.Error{Errno: abi.EINTERNAL, Msg: "audit log failed", Err: err}
+		return auditFailed(t, err)
 	}
 	return nil
+}
+
+// auditFailed is the error of a call whose audit entry could not be
+// written: the call is refused, as an internal error.
+func auditFailed(t *Task, err error) error {
+	t.logger.Error("audit log failed; denying", "error", err)
+	return &kindapi.Error{Errno: abi.EINTERNAL, Msg: "audit log failed", Err: err}
 }
 
 // logAuditor mirrors events into a logger. It is the default until a run
@@ -281,8 +292,7 @@ func (k *Kernel) record(ctx context.Context, t *Task, c *Cap, op string, d Decis
 		return nil // committed by flushAudit, before the act's effect
 	}
 	if aerr := k.auditor.Record(ctx, ev); aerr != nil {
-		t.logger.Error("audit log failed; denying", "error", aerr)
-		return &kindapi.Error{Errno: abi.EINTERNAL, Msg: "audit log failed", Err: aerr}
+		return auditFailed(t, aerr)
 	}
 	return nil
 }
