@@ -224,24 +224,9 @@ func TestStartChildRefused(t *testing.T) {
 			e.start(t, e.spec()) // the kernel runs 2 tasks at most: the session and this one
 			return e.spec()
 		}, abi.ELIMIT},
-		{"audit", func(e *hostChildEnv) kernel.ChildSpec {
-			e.audit.mu.Lock()
-			e.audit.fail = func(ev kernel.AuditEvent) bool { return ev.Op == "spawn" && ev.Decision == kernel.Allow }
-			e.audit.mu.Unlock()
-			return e.spec()
-		}, abi.EINTERNAL},
-		{"audit-pass", func(e *hostChildEnv) kernel.ChildSpec {
-			e.audit.mu.Lock()
-			e.audit.fail = func(ev kernel.AuditEvent) bool { return ev.Op == "pass" }
-			e.audit.mu.Unlock()
-			return e.spec()
-		}, abi.EINTERNAL},
-		{"audit-outcome", func(e *hostChildEnv) kernel.ChildSpec {
-			e.audit.mu.Lock()
-			e.audit.fail = func(ev kernel.AuditEvent) bool { return ev.Op == "spawn" && ev.Decision == kernel.Outcome }
-			e.audit.mu.Unlock()
-			return e.spec()
-		}, abi.EINTERNAL},
+		{"audit", failAudit(func(ev kernel.AuditEvent) bool { return ev.Op == "spawn" && ev.Decision == kernel.Allow }), abi.EINTERNAL},
+		{"audit-pass", failAudit(func(ev kernel.AuditEvent) bool { return ev.Op == "pass" }), abi.EINTERNAL},
+		{"audit-outcome", failAudit(func(ev kernel.AuditEvent) bool { return ev.Op == "spawn" && ev.Decision == kernel.Outcome }), abi.EINTERNAL},
 	}
 	// Each row with an auditor that records one event at a time, and with
 	// one that commits a spawn's events together (kernel.BatchAuditor).
@@ -255,6 +240,17 @@ func TestStartChildRefused(t *testing.T) {
 				testStartChildRefused(t, newHostChildEnv(t, batch), r.setup, r.want, allowKept)
 			})
 		}
+	}
+}
+
+// failAudit is a row's setup that makes the audit log fail the entries
+// fail matches.
+func failAudit(fail func(kernel.AuditEvent) bool) func(e *hostChildEnv) kernel.ChildSpec {
+	return func(e *hostChildEnv) kernel.ChildSpec {
+		e.audit.mu.Lock()
+		e.audit.fail = fail
+		e.audit.mu.Unlock()
+		return e.spec()
 	}
 }
 
