@@ -174,8 +174,10 @@ func (t *Task) spawnChild(ctx context.Context, sc *Cap, call *kindapi.Call, prep
 	child, th, err := t.spawnBatched(bctx, b, sc, call, prep, cr)
 	if aerr := t.k.flushAudit(ctx, t, b, true); aerr != nil {
 		if err == nil {
-			// Not reached: conclude committed the entries, and nothing
-			// after it records; a child is never started unrecorded.
+			// conclude committed the spawn's entries, and nothing in
+			// spawnBatched records after it; only an event recorded
+			// meanwhile under ctx from elsewhere (an approver that kept
+			// it) can be left, and its failure still starts no child.
 			if th != 0 {
 				t.table.Remove(th)
 			}
