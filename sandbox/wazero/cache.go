@@ -33,8 +33,9 @@ import (
 //
 //   - the module's static counts, against which each compile's limits are
 //     checked as Static's would be;
-//   - the rewritten bytes wazero compiles, the snapshot's memory image
-//     beside them, the initial memory, and why the module has no snapshot;
+//   - the rewritten bytes wazero compiles, the memory image beside them
+//     (the snapshot's, or the data segments' of a module without one;
+//     image.go), the initial memory, and why the module has no snapshot;
 //   - the name of wazero's cache file for those bytes (the marker's).
 //
 // A later compile of the module parses it (its imports are checked against
@@ -78,7 +79,7 @@ type preparedHeader struct {
 type prepared struct {
 	preparedHeader
 	code  []byte // what wazero compiles
-	image []byte // the snapshot's memory image; nil: none
+	image []byte // the memory image tasks start from; nil: none
 }
 
 var preparedCRC = crc32.MakeTable(crc32.Castagnoli)
@@ -93,7 +94,7 @@ func (e *Engine) preparedPath(digest string) string {
 	if e.cacheDir == "" || e.opt.noPrepared || !sandbox.IsDigest(digest) {
 		return ""
 	}
-	settings := fmt.Sprintf("%q preempt=%d budget=%d coalesce=%t devirt=%t snapshot=%t image=%d tables=%d snapshot-v%d",
+	settings := fmt.Sprintf("%q preempt=%d budget=%d coalesce=%t devirt=%t snapshot=%t image=%d tables=%d snapshot-v%d plain-image",
 		preparedMagic, e.opt.preempt, e.opt.budget(), !e.opt.noCoalesce, !e.opt.noDevirt, !e.opt.noSnapshot, e.opt.image, wasmbin.MaxTableElements, snapshotVersion)
 	sum := sha256.Sum256([]byte(settings))
 	return filepath.Join(e.cacheDir, preparedDir, hex.EncodeToString(sum[:6])+"-"+strings.TrimPrefix(digest, "sha256:"))

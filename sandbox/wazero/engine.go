@@ -451,8 +451,8 @@ func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte, cfg sand
 	// A reactor starts from its snapshot when it has one, or may get one
 	// from its first task's _initialize (snapshot.go).
 	snapshot := false
-	var snapBytes []byte // the snapshot module, when it has one
-	var image *memImage  // the snapshot's memory, when not in its data (image.go)
+	var image *memImage // the memory tasks start from, when not in data segments (image.go)
+	var imageBytes []byte
 	installed := false
 	defer func() {
 		if image != nil && !installed {
@@ -465,11 +465,11 @@ func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte, cfg sand
 		snap, taker, why := e.snapshotOf(c, src, cfg)
 		switch {
 		case snap != nil:
-			snapshot, snapBytes = true, snap
+			snapshot = true
 			if sb, err := wasmbin.Parse(snap); err == nil {
 				memMin = sb.MemMin << 16
 			}
-			src, image = e.splitImage(snap)
+			src, image, imageBytes = e.splitImage(snap)
 		case taker != nil:
 			src, c.taker = taker.variant, taker
 		default:
@@ -477,6 +477,14 @@ func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte, cfg sand
 		}
 	} else if init && !start {
 		c.noSnapshot = "snapshots are off (Config.NoSnapshots)"
+	}
+	// A module that starts from no snapshot (one built elsewhere than by
+	// mandate build, a Rust or C tool) starts from its data segments: they
+	// are its image, mapped as a snapshot's is, and its finished tasks'
+	// memories are pooled. Not a module whose first task may take its
+	// snapshot: that form runs once, then the snapshot's image replaces it.
+	if !snapshot && c.taker == nil && bin.HasMem && memMin <= maxPlainImage {
+		src, image, imageBytes = e.splitImage(src)
 	}
 	// Before anything compiles the module: wazero allocates what the
 	// module's counts say before reading, and the rewrite decodes every
@@ -499,11 +507,7 @@ func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte, cfg sand
 		p := &prepared{code: rewritten}
 		p.MemMin, p.Snapshot, p.NoSnapshot = memMin, snapshot, c.noSnapshot
 		if image != nil {
-			if _, img, err := wasmbin.SplitImage(snapBytes); err == nil {
-				p.image = img
-			} else {
-				return nil
-			}
+			p.image = imageBytes
 		}
 		e.storePrepared(c.digest, wasm, bin, p)
 	}

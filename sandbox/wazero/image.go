@@ -42,19 +42,26 @@ const (
 	imageSegments                  // data segments, applied by wazero (before issue 31)
 )
 
-// splitImage returns what to compile of a snapshot module, and the image
-// its tasks' memories start from (nil: the module's data segments write
-// it, as for any module).
-func (e *Engine) splitImage(snap []byte) ([]byte, *memImage) {
+// splitImage returns what to compile of mod, the image its tasks'
+// memories start from, and the image's bytes (nil, nil: the module's data
+// segments write its memory, as for any module).
+func (e *Engine) splitImage(mod []byte) ([]byte, *memImage, []byte) {
 	if e.opt.image == imageSegments {
-		return snap, nil
+		return mod, nil, nil
 	}
-	stripped, image, err := wasmbin.SplitImage(snap)
+	stripped, image, err := wasmbin.SplitImage(mod)
 	if err != nil {
-		return snap, nil
+		return mod, nil, nil
 	}
-	return stripped, newMemImage(image, e.opt.image == imageCopy)
+	return stripped, newMemImage(image, e.opt.image == imageCopy), image
 }
+
+// maxPlainImage bounds the image of a module without a snapshot: the
+// image is as large as the memory the module declares (every page of its
+// minimum, the data segments written in), and is made when the module is
+// compiled, before any task's limit applies. A module declaring more
+// starts from its data segments, as wazero applies them.
+const maxPlainImage = 64 << 20
 
 // memImage is a snapshot form's memory image.
 type memImage struct {

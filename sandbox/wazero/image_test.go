@@ -160,10 +160,15 @@ func TestSnapshotImage(t *testing.T) {
 // as the module declares it, 3 if the memory did not start at three pages,
 // and 0 otherwise. Both first call test.base, which records where the
 // memory is. "selftest" is write then scan in one task: it must find the
-// secret.
-func secretModule() []byte {
+// secret. With init unset, _initialize is not exported: the module gets
+// no snapshot, and its memory starts at its two pages.
+func secretModule(init bool) []byte {
 	const secret = 0x3234544552434553 // "SECRET42"
 	const phrase = 0x3a657461646e616d // "mandate:"
+	startPages, initName := int64(3), "_initialize"
+	if !init {
+		startPages, initName = 2, "not_initialize"
+	}
 	i32 := func(v int64) []byte { return wasmasm.Cat([]byte{0x41}, wasmasm.Sleb(v)) }
 	i64 := func(v int64) []byte { return wasmasm.Cat([]byte{0x42}, wasmasm.Sleb(v)) }
 	ret := func(code int64) []byte { return wasmasm.Cat([]byte{0x04, 0x40}, i32(code), []byte{0x0f, 0x0b}) } // if: return code
@@ -183,7 +188,7 @@ func secretModule() []byte {
 	scan := wasmasm.Cat(base, i32(4), []byte{0x40, 0x00, 0x21, 0x02}, // $old = memory.grow 4
 		each(wasmasm.Cat([]byte{0x20, 0x00, 0x29, 0x03, 0x00}, i64(secret), []byte{0x51}, ret(1))),
 		i32(1024), []byte{0x29, 0x03, 0x00}, i64(phrase), []byte{0x52}, ret(2),
-		[]byte{0x20, 0x02}, i32(3), []byte{0x47}, ret(3),
+		[]byte{0x20, 0x02}, i32(startPages), []byte{0x47}, ret(3),
 		i32(0))
 	body := func(locals, code []byte) []byte {
 		b := wasmasm.Cat(locals, code, []byte{0x0b})
@@ -197,7 +202,7 @@ func secretModule() []byte {
 		wasmasm.Section(5, []byte{0x01, 0x00, 0x02}), // 2 pages
 		wasmasm.Section(7, wasmasm.Vec(
 			wasmasm.Cat(wasmasm.Name("memory"), []byte{0x02, 0x00}),
-			wasmasm.Cat(wasmasm.Name("_initialize"), []byte{0x00, 0x01}),
+			wasmasm.Cat(wasmasm.Name(initName), []byte{0x00, 0x01}),
 			wasmasm.Cat(wasmasm.Name("write"), []byte{0x00, 0x02}),
 			wasmasm.Cat(wasmasm.Name("scan"), []byte{0x00, 0x03}),
 			wasmasm.Cat(wasmasm.Name("selftest"), []byte{0x00, 0x04}),
@@ -213,25 +218,32 @@ func secretModule() []byte {
 }
 
 // TestImageReuseReset: a task that runs in the memory the previous task of
-// the same snapshot left (the same address, so the same mapping, reused)
+// the same module left (the same address, so the same mapping, reused)
 // finds nothing of that task's secret, written over every byte of the
 // image and of pages it grew, and finds the image as it was: with the
 // grown pages kept resident and cleared, and with all but the first of
-// them dropped (keepGrown of one wasm page).
+// them dropped (keepGrown of one wasm page). The image is a snapshot's,
+// or the data segments of a module that gets no snapshot (plain).
 func TestImageReuseReset(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("memories are mapped on Linux only")
 	}
-	for _, keep := range []uint64{keepGrown, 1 << 16} {
-		t.Run(fmt.Sprintf("keep=%d", keep), func(t *testing.T) {
-			defer func(k uint64) { keepGrown = k }(keepGrown)
-			keepGrown = keep
-			testImageReuseReset(t)
-		})
+	for _, snapshot := range []bool{true, false} {
+		for _, keep := range []uint64{keepGrown, 1 << 16} {
+			name := "snapshot"
+			if !snapshot {
+				name = "plain"
+			}
+			t.Run(fmt.Sprintf("%s/keep=%d", name, keep), func(t *testing.T) {
+				defer func(k uint64) { keepGrown = k }(keepGrown)
+				keepGrown = keep
+				testImageReuseReset(t, snapshot)
+			})
+		}
 	}
 }
 
-func testImageReuseReset(t *testing.T) {
+func testImageReuseReset(t *testing.T, snapshot bool) {
 	ctx := context.Background()
 	e, err := newEngine(ctx, sandbox.Config{CacheDir: t.TempDir()}, options{})
 	if err != nil {
@@ -242,7 +254,7 @@ func testImageReuseReset(t *testing.T) {
 	if err := e.Host("test", []sandbox.HostFunc{base.Func("base")}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := e.Compile(ctx, secretModule())
+	m, err := e.Compile(ctx, secretModule(snapshot))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,8 +268,11 @@ func testImageReuseReset(t *testing.T) {
 		t.Fatalf("selftest = %v, want exit code 1 (the scan finds a secret that is there)", err)
 	}
 	sandboxtest.Settled(t, m)
-	if used, why := m.(*Module).Snapshot(); !used {
-		t.Fatalf("no snapshot: %s", why)
+	if used, why := m.(*Module).Snapshot(); used != snapshot {
+		t.Fatalf("snapshot used: %v (%s), want %v", used, why, snapshot)
+	}
+	if f := m.(*Module).c.start.Load(); f.image == nil || !f.image.mapped() {
+		t.Fatal("the module's tasks do not start from a mapped image")
 	}
 	reused := 0
 	for round := range 4 {
@@ -276,4 +291,82 @@ func testImageReuseReset(t *testing.T) {
 	if reused == 0 {
 		t.Fatal("no task ran in the memory of the task before it: the test shows nothing")
 	}
+}
+
+// TestPlainImage: a module without a snapshot starts from its data
+// segments as an image, in this process and in the next one (from the
+// module's prepared record), and a module declaring more initial memory
+// than maxPlainImage starts from its segments as wazero applies them.
+func TestPlainImage(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("memories are mapped on Linux only")
+	}
+	ctx := context.Background()
+	cache := t.TempDir()
+	var hits []string
+	preparedHit = func(d string) { hits = append(hits, d) }
+	defer func() { preparedHit = nil }()
+	for _, proc := range []string{"first", "next"} {
+		e, err := newEngine(ctx, sandbox.Config{CacheDir: cache}, options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var base sandboxtest.MemoryBase
+		if err := e.Host("test", []sandbox.HostFunc{base.Func("base")}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := e.Compile(ctx, secretModule(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := m.(*Module).c.start.Load(); f.image == nil || !f.image.mapped() {
+			t.Fatalf("%s process: the module's tasks do not start from a mapped image", proc)
+		}
+		var exit *sandbox.ExitError
+		if err := m.Run(ctx, sandbox.RunConfig{Entry: "selftest"}); !errors.As(err, &exit) || exit.Code != 1 {
+			t.Fatalf("%s process: selftest = %v, want exit code 1", proc, err)
+		}
+		if err := m.Run(ctx, sandbox.RunConfig{Entry: "scan"}); err != nil {
+			t.Fatalf("%s process: scan after selftest: %v", proc, err)
+		}
+		m.Close(ctx)
+		e.Close(ctx)
+	}
+	if len(hits) != 1 {
+		t.Fatalf("compiled from the prepared record %d times, want once (the next process)", len(hits))
+	}
+
+	e, err := newEngine(ctx, sandbox.Config{CacheDir: cache}, options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	m, err := e.Compile(ctx, bigMemoryModule(maxPlainImage>>16+1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(ctx)
+	if f := m.(*Module).c.start.Load(); f.image != nil {
+		t.Fatal("a module declaring more than maxPlainImage has an image")
+	}
+	if err := m.Run(ctx, sandbox.RunConfig{Entry: "run", MemoryLimit: 2 * maxPlainImage}); err != nil {
+		t.Fatalf("the module past maxPlainImage: %v", err)
+	}
+}
+
+// bigMemoryModule is a reactor of pages pages whose "run" returns 0 when
+// its data segment, at the last page, is there.
+func bigMemoryModule(pages uint64) []byte {
+	i32 := func(v int64) []byte { return wasmasm.Cat([]byte{0x41}, wasmasm.Sleb(v)) }
+	at := int64(pages-1) << 16
+	run := wasmasm.Cat(i32(at), []byte{0x28, 0x02, 0x00}, i32(0x61746164), []byte{0x47}) // i32.load != "data"
+	bd := wasmasm.Cat([]byte{0x00}, run, []byte{0x0b})
+	return wasmasm.Module(
+		wasmasm.Section(1, wasmasm.Vec([]byte{0x60, 0x00, 0x01, 0x7f})),
+		wasmasm.Section(3, wasmasm.Vec([]byte{0x00})),
+		wasmasm.Section(5, wasmasm.Cat([]byte{0x01, 0x00}, wasmasm.Uleb(pages))),
+		wasmasm.Section(7, wasmasm.Vec(wasmasm.Cat(wasmasm.Name("run"), []byte{0x00, 0x00}))),
+		wasmasm.Section(10, wasmasm.Vec(wasmasm.Cat(wasmasm.Uleb(uint64(len(bd))), bd))),
+		wasmasm.Section(11, wasmasm.Vec(wasmasm.Cat([]byte{0x00}, i32(at), []byte{0x0b}, wasmasm.Name("data")))),
+	)
 }

@@ -245,7 +245,7 @@ func (t *snapshotTaker) install(ctx context.Context, image []byte, vals []uint64
 		t.refuse(fmt.Errorf("%w: %v", wasmbin.ErrNoSnapshot, err))
 		return
 	}
-	compiled, mapped := e.splitImage(snap)
+	compiled, mapped, _ := e.splitImage(snap)
 	installed := false
 	defer func() {
 		if !installed && mapped != nil {
