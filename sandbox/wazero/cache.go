@@ -61,7 +61,7 @@ const preparedDir = "mandate-prepared"
 
 // preparedMagic starts every record; bump it when the layout or what a
 // record holds changes.
-const preparedMagic = "MNPREP1\n"
+const preparedMagic = "MNPREP2\n"
 
 // preparedHeader is a record's header, before its code and image.
 type preparedHeader struct {
@@ -72,14 +72,18 @@ type preparedHeader struct {
 	NoSnapshot string        `json:"no_snapshot,omitempty"`
 	Marker     string        `json:"marker,omitempty"`
 	CodeLen    int           `json:"code_len"`
-	ImageLen   int           `json:"image_len"` // -1: no image
+	ImageLen   int           `json:"image_len"` // the image's size; -1: no image
+	// ImageRuns are the offset and length of each run of the image that
+	// is not zero pages (imageData), in order: their bytes follow the
+	// code, one after another.
+	ImageRuns []uint64 `json:"image_runs,omitempty"`
 }
 
 // prepared is a module's record, read.
 type prepared struct {
 	preparedHeader
-	code  []byte // what wazero compiles
-	image []byte // the memory image tasks start from; nil: none
+	code  []byte     // what wazero compiles
+	image *imageData // the memory image tasks start from; nil: none
 }
 
 var preparedCRC = crc32.MakeTable(crc32.Castagnoli)
@@ -143,35 +147,77 @@ func decodePrepared(b []byte) (*prepared, error) {
 		return nil, err
 	}
 	body = body[n:]
-	img := max(p.ImageLen, 0)
-	if p.CodeLen <= 0 || p.ImageLen < -1 || p.CodeLen+img != len(body) {
+	if p.CodeLen <= 0 || p.ImageLen < -1 || p.CodeLen > len(body) {
 		return nil, fmt.Errorf("damaged prepared record")
 	}
-	p.code = body[:p.CodeLen]
-	if p.ImageLen >= 0 {
-		p.image = body[p.CodeLen:]
+	p.code, body = body[:p.CodeLen], body[p.CodeLen:]
+	if p.ImageLen < 0 {
+		if len(body) != 0 || len(p.ImageRuns) != 0 {
+			return nil, fmt.Errorf("damaged prepared record")
+		}
+		return p, nil
 	}
+	img, err := decodeRuns(uint64(p.ImageLen), p.ImageRuns, body)
+	if err != nil {
+		return nil, err
+	}
+	p.image = img
 	return p, nil
+}
+
+// decodeRuns is the image of size bytes whose runs (offset and length
+// pairs) hold body's bytes, in order; an error unless they are sorted,
+// apart, within size, and take all of body.
+func decodeRuns(size uint64, runs []uint64, body []byte) (*imageData, error) {
+	bad := fmt.Errorf("damaged prepared record: its image")
+	if len(runs)%2 != 0 {
+		return nil, bad
+	}
+	img := &imageData{size: size}
+	var end uint64
+	for i := 0; i < len(runs); i += 2 {
+		off, n := runs[i], runs[i+1]
+		if n == 0 || off < end || off > size || n > size-off || n > uint64(len(body)) {
+			return nil, bad
+		}
+		img.runs = append(img.runs, imageRun{off: off, b: body[:n]})
+		body, end = body[n:], off+n
+	}
+	if len(body) != 0 {
+		return nil, bad
+	}
+	return img, nil
 }
 
 // encodePrepared writes a record.
 func encodePrepared(p *prepared) ([]byte, error) {
-	p.CodeLen, p.ImageLen = len(p.code), -1
+	p.CodeLen, p.ImageLen, p.ImageRuns = len(p.code), -1, nil
 	if p.image != nil {
-		p.ImageLen = len(p.image)
+		p.ImageLen = int(p.image.size)
+		for _, r := range p.image.runs {
+			p.ImageRuns = append(p.ImageRuns, r.off, uint64(len(r.b)))
+		}
 	}
 	hdr, err := json.Marshal(p.preparedHeader)
 	if err != nil {
 		return nil, err
 	}
 	var buf bytes.Buffer
-	buf.Grow(len(preparedMagic) + 8 + len(hdr) + len(p.code) + len(p.image))
+	imgLen := 0
+	if p.image != nil {
+		imgLen = p.image.bytes()
+	}
+	buf.Grow(len(preparedMagic) + 8 + len(hdr) + len(p.code) + imgLen)
 	buf.WriteString(preparedMagic)
 	buf.Write(make([]byte, 4)) // the sum, below
 	buf.Write(binary.BigEndian.AppendUint32(nil, uint32(len(hdr))))
 	buf.Write(hdr)
 	buf.Write(p.code)
-	buf.Write(p.image)
+	if p.image != nil {
+		for _, r := range p.image.runs {
+			buf.Write(r.b)
+		}
+	}
 	b := buf.Bytes()
 	binary.BigEndian.PutUint32(b[len(preparedMagic):], crc32.Checksum(b[len(preparedMagic)+4:], preparedCRC))
 	return b, nil

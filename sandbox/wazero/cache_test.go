@@ -3,7 +3,10 @@ package wazero
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"hash/crc32"
 	"os"
 	"strings"
 	"sync"
@@ -164,4 +167,114 @@ func TestPreparedSnapshot(t *testing.T) {
 	if n, n1 := len(h3.Calls()), len(h1.Calls()); n != 2 || n1 != 1 {
 		t.Errorf("host calls %d (want 2: one per run, none from init), first engine %d", n, n1)
 	}
+}
+
+// TestSparseImage: an image keeps its pages that are not all zero as runs,
+// and gives back exactly the bytes it was made from.
+func TestSparseImage(t *testing.T) {
+	const page = imagePage
+	b := make([]byte, 10*page+100) // a partial last page
+	b[0] = 1                       // page 0
+	b[page+page-1] = 2             // page 1, its last byte: one run with page 0
+	b[4*page+7] = 3                // page 4 alone
+	b[7*page] = 4                  // pages 7 and 8
+	b[8*page+1] = 5
+	b[10*page+99] = 6 // the partial page
+	img := sparseImage(b)
+	want := []struct{ off, n int }{{0, 2 * page}, {4 * page, page}, {7 * page, 2 * page}, {10 * page, 100}}
+	if len(img.runs) != len(want) {
+		t.Fatalf("%d runs, want %d", len(img.runs), len(want))
+	}
+	for i, w := range want {
+		if r := img.runs[i]; r.off != uint64(w.off) || len(r.b) != w.n {
+			t.Errorf("run %d at %d, %d bytes; want at %d, %d bytes", i, r.off, len(r.b), w.off, w.n)
+		}
+	}
+	if img.size != uint64(len(b)) || img.bytes() != 5*page+100 {
+		t.Errorf("size %d, %d bytes in runs", img.size, img.bytes())
+	}
+	got := make([]byte, len(b))
+	img.copyTo(got)
+	if !bytes.Equal(got, b) {
+		t.Fatal("copyTo does not give the image back")
+	}
+	if runs := sparseImage(make([]byte, 3*page)).runs; len(runs) != 0 {
+		t.Fatalf("an image of zeros has %d runs", len(runs))
+	}
+}
+
+// TestPreparedImageRuns: a record's image comes back as it was written,
+// and a record whose runs are not sorted, apart, within the image and
+// exactly its bytes is refused as damaged.
+func TestPreparedImageRuns(t *testing.T) {
+	const page = imagePage
+	b := make([]byte, 6*page)
+	b[10], b[3*page+5], b[6*page-1] = 1, 2, 3
+	p := &prepared{code: []byte("code"), image: sparseImage(b)}
+	p.MemMin = uint64(len(b))
+	enc, err := encodePrepared(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(enc) > len(b) {
+		t.Fatalf("a record of %d bytes for an image of %d, 3 pages of it not zero", len(enc), len(b))
+	}
+	dec, err := decodePrepared(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, dec.image.size)
+	dec.image.copyTo(got)
+	if !bytes.Equal(got, b) || string(dec.code) != "code" {
+		t.Fatal("the record's image or code differs from what was written")
+	}
+	if dec, err := decodePrepared(mustEncode(t, &prepared{code: []byte("code")})); err != nil || dec.image != nil {
+		t.Fatalf("a record without an image: %v, image %v", err, dec.image)
+	}
+
+	// record writes a header and body with a good sum.
+	record := func(h preparedHeader, body string) []byte {
+		hdr, err := json.Marshal(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest := binary.BigEndian.AppendUint32(nil, uint32(len(hdr)))
+		rest = append(append(rest, hdr...), body...)
+		out := binary.BigEndian.AppendUint32([]byte(preparedMagic), crc32.Checksum(rest, preparedCRC))
+		return append(out, rest...)
+	}
+	good := preparedHeader{CodeLen: 4, ImageLen: 2 * page, ImageRuns: []uint64{0, 2, page, 3}}
+	if _, err := decodePrepared(record(good, "codeaabbb")); err != nil {
+		t.Fatalf("a well-formed record: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		size int
+		runs []uint64
+		body string
+	}{
+		{"odd", 2 * page, []uint64{0, 2, page}, "codeaabbb"},
+		{"overlap", 2 * page, []uint64{0, 2, 1, 3}, "codeaabbb"},
+		{"unsorted", 2 * page, []uint64{page, 3, 0, 2}, "codebbbaa"},
+		{"past the image", 2 * page, []uint64{0, 2, 2*page - 1, 3}, "codeaabbb"},
+		{"empty run", 2 * page, []uint64{0, 0, page, 3}, "codebbb"},
+		{"bytes left over", 2 * page, []uint64{0, 2, page, 3}, "codeaabbbc"},
+		{"bytes missing", 2 * page, []uint64{0, 2, page, 3}, "codeaabb"},
+		{"runs without an image", -1, []uint64{0, 2}, "codeaa"},
+		{"bytes without an image", -1, nil, "codeaa"},
+	} {
+		h := preparedHeader{CodeLen: 4, ImageLen: c.size, ImageRuns: c.runs}
+		if _, err := decodePrepared(record(h, c.body)); err == nil {
+			t.Errorf("%s: a damaged record was decoded", c.name)
+		}
+	}
+}
+
+func mustEncode(t *testing.T, p *prepared) []byte {
+	t.Helper()
+	b, err := encodePrepared(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -452,7 +452,7 @@ func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte, cfg sand
 	// from its first task's _initialize (snapshot.go).
 	snapshot := false
 	var image *memImage // the memory tasks start from, when not in data segments (image.go)
-	var imageBytes []byte
+	var imgData *imageData
 	installed := false
 	defer func() {
 		if image != nil && !installed {
@@ -469,7 +469,7 @@ func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte, cfg sand
 			if sb, err := wasmbin.Parse(snap); err == nil {
 				memMin = sb.MemMin << 16
 			}
-			src, image, imageBytes = e.splitImage(snap)
+			src, image, imgData = e.splitImage(snap)
 		case taker != nil:
 			src, c.taker = taker.variant, taker
 		default:
@@ -484,7 +484,7 @@ func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte, cfg sand
 	// memories are pooled. Not a module whose first task may take its
 	// snapshot: that form runs once, then the snapshot's image replaces it.
 	if !snapshot && c.taker == nil && bin.HasMem && memMin <= maxPlainImage {
-		src, image, imageBytes = e.splitImage(src)
+		src, image, imgData = e.splitImage(src)
 	}
 	// Before anything compiles the module: wazero allocates what the
 	// module's counts say before reading, and the rewrite decodes every
@@ -507,7 +507,7 @@ func (e *Engine) compile(ctx context.Context, c *compiled, wasm []byte, cfg sand
 		p := &prepared{code: rewritten}
 		p.MemMin, p.Snapshot, p.NoSnapshot = memMin, snapshot, c.noSnapshot
 		if image != nil {
-			p.image = imageBytes
+			p.image = imgData
 		}
 		e.storePrepared(c.digest, wasm, bin, p)
 	}

@@ -43,9 +43,9 @@ const (
 )
 
 // splitImage returns what to compile of mod, the image its tasks'
-// memories start from, and the image's bytes (nil, nil: the module's data
-// segments write its memory, as for any module).
-func (e *Engine) splitImage(mod []byte) ([]byte, *memImage, []byte) {
+// memories start from, and the image's contents (nil, nil: the module's
+// data segments write its memory, as for any module).
+func (e *Engine) splitImage(mod []byte) ([]byte, *memImage, *imageData) {
 	if e.opt.image == imageSegments {
 		return mod, nil, nil
 	}
@@ -53,7 +53,71 @@ func (e *Engine) splitImage(mod []byte) ([]byte, *memImage, []byte) {
 	if err != nil {
 		return mod, nil, nil
 	}
-	return stripped, newMemImage(image, e.opt.image == imageCopy), image
+	img := sparseImage(image)
+	return stripped, newMemImage(img, e.opt.image == imageCopy), img
+}
+
+// imageData is a memory image's contents: size bytes, zero but for runs.
+// About half of a Go guest's image is zero pages (its heap's unused
+// spans, the data segments' gaps): they are never written to the memfd
+// (whose holes read as zeros) nor to a module's prepared record.
+type imageData struct {
+	size uint64
+	runs []imageRun // sorted by offset, not overlapping, within size
+}
+
+// imageRun is bytes of an image at an offset.
+type imageRun struct {
+	off uint64
+	b   []byte
+}
+
+// imagePage is the granule of an image's runs: a host page.
+const imagePage = 4096
+
+// sparseImage is b's contents as runs of whole pages that are not all
+// zero. The runs are slices of b.
+func sparseImage(b []byte) *imageData {
+	img := &imageData{size: uint64(len(b))}
+	start := -1
+	for off := 0; off < len(b); off += imagePage {
+		end := min(off+imagePage, len(b))
+		zero := true
+		for _, c := range b[off:end] {
+			if c != 0 {
+				zero = false
+				break
+			}
+		}
+		switch {
+		case !zero && start < 0:
+			start = off
+		case zero && start >= 0:
+			img.runs = append(img.runs, imageRun{off: uint64(start), b: b[start:off]})
+			start = -1
+		}
+	}
+	if start >= 0 {
+		img.runs = append(img.runs, imageRun{off: uint64(start), b: b[start:]})
+	}
+	return img
+}
+
+// copyTo writes the image's runs into buf, whose first size bytes are
+// zero.
+func (img *imageData) copyTo(buf []byte) {
+	for _, r := range img.runs {
+		copy(buf[r.off:], r.b)
+	}
+}
+
+// bytes is the sum of the runs' lengths.
+func (img *imageData) bytes() int {
+	n := 0
+	for _, r := range img.runs {
+		n += len(r.b)
+	}
+	return n
 }
 
 // maxPlainImage bounds the image of a module without a snapshot: the
@@ -65,8 +129,8 @@ const maxPlainImage = 64 << 20
 
 // memImage is a snapshot form's memory image.
 type memImage struct {
-	data []byte // the image, for the copying path; nil once mapped
-	size uint64 // bytes, a whole number of wasm pages
+	data *imageData // the image, for the copying path; nil once mapped
+	size uint64     // bytes, a whole number of wasm pages
 
 	// mu is held shared while the fd is used (every task's mapping), and
 	// exclusively to close it, so a task never maps a closed or reused fd.
@@ -86,12 +150,12 @@ type memImage struct {
 	reuses atomic.Uint64 // memories taken from the pool (tests)
 }
 
-// newMemImage keeps b as a snapshot form's memory image, mapped unless
-// copy is set or mapping is unavailable.
-func newMemImage(b []byte, copy bool) *memImage {
-	im := &memImage{data: b, size: uint64(len(b)), fd: -1}
+// newMemImage keeps img as a form's memory image, mapped unless copy is
+// set or mapping is unavailable.
+func newMemImage(img *imageData, copy bool) *memImage {
+	im := &memImage{data: img, size: img.size, fd: -1}
 	if !copy {
-		if fd, err := sealedMemfd(b); err == nil {
+		if fd, err := sealedMemfd(img); err == nil {
 			im.fd, im.data = fd, nil
 			im.src = mapReadOnly(fd, im.size)
 		}
@@ -124,7 +188,7 @@ func (im *memImage) copyInto(buf []byte) error {
 		return fmt.Errorf("memory of %d bytes for an image of %d", len(buf), im.size)
 	}
 	if im.data != nil {
-		copy(buf, im.data)
+		im.data.copyTo(buf)
 		return nil
 	}
 	im.mu.RLock()

@@ -13,9 +13,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sealedMemfd returns a memfd holding b, sealed against every change.
-func sealedMemfd(b []byte) (int, error) {
-	fd, err := unix.MemfdCreate("mandate-snapshot", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+// sealedMemfd returns a memfd holding img, sealed against every change.
+// Only img's runs are written: the rest of the file is holes, which read
+// as zeros and take no memory until a task reads them.
+func sealedMemfd(img *imageData) (int, error) {
+	fd, err := unix.MemfdCreate("mandate-image", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return -1, err
 	}
@@ -25,18 +27,20 @@ func sealedMemfd(b []byte) (int, error) {
 			unix.Close(fd)
 		}
 	}()
-	if err := unix.Ftruncate(fd, int64(len(b))); err != nil {
+	if err := unix.Ftruncate(fd, int64(img.size)); err != nil {
 		return -1, err
 	}
-	for off := 0; off < len(b); {
-		n, err := unix.Pwrite(fd, b[off:], int64(off))
-		if err != nil {
-			return -1, err
+	for _, r := range img.runs {
+		for off := 0; off < len(r.b); {
+			n, err := unix.Pwrite(fd, r.b[off:], int64(r.off)+int64(off))
+			if err != nil {
+				return -1, err
+			}
+			if n == 0 {
+				return -1, fmt.Errorf("memfd: short write")
+			}
+			off += n
 		}
-		if n == 0 {
-			return -1, fmt.Errorf("memfd: short write")
-		}
-		off += n
 	}
 	seals := unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE | unix.F_SEAL_SEAL
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {

@@ -6,7 +6,7 @@ import "errors"
 
 var errNoMapping = errors.New("no copy-on-write mapping on this system")
 
-func sealedMemfd([]byte) (int, error) { return -1, errNoMapping }
+func sealedMemfd(*imageData) (int, error) { return -1, errNoMapping }
 
 func closeFd(int) {}
 
@@ -25,3 +25,6 @@ func mapImage(int, uint64, uint64, *memoryLimiter) (*mappedMemory, error) {
 
 func (*mappedMemory) Reallocate(uint64) []byte { return nil }
 func (*mappedMemory) Free()                    {}
+
+// keepGrown is image_linux.go's; no memory is pooled here.
+var keepGrown uint64
