@@ -303,9 +303,7 @@ func TestPlainImage(t *testing.T) {
 	}
 	ctx := context.Background()
 	cache := t.TempDir()
-	var hits []string
-	preparedHit = func(d string) { hits = append(hits, d) }
-	defer func() { preparedHit = nil }()
+	fromRecord := hits(t)
 	for _, proc := range []string{"first", "next"} {
 		e, err := newEngine(ctx, sandbox.Config{CacheDir: cache}, options{})
 		if err != nil {
@@ -332,8 +330,8 @@ func TestPlainImage(t *testing.T) {
 		m.Close(ctx)
 		e.Close(ctx)
 	}
-	if len(hits) != 1 {
-		t.Fatalf("compiled from the prepared record %d times, want once (the next process)", len(hits))
+	if got := fromRecord(); len(got) != 1 {
+		t.Fatalf("compiled from the prepared record %d times, want once (the next process)", len(got))
 	}
 
 	e, err := newEngine(ctx, sandbox.Config{CacheDir: cache}, options{})
