@@ -11,7 +11,7 @@ import (
 	"github.com/mandatevm/mandate/sandbox/internal/wasmbin"
 )
 
-// A snapshot's memory, mapped rather than copied.
+// A module's initial memory, mapped rather than copied.
 //
 // A task that starts from its module's snapshot (snapshot.go) starts with
 // the memory _initialize left: a Go reactor's 3 MB or more, of which a
@@ -29,11 +29,17 @@ import (
 // reach the image or another task: a private mapping's writes never reach
 // the file.
 //
+// A module that starts from no snapshot (built by plain go build, a Rust
+// or C tool) gets the same from its data segments: its form is compiled
+// without them and they are its image, up to maxPlainImage. Either image is
+// kept sparse (imageData): its zero pages are holes in the memfd and absent
+// from the module's prepared record (cache.go).
+//
 // Where memfd or mmap are missing (another OS) or fail (out of mappings),
 // or with options.copyImage (to measure one against the other), a task's
 // memory is allocated as before and the image copied into it.
 
-// imageMode is how a snapshot's memory reaches its tasks.
+// imageMode is how a module's image reaches its tasks.
 type imageMode int
 
 const (
@@ -127,7 +133,8 @@ func (img *imageData) bytes() int {
 // starts from its data segments, as wazero applies them.
 const maxPlainImage = 64 << 20
 
-// memImage is a snapshot form's memory image.
+// memImage is a form's memory image: its snapshot's, or its data
+// segments'.
 type memImage struct {
 	data *imageData // the image, for the copying path; nil once mapped
 	size uint64     // bytes, a whole number of wasm pages

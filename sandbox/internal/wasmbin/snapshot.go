@@ -479,13 +479,16 @@ func tableWrite(wasm []byte, m *Module) (string, error) {
 	return sc.tableWrite, nil
 }
 
-// SplitImage returns a snapshot module (what ApplySnapshot returns) with
-// no data segments, and the memory image they wrote: MemMin pages, the
-// segments applied to zeros. An engine that maps the image as a task's
-// memory (copy on write) compiles the stripped module, so instantiation
-// neither copies the image nor allocates and zeroes a memory for it. It
-// refuses what is not a snapshot's data: a DataCount section, a segment
-// not active on memory 0 at an "i32.const c" offset, or one past MemMin.
+// SplitImage returns a module (a snapshot, what ApplySnapshot returns, or
+// any module whose data segments are all plain) with no data segments,
+// and the memory image they wrote: MemMin pages, the segments applied to
+// zeros in order. An engine that maps the image as a task's memory (copy
+// on write) compiles the stripped module, so instantiation neither copies
+// the image nor allocates and zeroes a memory for it. It refuses data
+// whose effect is not that image alone: a DataCount section (passive
+// segments), a segment not active on memory 0 at an "i32.const c"
+// offset, or one past MemMin (whose instantiation fails); the caller then
+// compiles the module as it is.
 func SplitImage(snap []byte) (stripped, image []byte, err error) {
 	m, err := Parse(snap)
 	if err != nil {
