@@ -157,6 +157,11 @@ func decodePrepared(b []byte) (*prepared, error) {
 		}
 		return p, nil
 	}
+	if uint64(p.ImageLen) != p.MemMin {
+		// An image is the module's initial memory (wasmbin.SplitImage);
+		// its size alone says how large a memfd is made.
+		return nil, fmt.Errorf("damaged prepared record: an image of %d bytes for an initial memory of %d", p.ImageLen, p.MemMin)
+	}
 	img, err := decodeRuns(uint64(p.ImageLen), p.ImageRuns, body)
 	if err != nil {
 		return nil, err

@@ -243,9 +243,18 @@ func TestPreparedImageRuns(t *testing.T) {
 		out := binary.BigEndian.AppendUint32([]byte(preparedMagic), crc32.Checksum(rest, preparedCRC))
 		return append(out, rest...)
 	}
-	good := preparedHeader{CodeLen: 4, ImageLen: 2 * page, ImageRuns: []uint64{0, 2, page, 3}}
+	good := preparedHeader{MemMin: 2 * page, CodeLen: 4, ImageLen: 2 * page, ImageRuns: []uint64{0, 2, page, 3}}
 	if _, err := decodePrepared(record(good, "codeaabbb")); err != nil {
 		t.Fatalf("a well-formed record: %v", err)
+	}
+	// The image is the module's initial memory, no larger nor smaller:
+	// its size bounds the memfd made of it, whatever the runs hold.
+	for _, memMin := range []uint64{page, 4 * page} {
+		h := good
+		h.MemMin = memMin
+		if _, err := decodePrepared(record(h, "codeaabbb")); err == nil {
+			t.Errorf("an image of %d bytes for an initial memory of %d was decoded", good.ImageLen, memMin)
+		}
 	}
 	for _, c := range []struct {
 		name string
@@ -263,7 +272,7 @@ func TestPreparedImageRuns(t *testing.T) {
 		{"runs without an image", -1, []uint64{0, 2}, "codeaa"},
 		{"bytes without an image", -1, nil, "codeaa"},
 	} {
-		h := preparedHeader{CodeLen: 4, ImageLen: c.size, ImageRuns: c.runs}
+		h := preparedHeader{MemMin: uint64(max(c.size, 0)), CodeLen: 4, ImageLen: c.size, ImageRuns: c.runs}
 		if _, err := decodePrepared(record(h, c.body)); err == nil {
 			t.Errorf("%s: a damaged record was decoded", c.name)
 		}
